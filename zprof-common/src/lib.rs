@@ -1,0 +1,373 @@
+//! Types shared by zprof's eBPF programs and its user-space side.
+//!
+//! Everything that crosses the user/kernel boundary is defined here once, as
+//! `#[repr(C)]` structs made only of `u32`/`u64` fields with explicit padding, so the
+//! two sides can never disagree about a layout. `Pod` impls (needed by aya to read
+//! maps) live behind the `user` feature, because the eBPF side builds without aya.
+#![no_std]
+
+/// Number of latency buckets in a [`Hist`].
+///
+/// Buckets are log-linear: 8 sub-buckets per power of two (about 6% resolution),
+/// from 1 ns up to 2^36 ns (69 s); anything longer lands in the last bucket.
+/// Eight sub-buckets per octave merge exactly into the power-of-two buckets that
+/// `zpool iostat -w` prints, so the two can be compared bucket for bucket.
+pub const HIST_BUCKETS: usize = 273;
+/// log2 of the sub-buckets per power of two.
+pub const HIST_SUB_BITS: u32 = 3;
+/// The largest power of two that still has its own buckets.
+pub const HIST_MAX_SHIFT: u32 = 35;
+
+/// Maps a latency in nanoseconds to its bucket index. Loop-free, so the eBPF
+/// verifier accepts it, and shared with user space so both agree on bucket edges.
+#[inline(always)]
+pub fn hist_bucket(value: u64) -> usize {
+    const SUB: u64 = 1 << HIST_SUB_BITS;
+    if value < SUB {
+        return value as usize;
+    }
+    let msb = 63 - value.leading_zeros() as u64;
+    if msb > HIST_MAX_SHIFT as u64 {
+        return HIST_BUCKETS - 1;
+    }
+    let sub = (value >> (msb - HIST_SUB_BITS as u64)) & (SUB - 1);
+    ((msb - HIST_SUB_BITS as u64 + 1) * SUB + sub) as usize
+}
+
+/// Smallest value that falls into bucket `index` (inverse of [`hist_bucket`]).
+pub fn hist_bucket_low(index: usize) -> u64 {
+    let sub_count = 1usize << HIST_SUB_BITS;
+    if index < sub_count {
+        return index as u64;
+    }
+    let octave = (index / sub_count) as u32 - 1 + HIST_SUB_BITS; // msb of the values
+    let sub = (index % sub_count) as u64;
+    if octave > HIST_MAX_SHIFT {
+        return 1u64 << (HIST_MAX_SHIFT + 1);
+    }
+    ((1u64 << HIST_SUB_BITS) + sub) << (octave - HIST_SUB_BITS)
+}
+
+/// Largest value that falls into bucket `index`.
+pub fn hist_bucket_high(index: usize) -> u64 {
+    if index + 1 >= HIST_BUCKETS {
+        return u64::MAX;
+    }
+    hist_bucket_low(index + 1) - 1
+}
+
+/// What a histogram measures. The numbering is part of the recording format:
+/// append, never renumber.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// zio_compress_data: class = algorithm | level << 8; bytes in, bytes out.
+    Compress = 1,
+    /// zio_decompress_data: class = algorithm.
+    Decompress = 2,
+    /// zfs_zstd_compress, timed inside zio_compress_data (detail, not additive).
+    ZstdCompress = 3,
+    /// lz4_compress_zfs, timed inside zio_compress_data (detail, not additive).
+    Lz4Compress = 4,
+    /// zio_checksum_compute: class = checksum algorithm.
+    ChecksumCompute = 5,
+    /// zio_checksum_error (read-side verification).
+    ChecksumVerify = 6,
+    /// Leaf I/O queue wait (io_delta - io_delay): class = type << 8 | priority.
+    VdevQueue = 7,
+    /// Leaf I/O disk time (io_delay): class = type << 8 | priority.
+    VdevDisk = 8,
+    /// Leaf I/O total (io_delta): class = type << 8 | priority.
+    VdevTotal = 9,
+    /// Fallback without struct offsets: vdev_queue_io to vdev_queue_io_done.
+    VdevQueueTimed = 10,
+    /// zil_commit: one per fsync / O_SYNC write.
+    ZilCommit = 11,
+    /// spa_sync: one per txg.
+    SpaSync = 12,
+    /// txg_wait_synced.
+    TxgWaitSynced = 13,
+    /// dmu_tx_assign: includes the write throttle's delay.
+    TxAssign = 14,
+    /// dmu_tx_wait: time a writer waited for dirty data to drain or a txg to open.
+    TxWait = 15,
+    /// zio_flush: cache flushes issued (count only).
+    Flush = 16,
+    /// Workload writes (dmu_write, or zfs_write/zvol on the kernel): bytes = request size.
+    WorkloadWrite = 17,
+    /// Workload reads (dmu_read, or zfs_read/zvol on the kernel).
+    WorkloadRead = 18,
+}
+
+impl Stage {
+    /// Every stage, in pipeline order (the order reports print them in).
+    pub const ALL: [Stage; 18] = [
+        Stage::WorkloadWrite,
+        Stage::WorkloadRead,
+        Stage::TxAssign,
+        Stage::TxWait,
+        Stage::Compress,
+        Stage::ZstdCompress,
+        Stage::Lz4Compress,
+        Stage::Decompress,
+        Stage::ChecksumCompute,
+        Stage::ChecksumVerify,
+        Stage::VdevQueue,
+        Stage::VdevDisk,
+        Stage::VdevTotal,
+        Stage::VdevQueueTimed,
+        Stage::Flush,
+        Stage::ZilCommit,
+        Stage::TxgWaitSynced,
+        Stage::SpaSync,
+    ];
+
+    /// The stage with this number, if it is one.
+    pub fn from_u32(value: u32) -> Option<Stage> {
+        Stage::ALL.iter().copied().find(|s| *s as u32 == value)
+    }
+}
+
+/// Key of the in-kernel histogram map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HistKey {
+    /// A [`Stage`] number.
+    pub stage: u32,
+    /// Stage-specific class (algorithm, or io type << 8 | priority); 0 when none.
+    pub class: u32,
+    /// Address of the pool's spa_t (0 when the stage cannot tell).
+    pub pool: u64,
+    /// Leaf vdev guid for vdev stages (0 otherwise).
+    pub vdev: u64,
+}
+
+/// One histogram, aggregated per CPU in the kernel and summed in user space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Hist {
+    /// Events recorded.
+    pub count: u64,
+    /// Sum of latencies (ns).
+    pub total_ns: u64,
+    /// Sum of the stage's input bytes (request size, logical size).
+    pub bytes: u64,
+    /// Sum of output bytes (compressed size); 0 where meaningless.
+    pub bytes_out: u64,
+    /// Largest latency seen (ns).
+    pub max_ns: u64,
+    /// Latency buckets, see [`hist_bucket`].
+    pub buckets: [u64; HIST_BUCKETS],
+}
+
+impl Hist {
+    /// An empty histogram.
+    pub const ZERO: Hist = Hist {
+        count: 0,
+        total_ns: 0,
+        bytes: 0,
+        bytes_out: 0,
+        max_ns: 0,
+        buckets: [0; HIST_BUCKETS],
+    };
+}
+
+/// Indexes of the per-CPU `COUNTERS` array: everything that could be lost or
+/// mismatched is counted here, so a report can show it.
+pub mod counter {
+    /// An entry probe could not store its start time (entry map full).
+    pub const ENTRY_MAP_FULL: u32 = 0;
+    /// A return probe found no start time (attached mid-call, or the entry was lost).
+    pub const RETURN_WITHOUT_ENTRY: u32 = 1;
+    /// A new histogram key could not be inserted (histogram map full).
+    pub const HIST_MAP_FULL: u32 = 2;
+    /// A ring-buffer event was dropped (ring buffer full).
+    pub const RINGBUF_FULL: u32 = 3;
+    /// Reading a ZFS structure failed (bad offset or unmapped memory).
+    pub const READ_FAILED: u32 = 4;
+    /// An entry probe fired while the same function was already in flight on the
+    /// thread (recursion); the inner call is not timed.
+    pub const NESTED_ENTRY: u32 = 5;
+    /// A leaf I/O reached vdev_stat_update without io_delta/io_delay (not a
+    /// queued leaf I/O); counted, not timed.
+    pub const VDEV_UNTIMED: u32 = 6;
+    /// Number of counters.
+    pub const COUNT: u32 = 8;
+}
+
+/// Entry record kept between an entry probe and its return probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InFlight {
+    /// bpf_ktime_get_ns() at entry.
+    pub start_ns: u64,
+    /// Stage-specific: class at entry.
+    pub class: u64,
+    /// Stage-specific: bytes at entry.
+    pub bytes: u64,
+    /// Pool (spa_t address) found at entry.
+    pub pool: u64,
+    /// Stage-specific extra value (txg for spa_sync).
+    pub extra: u64,
+}
+
+/// Key of the in-flight map: one call of one probed function on one thread (or,
+/// for the vdev queue fallback, one zio).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct InFlightKey {
+    /// Thread id, or the zio address's high half for per-zio keys.
+    pub id: u64,
+    /// A [`Stage`] number.
+    pub stage: u32,
+    /// Padding, always 0.
+    pub pad: u32,
+}
+
+/// Per-txg event sent through the ring buffer when spa_sync returns: txgs are
+/// few (a handful per second), and each one's number and duration matter.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxgEvent {
+    /// Pool (spa_t address).
+    pub pool: u64,
+    /// The txg synced.
+    pub txg: u64,
+    /// bpf_ktime_get_ns() at spa_sync entry.
+    pub start_ns: u64,
+    /// Duration of spa_sync (ns).
+    pub duration_ns: u64,
+    /// Process that ran it (the libzpool process; 0 for the kernel's sync thread).
+    pub tgid: u32,
+    /// Padding, always 0.
+    pub pad: u32,
+}
+
+/// Pool name as read from spa_t (spa_name is its first member).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PoolName {
+    /// NUL-terminated name (truncated at 63 bytes).
+    pub name: [u8; 64],
+}
+
+/// Struct member offsets in the traced ZFS build, set at load time.
+///
+/// Found at run time: from module BTF for the kernel target, from a table keyed by
+/// the library's build-id for libzpool. `valid == 0` means none were found; the
+/// programs that need them are then not attached and fallbacks are used.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offsets {
+    /// 1 when the offsets below are known.
+    pub valid: u32,
+    /// zio_t.io_type (enum, 4 bytes).
+    pub zio_type: u32,
+    /// zio_t.io_priority (enum, 4 bytes).
+    pub zio_priority: u32,
+    /// zio_t.io_spa (pointer).
+    pub zio_spa: u32,
+    /// zio_t.io_vd (pointer).
+    pub zio_vd: u32,
+    /// zio_t.io_delta (hrtime_t).
+    pub zio_delta: u32,
+    /// zio_t.io_delay (hrtime_t).
+    pub zio_delay: u32,
+    /// zio_t.io_size (u64).
+    pub zio_size: u32,
+    /// vdev_t.vdev_guid (u64).
+    pub vdev_guid: u32,
+    /// zilog_t.zl_spa (pointer).
+    pub zilog_spa: u32,
+    /// dsl_pool_t.dp_spa (pointer).
+    pub dsl_pool_spa: u32,
+    /// objset_t.os_spa (pointer).
+    pub objset_spa: u32,
+    /// dmu_tx_t.tx_pool (pointer).
+    pub dmu_tx_pool: u32,
+    /// zio_t.io_error (int).
+    pub zio_error: u32,
+    /// zio_t.io_flags (enum zio_flag; the low 32 bits hold ZIO_FLAG_IO_BYPASS).
+    pub zio_flags: u32,
+    /// Padding, always 0.
+    pub pad: u32,
+}
+
+/// Load-time configuration (a global constant in the eBPF object).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// 1 for kprobes on zfs.ko (read kernel memory), 0 for uprobes on libzpool.
+    pub kernel: u32,
+    /// 1 when only processes in the `TRACKED` map (and their children) count.
+    pub filter_tgid: u32,
+    /// Offset of child_pid in the sched_process_fork record (kernel-specific).
+    pub fork_child_pid_offset: u32,
+    /// Padding, always 0.
+    pub pad: u32,
+    /// Struct offsets.
+    pub offsets: Offsets,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are repr(C), made of integers with no implicit padding.
+    unsafe impl aya::Pod for super::HistKey {}
+    unsafe impl aya::Pod for super::Hist {}
+    unsafe impl aya::Pod for super::InFlight {}
+    unsafe impl aya::Pod for super::InFlightKey {}
+    unsafe impl aya::Pod for super::TxgEvent {}
+    unsafe impl aya::Pod for super::PoolName {}
+    unsafe impl aya::Pod for super::Offsets {}
+    unsafe impl aya::Pod for super::Config {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_monotonic() {
+        let mut previous_high = None;
+        for index in 0..HIST_BUCKETS {
+            let low = hist_bucket_low(index);
+            let high = hist_bucket_high(index);
+            assert!(low <= high, "bucket {index}: {low} > {high}");
+            if let Some(prev) = previous_high {
+                assert_eq!(low, prev + 1, "gap before bucket {index}");
+            }
+            assert_eq!(hist_bucket(low), index, "low edge of {index}");
+            if index + 1 < HIST_BUCKETS {
+                assert_eq!(hist_bucket(high), index, "high edge of {index}");
+            }
+            previous_high = Some(high);
+        }
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+    }
+
+    #[test]
+    fn bucket_resolution_is_within_one_eighth() {
+        for value in [9u64, 100, 1_000, 12_345, 1_000_000, 7_777_777, 60_000_000_000] {
+            let index = hist_bucket(value);
+            let width = hist_bucket_high(index) - hist_bucket_low(index) + 1;
+            assert!(width * 8 <= value + 8, "value {value} bucket width {width}");
+        }
+    }
+
+    #[test]
+    fn power_of_two_edges_align() {
+        // Every power of two starts a bucket: needed to merge into zpool iostat -w's.
+        for shift in 3..=HIST_MAX_SHIFT {
+            let index = hist_bucket(1u64 << shift);
+            assert_eq!(hist_bucket_low(index), 1u64 << shift);
+        }
+    }
+
+    #[test]
+    fn stage_numbers_round_trip() {
+        for stage in Stage::ALL {
+            assert_eq!(Stage::from_u32(stage as u32), Some(stage));
+        }
+        assert_eq!(Stage::from_u32(0), None);
+    }
+}

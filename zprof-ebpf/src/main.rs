@@ -1,0 +1,659 @@
+//! zprof's eBPF programs: per-stage latency of OpenZFS's I/O path.
+//!
+//! One set of programs serves both targets. Each probed function gets an entry
+//! handler (and a return handler when its duration matters); the `probes!` macro
+//! emits every handler twice, once in a `kprobe` section (zfs.ko) and once in a
+//! `uprobe` section (libzpool), because aya picks the attach method from the
+//! section. Program names end in `_k` or `_u`; user space loads only one kind.
+//!
+//! Aggregation happens here, in per-CPU histograms keyed by stage, class, pool and
+//! vdev (`HIST`): the vdev and compression stages fire tens of thousands of times a
+//! second, and summing in the kernel costs nothing in user space and cannot lose
+//! events. Only spa_sync, a few times a second, streams each txg through the ring
+//! buffer, because its txg number and start time matter individually. Everything
+//! that can go wrong (full maps, unmatched returns, failed reads) is counted in
+//! `COUNTERS`.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::BPF_NOEXIST,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
+    },
+    macros::{kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
+    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
+};
+use zprof_common::{
+    Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
+    TxgEvent, counter, hist_bucket,
+};
+
+/// Load-time configuration, patched by user space before loading (`set_global`).
+#[unsafe(no_mangle)]
+static CONFIG: Config = Config {
+    kernel: 0,
+    filter_tgid: 0,
+    fork_child_pid_offset: 0,
+    pad: 0,
+    offsets: Offsets {
+        valid: 0,
+        zio_type: 0,
+        zio_priority: 0,
+        zio_spa: 0,
+        zio_vd: 0,
+        zio_delta: 0,
+        zio_delay: 0,
+        zio_size: 0,
+        vdev_guid: 0,
+        zilog_spa: 0,
+        dsl_pool_spa: 0,
+        objset_spa: 0,
+        dmu_tx_pool: 0,
+        zio_error: 0,
+        zio_flags: 0,
+        pad: 0,
+    },
+};
+
+/// Per-CPU histograms; user space sums the CPUs. Size set by `--hist-entries`.
+#[map]
+static HIST: PerCpuHashMap<HistKey, Hist> = PerCpuHashMap::with_max_entries(2048, 0);
+
+/// A zeroed histogram to insert new keys from (too large for the 512-byte stack).
+#[map]
+static ZERO: PerCpuArray<Hist> = PerCpuArray::with_max_entries(1, 0);
+
+/// Calls in flight: start time and what the entry probe learnt.
+#[map]
+static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(16384, 0);
+
+/// Loss and mismatch counters, indexed by `zprof_common::counter`.
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Per-txg events (spa_sync returns).
+#[map]
+static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+
+/// Pool names by spa_t address, filled when spa_sync runs.
+#[map]
+static POOL_NAMES: LruHashMap<u64, PoolName> = LruHashMap::with_max_entries(1024, 0);
+
+/// Processes whose calls count when `filter_tgid` is set: the traced pid or
+/// command, and everything it forks (fio and ztest fork their workers).
+#[map]
+static TRACKED: LruHashMap<u32, u32> = LruHashMap::with_max_entries(8192, 0);
+
+/// enum zio_flag's ZIO_FLAG_IO_BYPASS (the same bit from 2.0 to 2.3).
+const ZIO_FLAG_IO_BYPASS: u32 = 1 << 21;
+
+#[inline(always)]
+fn config_u32(field: &u32) -> u32 {
+    // Volatile: the value is patched into .rodata at load time, so the compiler
+    // must not fold the default it sees here.
+    unsafe { core::ptr::read_volatile(field) }
+}
+
+#[inline(always)]
+fn is_kernel() -> bool {
+    config_u32(&CONFIG.kernel) != 0
+}
+
+#[inline(always)]
+fn offsets_valid() -> bool {
+    config_u32(&CONFIG.offsets.valid) != 0
+}
+
+#[inline(always)]
+fn bump(index: u32) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(index) {
+        unsafe { *slot += 1 };
+    }
+}
+
+/// Reads a value of the traced code's memory (kernel or user, per target).
+#[inline(always)]
+fn read<T>(addr: u64) -> Option<T> {
+    if addr == 0 {
+        return None;
+    }
+    let ptr = addr as *const T;
+    let result = if is_kernel() {
+        unsafe { bpf_probe_read_kernel(ptr) }
+    } else {
+        unsafe { bpf_probe_read_user(ptr) }
+    };
+    match result {
+        Ok(value) => Some(value),
+        Err(_) => {
+            bump(counter::READ_FAILED);
+            None
+        }
+    }
+}
+
+/// Reads a pointer member at `offset` of the struct at `base`, if offsets are known.
+#[inline(always)]
+fn member_u64(base: u64, offset: &u32) -> u64 {
+    if !offsets_valid() || base == 0 {
+        return 0;
+    }
+    read::<u64>(base + config_u32(offset) as u64).unwrap_or(0)
+}
+
+#[inline(always)]
+fn thread_id() -> u64 {
+    bpf_get_current_pid_tgid() & 0xffff_ffff
+}
+
+/// Whether this call belongs to the traced workload. Pool-side stages on the
+/// kernel target run in ZFS's own kernel threads, so they are never filtered.
+#[inline(always)]
+fn wanted(workload_side: bool) -> bool {
+    if config_u32(&CONFIG.filter_tgid) == 0 || (is_kernel() && !workload_side) {
+        return true;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    unsafe { TRACKED.get(&tgid).is_some() }
+}
+
+/// Adds one event to the histogram for `key`.
+#[inline(always)]
+fn record(key: &HistKey, duration_ns: u64, bytes: u64, bytes_out: u64) {
+    let mut slot = HIST.get_ptr_mut(key);
+    if slot.is_none() {
+        // A new key is rare: a good moment to learn its pool's name, for pools
+        // that spa_sync has not (yet) named.
+        learn_pool_name(key.pool);
+        let Some(zero) = ZERO.get(0) else { return };
+        if HIST.insert(key, zero, BPF_NOEXIST as u64).is_err() {
+            // Either another CPU inserted it first (fine) or the map is full.
+            slot = HIST.get_ptr_mut(key);
+            if slot.is_none() {
+                bump(counter::HIST_MAP_FULL);
+                return;
+            }
+        } else {
+            slot = HIST.get_ptr_mut(key);
+        }
+    }
+    let Some(hist) = slot else { return };
+    let hist = unsafe { &mut *hist };
+    hist.count += 1;
+    hist.total_ns += duration_ns;
+    hist.bytes += bytes;
+    hist.bytes_out += bytes_out;
+    if duration_ns > hist.max_ns {
+        hist.max_ns = duration_ns;
+    }
+    // black_box keeps the bound check: the compiler can prove it redundant and
+    // drop it, but the verifier needs to see it before the array access.
+    let bucket = core::hint::black_box(hist_bucket(duration_ns));
+    if bucket < HIST_BUCKETS {
+        hist.buckets[bucket] += 1;
+    }
+}
+
+#[inline(always)]
+fn stage_key(stage: Stage, class: u32, pool: u64, vdev: u64) -> HistKey {
+    HistKey { stage: stage as u32, class, pool, vdev }
+}
+
+/// Remembers the start of a call; the matching `leave` turns it into a histogram entry.
+#[inline(always)]
+fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
+    let key = InFlightKey { id, stage: stage as u32, pad: 0 };
+    let value = InFlight { start_ns: unsafe { bpf_ktime_get_ns() }, class, bytes, pool, extra };
+    match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
+        Ok(()) => {}
+        Err(err) if err == -17 => bump(counter::NESTED_ENTRY), // EEXIST
+        Err(_) => bump(counter::ENTRY_MAP_FULL),
+    }
+}
+
+/// Ends a call started by `enter`; returns what the entry saw and the duration.
+#[inline(always)]
+fn leave(stage: Stage, id: u64) -> Option<(InFlight, u64)> {
+    let key = InFlightKey { id, stage: stage as u32, pad: 0 };
+    let Some(entry) = (unsafe { INFLIGHT.get(&key) }).copied() else {
+        bump(counter::RETURN_WITHOUT_ENTRY);
+        return None;
+    };
+    let _ = INFLIGHT.remove(&key);
+    let now = unsafe { bpf_ktime_get_ns() };
+    Some((entry, now.saturating_sub(entry.start_ns)))
+}
+
+#[inline(always)]
+fn leave_and_record(stage: Stage, bytes_out: u64) {
+    // Entries filtered out (other processes) left nothing to match: not a loss.
+    if !wanted(matches!(
+        stage,
+        Stage::ZilCommit | Stage::TxgWaitSynced | Stage::TxAssign | Stage::TxWait | Stage::WorkloadWrite | Stage::WorkloadRead
+    )) {
+        return;
+    }
+    if let Some((entry, duration)) = leave(stage, thread_id()) {
+        let key = stage_key(stage, entry.class as u32, entry.pool, 0);
+        record(&key, duration, entry.bytes, bytes_out);
+    }
+}
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}
+
+// --- Handlers: what each probed function's entry and return learn. ------------
+
+/// zio_compress_data(enum zio_compress c, abd_t *src, void *dst, size_t s_len, uint8_t level)
+fn compress_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let algorithm = arg(ctx, 0) & 0xff;
+    let level = arg(ctx, 4) & 0xff;
+    enter(Stage::Compress, thread_id(), algorithm | level << 8, arg(ctx, 3), 0, 0);
+}
+
+/// Returns the compressed size (psize), or s_len when it did not compress.
+fn compress_return(ctx: &RetProbeContext) {
+    let out: u64 = ctx.ret();
+    leave_and_record(Stage::Compress, out);
+}
+
+/// zio_decompress_data(enum zio_compress c, abd_t *src, void *dst, size_t s_len, size_t d_len, ...)
+fn decompress_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    enter(Stage::Decompress, thread_id(), arg(ctx, 0) & 0xff, arg(ctx, 4), 0, 0);
+}
+
+fn decompress_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::Decompress, 0);
+}
+
+/// zfs_zstd_compress(void *s, void *d, size_t s_len, size_t d_len, int level)
+fn zstd_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    enter(Stage::ZstdCompress, thread_id(), arg(ctx, 4) & 0xff, arg(ctx, 2), 0, 0);
+}
+
+fn zstd_return(ctx: &RetProbeContext) {
+    let out: u64 = ctx.ret();
+    leave_and_record(Stage::ZstdCompress, out);
+}
+
+/// lz4_compress_zfs(void *s, void *d, size_t s_len, size_t d_len, int n)
+fn lz4_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    enter(Stage::Lz4Compress, thread_id(), 0, arg(ctx, 2), 0, 0);
+}
+
+fn lz4_return(ctx: &RetProbeContext) {
+    let out: u64 = ctx.ret();
+    leave_and_record(Stage::Lz4Compress, out);
+}
+
+/// zio_checksum_compute(zio_t *zio, enum zio_checksum checksum, abd_t *abd, uint64_t size)
+fn checksum_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
+    enter(Stage::ChecksumCompute, thread_id(), arg(ctx, 1) & 0xff, arg(ctx, 3), pool, 0);
+}
+
+fn checksum_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::ChecksumCompute, 0);
+}
+
+/// zio_checksum_error(zio_t *zio, zio_bad_cksum_t *info)
+fn verify_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let zio = arg(ctx, 0);
+    let pool = member_u64(zio, &CONFIG.offsets.zio_spa);
+    let size = member_u64(zio, &CONFIG.offsets.zio_size);
+    enter(Stage::ChecksumVerify, thread_id(), 0, size, pool, 0);
+}
+
+fn verify_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::ChecksumVerify, 0);
+}
+
+/// vdev_stat_update(zio_t *zio, uint64_t psize): entry only. ZFS has already set
+/// io_delta (queue + disk) and io_delay (disk) on leaf I/Os, exactly what
+/// `zpool iostat -l/-w` reads, so no probe pair is needed per I/O.
+fn vdev_stat_entry(ctx: &ProbeContext) {
+    if !offsets_valid() || !wanted(false) {
+        return;
+    }
+    let zio = arg(ctx, 0);
+    if zio == 0 {
+        return;
+    }
+    let offsets = &CONFIG.offsets;
+    let delta = read::<u64>(zio + config_u32(&offsets.zio_delta) as u64).unwrap_or(0);
+    let delay = read::<u64>(zio + config_u32(&offsets.zio_delay) as u64).unwrap_or(0);
+    if delta == 0 || delay == 0 {
+        // Not a leaf I/O that went through the queue (or it failed early).
+        return;
+    }
+    // The conditions zpool iostat's histograms use: no error, and not a member
+    // of an aggregated I/O (the aggregate itself is counted once).
+    let error = read::<u32>(zio + config_u32(&offsets.zio_error) as u64).unwrap_or(1);
+    let flags = read::<u32>(zio + config_u32(&offsets.zio_flags) as u64).unwrap_or(0);
+    if error != 0 || flags & ZIO_FLAG_IO_BYPASS != 0 {
+        return;
+    }
+    let io_type = read::<u32>(zio + config_u32(&offsets.zio_type) as u64).unwrap_or(0);
+    let priority = read::<u32>(zio + config_u32(&offsets.zio_priority) as u64).unwrap_or(0);
+    let vd = read::<u64>(zio + config_u32(&offsets.zio_vd) as u64).unwrap_or(0);
+    let guid = member_u64(vd, &offsets.vdev_guid);
+    let pool = member_u64(zio, &offsets.zio_spa);
+    let size = member_u64(zio, &offsets.zio_size);
+    let class = (io_type & 0xff) << 8 | (priority & 0xff);
+    let queue = delta.saturating_sub(delay);
+    record(&stage_key(Stage::VdevTotal, class, pool, guid), delta, size, 0);
+    record(&stage_key(Stage::VdevDisk, class, pool, guid), delay, size, 0);
+    record(&stage_key(Stage::VdevQueue, class, pool, guid), queue, size, 0);
+}
+
+/// vdev_queue_io(zio_t *zio): fallback timing without offsets, keyed by the zio.
+fn vdev_queue_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    enter(Stage::VdevQueueTimed, arg(ctx, 0), 0, 0, 0, 0);
+}
+
+/// vdev_queue_io_done(zio_t *zio): entry of the completion ends the fallback span.
+fn vdev_queue_done_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    if let Some((entry, duration)) = leave(Stage::VdevQueueTimed, arg(ctx, 0)) {
+        record(&stage_key(Stage::VdevQueueTimed, 0, entry.pool, 0), duration, 0, 0);
+    }
+}
+
+/// zio_flush(zio_t *zio, vdev_t *vd): counted, with the pool of the parent zio.
+fn flush_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
+    let guid = member_u64(arg(ctx, 1), &CONFIG.offsets.vdev_guid);
+    record(&stage_key(Stage::Flush, 0, pool, guid), 0, 0, 0);
+}
+
+/// zil_commit(zilog_t *zilog, uint64_t foid)
+fn zil_commit_entry(ctx: &ProbeContext) {
+    if !wanted(true) {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zilog_spa);
+    enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
+}
+
+fn zil_commit_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::ZilCommit, 0);
+}
+
+/// Reads spa_name (the first member of spa_t) once per pool.
+#[inline(always)]
+fn learn_pool_name(spa: u64) {
+    if spa != 0 && unsafe { POOL_NAMES.get(&spa) }.is_none() {
+        let mut name = PoolName { name: [0; 64] };
+        let read = if is_kernel() {
+            unsafe { bpf_probe_read_kernel_str_bytes(spa as *const u8, &mut name.name) }.is_ok()
+        } else {
+            unsafe { bpf_probe_read_user_str_bytes(spa as *const u8, &mut name.name) }.is_ok()
+        };
+        if read {
+            let _ = POOL_NAMES.insert(&spa, &name, 0);
+        } else {
+            bump(counter::READ_FAILED);
+        }
+    }
+}
+
+/// spa_sync(spa_t *spa, uint64_t txg): also learns the pool's name.
+fn spa_sync_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let spa = arg(ctx, 0);
+    let txg = arg(ctx, 1);
+    learn_pool_name(spa);
+    enter(Stage::SpaSync, thread_id(), 0, 0, spa, txg);
+}
+
+fn spa_sync_return(_ctx: &RetProbeContext) {
+    let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else { return };
+    record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
+    let event = TxgEvent {
+        pool: entry.pool,
+        txg: entry.extra,
+        start_ns: entry.start_ns,
+        duration_ns: duration,
+        tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
+        pad: 0,
+    };
+    if EVENTS.output::<TxgEvent>(&event, 0).is_err() {
+        bump(counter::RINGBUF_FULL);
+    }
+}
+
+/// txg_wait_synced(dsl_pool_t *dp, uint64_t txg)
+fn txg_wait_entry(ctx: &ProbeContext) {
+    if !wanted(true) {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.dsl_pool_spa);
+    enter(Stage::TxgWaitSynced, thread_id(), 0, 0, pool, 0);
+}
+
+fn txg_wait_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::TxgWaitSynced, 0);
+}
+
+#[inline(always)]
+fn tx_pool(tx: u64) -> u64 {
+    let dp = member_u64(tx, &CONFIG.offsets.dmu_tx_pool);
+    member_u64(dp, &CONFIG.offsets.dsl_pool_spa)
+}
+
+/// dmu_tx_assign(dmu_tx_t *tx, uint64_t txg_how): includes throttle delays.
+fn tx_assign_entry(ctx: &ProbeContext) {
+    if !wanted(true) {
+        return;
+    }
+    enter(Stage::TxAssign, thread_id(), 0, 0, tx_pool(arg(ctx, 0)), 0);
+}
+
+fn tx_assign_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::TxAssign, 0);
+}
+
+/// dmu_tx_wait(dmu_tx_t *tx)
+fn tx_wait_entry(ctx: &ProbeContext) {
+    if !wanted(true) {
+        return;
+    }
+    enter(Stage::TxWait, thread_id(), 0, 0, tx_pool(arg(ctx, 0)), 0);
+}
+
+fn tx_wait_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::TxWait, 0);
+}
+
+/// Whether this thread is inside spa_sync: ZFS writes its own metadata (space
+/// maps) with dmu_write from the sync thread, and that is not workload.
+#[inline(always)]
+fn in_spa_sync() -> bool {
+    let key = InFlightKey { id: thread_id(), stage: Stage::SpaSync as u32, pad: 0 };
+    unsafe { INFLIGHT.get(&key) }.is_some()
+}
+
+/// dmu_write/dmu_read(objset_t *os, uint64_t object, uint64_t offset, uint64_t size, ...)
+fn workload_dmu(ctx: &ProbeContext, stage: Stage) {
+    if !wanted(true) || in_spa_sync() {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.objset_spa);
+    enter(stage, thread_id(), 0, arg(ctx, 3), pool, 0);
+}
+
+fn dmu_write_entry(ctx: &ProbeContext) {
+    workload_dmu(ctx, Stage::WorkloadWrite);
+}
+
+fn dmu_read_entry(ctx: &ProbeContext) {
+    workload_dmu(ctx, Stage::WorkloadRead);
+}
+
+/// dmu_write_uio_dnode/dmu_read_uio_dnode(dnode_t *dn, zfs_uio_t *uio, uint64_t size, ...):
+/// the kernel's ZPL and zvol paths both end here.
+fn workload_uio(ctx: &ProbeContext, stage: Stage) {
+    if !wanted(true) {
+        return;
+    }
+    enter(stage, thread_id(), 0, arg(ctx, 2), 0, 0);
+}
+
+fn uio_write_entry(ctx: &ProbeContext) {
+    workload_uio(ctx, Stage::WorkloadWrite);
+}
+
+fn uio_read_entry(ctx: &ProbeContext) {
+    workload_uio(ctx, Stage::WorkloadRead);
+}
+
+fn write_return(_ctx: &RetProbeContext) {
+    // dmu_write calls inside spa_sync were skipped at entry on purpose.
+    if in_spa_sync() {
+        return;
+    }
+    leave_and_record(Stage::WorkloadWrite, 0);
+}
+
+fn read_return(_ctx: &RetProbeContext) {
+    if in_spa_sync() {
+        return;
+    }
+    leave_and_record(Stage::WorkloadRead, 0);
+}
+
+// --- Program sections. ---------------------------------------------------------
+
+/// Emits each entry handler as a kprobe (`<name>_k`) and a uprobe (`<name>_u`).
+macro_rules! entry_programs {
+    ($($kname:ident, $uname:ident => $handler:ident;)*) => {$(
+        #[kprobe]
+        pub fn $kname(ctx: ProbeContext) -> u32 {
+            $handler(&ctx);
+            0
+        }
+        #[uprobe]
+        pub fn $uname(ctx: ProbeContext) -> u32 {
+            $handler(&ctx);
+            0
+        }
+    )*};
+}
+
+/// Emits each return handler as a kretprobe and a uretprobe.
+macro_rules! return_programs {
+    ($($kname:ident, $uname:ident => $handler:ident;)*) => {$(
+        #[kretprobe]
+        pub fn $kname(ctx: RetProbeContext) -> u32 {
+            $handler(&ctx);
+            0
+        }
+        #[uretprobe]
+        pub fn $uname(ctx: RetProbeContext) -> u32 {
+            $handler(&ctx);
+            0
+        }
+    )*};
+}
+
+entry_programs! {
+    compress_entry_k, compress_entry_u => compress_entry;
+    decompress_entry_k, decompress_entry_u => decompress_entry;
+    zstd_entry_k, zstd_entry_u => zstd_entry;
+    lz4_entry_k, lz4_entry_u => lz4_entry;
+    checksum_entry_k, checksum_entry_u => checksum_entry;
+    verify_entry_k, verify_entry_u => verify_entry;
+    vdev_stat_entry_k, vdev_stat_entry_u => vdev_stat_entry;
+    vdev_queue_entry_k, vdev_queue_entry_u => vdev_queue_entry;
+    vdev_queue_done_entry_k, vdev_queue_done_entry_u => vdev_queue_done_entry;
+    flush_entry_k, flush_entry_u => flush_entry;
+    zil_commit_entry_k, zil_commit_entry_u => zil_commit_entry;
+    spa_sync_entry_k, spa_sync_entry_u => spa_sync_entry;
+    txg_wait_entry_k, txg_wait_entry_u => txg_wait_entry;
+    tx_assign_entry_k, tx_assign_entry_u => tx_assign_entry;
+    tx_wait_entry_k, tx_wait_entry_u => tx_wait_entry;
+    dmu_write_entry_k, dmu_write_entry_u => dmu_write_entry;
+    dmu_read_entry_k, dmu_read_entry_u => dmu_read_entry;
+    uio_write_entry_k, uio_write_entry_u => uio_write_entry;
+    uio_read_entry_k, uio_read_entry_u => uio_read_entry;
+}
+
+return_programs! {
+    compress_return_k, compress_return_u => compress_return;
+    decompress_return_k, decompress_return_u => decompress_return;
+    zstd_return_k, zstd_return_u => zstd_return;
+    lz4_return_k, lz4_return_u => lz4_return;
+    checksum_return_k, checksum_return_u => checksum_return;
+    verify_return_k, verify_return_u => verify_return;
+    zil_commit_return_k, zil_commit_return_u => zil_commit_return;
+    spa_sync_return_k, spa_sync_return_u => spa_sync_return;
+    txg_wait_return_k, txg_wait_return_u => txg_wait_return;
+    tx_assign_return_k, tx_assign_return_u => tx_assign_return;
+    tx_wait_return_k, tx_wait_return_u => tx_wait_return;
+    write_return_k, write_return_u => write_return;
+    read_return_k, read_return_u => read_return;
+}
+
+/// sched:sched_process_fork: children of a tracked process are tracked too.
+/// Runs in the parent's context; the child pid's offset in the record differs
+/// between kernels, so user space reads it from the tracepoint's format file.
+#[tracepoint]
+pub fn track_fork(ctx: TracePointContext) -> u32 {
+    if config_u32(&CONFIG.filter_tgid) == 0 {
+        return 0;
+    }
+    let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if unsafe { TRACKED.get(&parent) }.is_none() {
+        return 0;
+    }
+    let offset = config_u32(&CONFIG.fork_child_pid_offset) as usize;
+    if let Ok(child) = unsafe { ctx.read_at::<u32>(offset) } {
+        let _ = TRACKED.insert(&child, &1, 0);
+    }
+    let _ = ctx.as_ptr();
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,90 @@
+/*
+ * zlab.h: the narrow C interface between zprof-lab's Rust code and libzpool
+ * (OpenZFS's SPA/DMU/ZIL/ZIO stack as a user-space library).
+ *
+ * Only plain integers, strings and opaque handles cross this boundary, so the
+ * Rust side never depends on a ZFS struct layout. The layouts matter only in
+ * zlab.c, which is compiled with the flags libzpool itself was built with.
+ * src/ffi.rs mirrors these declarations; keep the two in step.
+ */
+#ifndef ZLAB_H
+#define ZLAB_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+typedef struct zl_pool zl_pool_t;
+typedef struct zl_ds zl_ds_t;
+
+/* Called for every leaf read/write once the host I/O is done (instead of completing it). */
+typedef void (*zl_io_hook_t)(void *zio, uint64_t vdev_guid, int is_write,
+    uint64_t offset, uint64_t size);
+/* Called for every cache flush of a file vdev; returns 1 if it handled it (no host fsync). */
+typedef int (*zl_flush_hook_t)(int fd);
+
+typedef struct zl_leaf {
+	uint64_t guid;
+	uint32_t is_log;
+	uint32_t top;		/* index of the top-level vdev */
+	uint64_t write_ops, write_bytes, read_ops, read_bytes;
+	char path[1024];
+} zl_leaf_t;
+
+typedef struct zl_pool_stats {
+	uint64_t normal_alloc;	/* bytes allocated in the normal class */
+	uint64_t log_alloc;	/* bytes allocated in the log class */
+	uint64_t dspace;	/* usable space of the pool */
+	uint64_t last_synced_txg;
+} zl_pool_stats_t;
+
+typedef struct zl_ds_stats {
+	uint64_t referenced;	/* ds_referenced_bytes (allocated, after compression) */
+	uint64_t compressed;	/* ds_compressed_bytes (physical size of data) */
+	uint64_t uncompressed;	/* ds_uncompressed_bytes (logical referenced) */
+	uint64_t compressratio;	/* dsl_get_compressratio(): ratio * 100 */
+} zl_ds_stats_t;
+
+typedef struct zl_counters {
+	uint64_t lab_zil_commits;	/* zl_commit() calls */
+	uint64_t all_zil_commits;	/* every zil_commit() call in the process */
+	uint64_t spa_syncs;		/* every spa_sync() call in the process */
+	uint64_t txg_min;		/* smallest txg synced since zl_txg_mark() */
+	uint64_t txg_max;		/* largest txg synced since zl_txg_mark() */
+	uint64_t spa_sync_ns;		/* time spent in spa_sync() */
+	uint64_t host_fsyncs;		/* zfs_file_fsync() calls that did a real fsync */
+} zl_counters_t;
+
+int zl_init(const char *config_path, char *err, size_t errlen);
+void zl_fini(void);
+void zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush);
+void zl_get_counters(zl_counters_t *out);
+void zl_txg_mark(void);
+
+/*
+ * Create and open a pool: ngroups top-level vdevs of `width` files each
+ * (group_type "file" needs width 1; "mirror"; "raidz" with nparity), plus
+ * nlogs log vdevs (one file each). paths has ngroups*width entries.
+ */
+int zl_pool_create(const char *name, const char *group_type, int nparity,
+    int width, int ngroups, const char *const *paths, uint64_t ashift,
+    const char *const *log_paths, int nlogs, zl_pool_t **out,
+    char *err, size_t errlen);
+int zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max);
+void zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out);
+uint64_t zl_pool_sync(zl_pool_t *p, int all);
+void zl_pool_arc_flush(zl_pool_t *p);
+int zl_pool_export(zl_pool_t *p);
+
+int zl_ds_open(zl_pool_t *p, const char *dsname, const char *const *pnames,
+    const char *const *pvals, int nprops, zl_ds_t **out, char *err,
+    size_t errlen);
+int zl_obj_create(zl_ds_t *ds, uint64_t blocksize, int *index_out,
+    char *err, size_t errlen);
+int zl_write(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, const void *buf,
+    int sync);
+int zl_read(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, void *buf);
+void zl_commit(zl_ds_t *ds, int oi);
+void zl_ds_stats(zl_ds_t *ds, zl_ds_stats_t *out);
+void zl_ds_close(zl_ds_t *ds);
+
+#endif

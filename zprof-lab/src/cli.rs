@@ -1,0 +1,276 @@
+//! Command line: `zprof-lab run ...` and `zprof-lab scenario NAME ...`.
+//! Every flag is defined once here, with its doc; values are validated while
+//! parsing (see `options`), so a bad value exits 2 before anything is created.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::lab::PoolConfig;
+use crate::model::ModelParams;
+use crate::options::{self, JobSpec, Layout, OptError};
+use crate::runner::{Plan, pool_name};
+use crate::scenario::Scenario;
+
+/// A user-space OpenZFS pool (libzpool) on sparse files with emulated disks,
+/// driven by fio-style jobs; reports IOPS, latency, ZIL commits and txgs.
+#[derive(Debug, Parser)]
+#[command(name = "zprof-lab", version)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a pool, run jobs one after another on it, report.
+    Run(RunArgs),
+    /// Run a named scenario (several pools and jobs) and explain what to look at.
+    Scenario(ScenarioArgs),
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// fio-like text.
+    Normal,
+    /// One JSON document (fields in README.md).
+    Json,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Parent directory of the run's work directory (vdev files, pool config).
+    #[arg(long, default_value = "/tmp")]
+    pub dir: PathBuf,
+    /// Keep the work directory and vdev files at the end.
+    #[arg(long)]
+    pub keep: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Normal)]
+    pub output_format: OutputFormat,
+}
+
+/// Pool and dataset options.
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    /// Data vdevs: stripe:N, mirror:W[xG], raidz1|raidz2|raidz3:W[xG].
+    #[arg(long, default_value = "stripe:1", value_parser = parse_layout)]
+    pub layout: Layout,
+    /// ashift of every vdev (9..16).
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(9..=16))]
+    pub ashift: u32,
+    /// Size of each sparse vdev file (small files make ZFS throttle writes).
+    #[arg(long, default_value = "16g", value_parser = parse_vdev_size)]
+    pub vdev_size: u64,
+    /// Number of log vdevs (SLOG), each one file.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub logs: u32,
+    /// Model of the data vdevs: hdd|ssd|nvme|none[:seek=8ms,rpm=7200,rot=4ms,lat=60us,rate=200MiB/s,flush=1ms,qd=4].
+    #[arg(long, default_value = "none", value_parser = parse_model)]
+    pub vdev_model: ModelParams,
+    /// Model of the log vdevs (same syntax).
+    #[arg(long, default_value = "ssd", value_parser = parse_model)]
+    pub log_model: ModelParams,
+    /// Block size of the data objects (a zvol's volblocksize): 512..1M, power of two.
+    #[arg(long, default_value = "8k", value_parser = parse_volblocksize)]
+    pub volblocksize: u64,
+    /// Dataset compression: off, on, lz4, lzjb, zle, gzip[-N], zstd[-N], zstd-fast[-N].
+    #[arg(long, default_value = "off", value_parser = parse_compression)]
+    pub compression: String,
+    /// Dataset checksum: on, off, fletcher4, sha256, sha512, skein, edonr.
+    #[arg(long, default_value = "on", value_parser = parse_checksum)]
+    pub checksum: String,
+    /// Dataset sync property: standard, always (every write committed), disabled (zil_commit returns at once).
+    #[arg(long, default_value = "standard", value_parser = parse_sync)]
+    pub sync: String,
+    /// Dataset logbias: latency, throughput (every write logged WR_INDIRECT).
+    #[arg(long, default_value = "latency", value_parser = parse_logbias)]
+    pub logbias: String,
+}
+
+/// `run` options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Pool options.
+    #[command(flatten)]
+    pub pool: PoolArgs,
+    /// A job, fio-style: name=N,rw=write|randwrite|read|randread|randrw,bs=4k,size=1g,
+    /// runtime=5s,ios=N,numjobs=N,fsync=N,sync=0|1,buffer_compress_percentage=P,rwmixread=P.
+    /// Repeat to run several jobs one after another on the same pool.
+    #[arg(long = "job", required = true, value_name = "SPEC")]
+    pub jobs: Vec<String>,
+    /// Common options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `scenario` options.
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    /// Scenario name.
+    #[arg(value_enum)]
+    pub name: Scenario,
+    /// Seconds per job.
+    #[arg(long, default_value = "10", value_parser = parse_runtime)]
+    pub runtime: f64,
+    /// Model of the data vdevs (default: the scenario's).
+    #[arg(long, value_parser = parse_model)]
+    pub vdev_model: Option<ModelParams>,
+    /// Model of the log vdevs (default: the scenario's).
+    #[arg(long, value_parser = parse_model)]
+    pub log_model: Option<ModelParams>,
+    /// Size of each sparse vdev file.
+    #[arg(long, default_value = "16g", value_parser = parse_vdev_size)]
+    pub vdev_size: u64,
+    /// Common options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn parse_layout(s: &str) -> Result<Layout, OptError> {
+    s.parse()
+}
+fn parse_model(s: &str) -> Result<ModelParams, OptError> {
+    s.parse()
+}
+fn parse_vdev_size(s: &str) -> Result<u64, OptError> {
+    let v = options::parse_size(s)?;
+    if v < 64 << 20 {
+        return Err(OptError(format!("vdev size {s} is below the 64M minimum of a vdev")));
+    }
+    Ok(v)
+}
+fn parse_volblocksize(s: &str) -> Result<u64, OptError> {
+    let v = options::parse_size(s)?;
+    options::check_volblocksize(v)?;
+    Ok(v)
+}
+fn parse_compression(s: &str) -> Result<String, OptError> {
+    options::check_compression(s).map(|()| s.to_string())
+}
+fn parse_checksum(s: &str) -> Result<String, OptError> {
+    options::check_checksum(s).map(|()| s.to_string())
+}
+fn parse_sync(s: &str) -> Result<String, OptError> {
+    options::check_sync(s).map(|()| s.to_string())
+}
+fn parse_logbias(s: &str) -> Result<String, OptError> {
+    options::check_logbias(s).map(|()| s.to_string())
+}
+fn parse_runtime(s: &str) -> Result<f64, OptError> {
+    let v = options::parse_duration_ns(s)? as f64 / 1e9;
+    if v <= 0.0 {
+        return Err(OptError("runtime must be > 0".into()));
+    }
+    Ok(v)
+}
+
+impl PoolArgs {
+    /// The pool configuration these options describe.
+    pub fn config(&self, name: String) -> PoolConfig {
+        let props: BTreeMap<String, String> = [
+            ("compression", &self.compression),
+            ("checksum", &self.checksum),
+            ("sync", &self.sync),
+            ("logbias", &self.logbias),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+        PoolConfig {
+            name,
+            layout: self.layout.clone(),
+            ashift: self.ashift,
+            vdev_size: self.vdev_size,
+            vdev_model: self.vdev_model.clone(),
+            logs: self.logs,
+            log_model: self.log_model.clone(),
+            props,
+            volblocksize: self.volblocksize,
+        }
+    }
+}
+
+impl RunArgs {
+    /// The plan for `run`: one pool, the jobs in order.
+    pub fn plan(&self) -> Result<Plan, OptError> {
+        let jobs = self.jobs.iter().enumerate().map(|(i, s)| JobSpec::parse(s, i)).collect::<Result<Vec<_>, _>>()?;
+        let mut seen = std::collections::HashSet::new();
+        for j in &jobs {
+            if !seen.insert(j.name.as_str()) {
+                return Err(OptError(format!("job name '{}' is used twice", j.name)));
+            }
+            if j.size > self.pool.vdev_size * self.pool.layout.data_files() as u64 {
+                return Err(OptError(format!("job {}: size is larger than the pool", j.name)));
+            }
+        }
+        Ok(Plan {
+            pools: vec![(self.pool.config(pool_name(0)), jobs)],
+            dir: self.common.dir.clone(),
+            keep: self.common.keep,
+            scenario: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("zprof-lab").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn run_flags() {
+        let cli = parse(&[
+            "run",
+            "--layout",
+            "raidz2:6",
+            "--vdev-model",
+            "hdd:seek=4ms",
+            "--logs",
+            "1",
+            "--compression",
+            "zstd-3",
+            "--job",
+            "name=a,rw=randwrite",
+            "--job",
+            "name=b,fsync=1",
+            "--output-format",
+            "json",
+        ])
+        .unwrap();
+        let Command::Run(r) = cli.command else { panic!("not run") };
+        let plan = r.plan().unwrap();
+        let (cfg, jobs) = &plan.pools[0];
+        assert_eq!((cfg.layout.nparity, cfg.logs, cfg.vdev_model.seek_ns), (2, 1, 4_000_000));
+        assert_eq!(cfg.props["compression"], "zstd-3");
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(r.common.output_format, OutputFormat::Json);
+    }
+
+    #[test]
+    fn bad_values_are_rejected_by_the_parser() {
+        assert!(parse(&["run", "--layout", "raidz3:3", "--job", "rw=write"]).is_err());
+        assert!(parse(&["run", "--compression", "lz5", "--job", "rw=write"]).is_err());
+        assert!(parse(&["run", "--ashift", "20", "--job", "rw=write"]).is_err());
+        assert!(parse(&["run"]).is_err()); // no job
+        let Command::Run(r) = parse(&["run", "--job", "name=a", "--job", "name=a"]).unwrap().command else {
+            panic!()
+        };
+        assert!(r.plan().is_err());
+    }
+
+    #[test]
+    fn scenario_flags() {
+        let cli = parse(&["scenario", "fsync-collapse", "--runtime", "2"]).unwrap();
+        let Command::Scenario(s) = cli.command else { panic!() };
+        assert_eq!((s.name, s.runtime), (Scenario::FsyncCollapse, 2.0));
+    }
+}

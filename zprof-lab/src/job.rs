@@ -1,0 +1,294 @@
+//! The job engine: runs one fio-style [`JobSpec`] on a pool's dataset with
+//! `numjobs` threads (each on its own fresh object) and measures it.
+//!
+//! A write is what a zvol write is: range lock, tx, dmu_write, a TX_WRITE itx,
+//! commit; then, when the job says so (`fsync=N`, `sync=1` or the dataset's
+//! sync=always), a zil_commit that is part of that write's latency, as an
+//! application's write+fsync would see it. Reads are dmu_read calls; a job
+//! that reads first lays out its objects (not measured) and empties the ARC.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow};
+use hdrhistogram::Histogram;
+
+use crate::lab::{self, Dataset, Pool};
+use crate::options::{JobSpec, Rw};
+use crate::report::{IoStats, JobReport, LeafDelta, lat_summary, new_histogram, rates};
+
+/// A small, fast PRNG (xorshift64*): offsets and buffer contents need speed,
+/// not quality.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator (a zero seed is replaced).
+    pub fn new(seed: u64) -> Self {
+        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform-ish value in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// Fills `buf` as fio does for buffer_compress_percentage=`pct`: in each
+/// 512-byte chunk the first (100-pct)% is random and the rest zeros, so the
+/// buffer compresses to roughly (100-pct)% of its size.
+pub fn fill_buffer(buf: &mut [u8], pct: u32, rng: &mut Rng) {
+    const CHUNK: usize = 512;
+    for chunk in buf.chunks_mut(CHUNK) {
+        let random = chunk.len() * (100 - pct.min(100) as usize) / 100;
+        let (r, z) = chunk.split_at_mut(random);
+        for w in r.chunks_mut(8) {
+            let v = rng.next_u64().to_le_bytes();
+            w.copy_from_slice(&v[..w.len()]);
+        }
+        z.fill(0);
+    }
+}
+
+/// Offset of I/O number `i` in an extent of `size` bytes with blocks of `bs`.
+pub fn next_offset(random: bool, i: u64, size: u64, bs: u64, rng: &mut Rng) -> u64 {
+    let blocks = (size / bs).max(1);
+    if random { rng.below(blocks) * bs } else { (i % blocks) * bs }
+}
+
+/// Whether write number `n` (1-based) is followed by a zil_commit.
+pub fn commits_after(n: u64, fsync: u64, sync_every_write: bool) -> bool {
+    sync_every_write || (fsync > 0 && n % fsync == 0)
+}
+
+struct ThreadResult {
+    wlat: Histogram<u64>,
+    rlat: Histogram<u64>,
+    wbytes: u64,
+    rbytes: u64,
+    commits: u64,
+    end: Instant,
+    error: Option<String>,
+}
+
+fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: u64, start: Instant) -> ThreadResult {
+    let mut rng = Rng::new(seed);
+    let mut r = ThreadResult {
+        wlat: new_histogram(),
+        rlat: new_histogram(),
+        wbytes: 0,
+        rbytes: 0,
+        commits: 0,
+        end: start,
+        error: None,
+    };
+    let mut buf = vec![0u8; spec.bs as usize];
+    let deadline = (spec.runtime_s > 0.0).then(|| start + Duration::from_secs_f64(spec.runtime_s));
+    let sync_every = spec.sync || sync_always;
+    let mut writes = 0u64;
+    let mut i = 0u64;
+    loop {
+        if lab::stop_requested() || (spec.ios > 0 && i >= spec.ios) {
+            break;
+        }
+        if let Some(d) = deadline {
+            if Instant::now() >= d {
+                break;
+            }
+        }
+        let off = next_offset(spec.rw.random(), i, spec.size, spec.bs, &mut rng);
+        let is_read = match spec.rw {
+            Rw::Read | Rw::Randread => true,
+            Rw::Write | Rw::Randwrite => false,
+            Rw::Randrw => rng.below(100) < spec.rwmixread as u64,
+        };
+        if is_read {
+            let t0 = Instant::now();
+            if let Err(e) = ds.read(obj, off, &mut buf) {
+                r.error = Some(format!("dmu_read at {off}: {}", std::io::Error::from_raw_os_error(e)));
+                break;
+            }
+            let _ = r.rlat.record((t0.elapsed().as_nanos() as u64).max(1));
+            r.rbytes += spec.bs;
+        } else {
+            // Fresh contents for every write, outside the timed section.
+            fill_buffer(&mut buf, spec.buffer_compress_percentage, &mut rng);
+            let t0 = Instant::now();
+            if let Err(e) = ds.write(obj, off, &buf, sync_every) {
+                r.error = Some(format!("write at {off}: {}", std::io::Error::from_raw_os_error(e)));
+                break;
+            }
+            writes += 1;
+            if commits_after(writes, spec.fsync, sync_every) {
+                ds.commit(obj);
+                r.commits += 1;
+            }
+            let _ = r.wlat.record((t0.elapsed().as_nanos() as u64).max(1));
+            r.wbytes += spec.bs;
+        }
+        i += 1;
+    }
+    r.end = Instant::now();
+    r
+}
+
+/// Writes each object's whole extent (unmeasured) so that reads find data, then
+/// syncs and empties the ARC so that the reads reach the (emulated) disks.
+fn lay_out(pool: &Pool, objs: &[c_int], size: u64) -> Result<()> {
+    let ds = pool.dataset();
+    let chunk = (1u64 << 20).min(size);
+    let mut rng = Rng::new(42);
+    let mut buf = vec![0u8; chunk as usize];
+    for &o in objs {
+        let mut off = 0;
+        while off < size && !lab::stop_requested() {
+            let len = chunk.min(size - off) as usize;
+            fill_buffer(&mut buf[..len], 0, &mut rng);
+            ds.write(o, off, &buf[..len], false)
+                .map_err(|e| anyhow!("laying out: {}", std::io::Error::from_raw_os_error(e)))?;
+            off += len as u64;
+        }
+    }
+    pool.sync(true);
+    pool.arc_flush();
+    Ok(())
+}
+
+/// Runs one job to completion (or until a stop request) and reports it.
+pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
+    let ds = pool.dataset();
+    let mut objs = Vec::new();
+    for _ in 0..spec.numjobs {
+        objs.push(ds.create_object(pool.config().volblocksize)?);
+    }
+    if spec.rw.reads() {
+        lay_out(pool, &objs, spec.size)?;
+    } else {
+        // Object creation belongs to no job: sync it so the job counts only its own txgs.
+        pool.sync(false);
+    }
+    let sync_always = pool.config().props.get("sync").is_some_and(|v| v == "always");
+
+    let leaves0 = pool.leaf_stats();
+    let c0 = lab::counters();
+    let seed = AtomicU64::new(0x5EED ^ std::process::id() as u64);
+    let start = Instant::now();
+    let results: Vec<ThreadResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = objs
+            .iter()
+            .map(|&o| {
+                let sd = seed.fetch_add(0x9E37_79B9, Ordering::Relaxed);
+                s.spawn(move || run_thread(ds, o, spec, sync_always, sd, start))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("job thread panicked")).collect()
+    });
+    let elapsed = results.iter().map(|r| r.end).max().unwrap_or(start) - start;
+    // The job's dirty data belongs to the job: wait for it to reach the disks.
+    pool.sync(false);
+    let c1 = lab::counters();
+    let leaves1 = pool.leaf_stats();
+    if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
+        return Err(anyhow!("job {}: {e}", spec.name));
+    }
+
+    let mut wlat = new_histogram();
+    let mut rlat = new_histogram();
+    let (mut wb, mut rb, mut commits) = (0, 0, 0);
+    for r in &results {
+        wlat.add(&r.wlat).ok();
+        rlat.add(&r.rlat).ok();
+        wb += r.wbytes;
+        rb += r.rbytes;
+        commits += r.commits;
+    }
+    let ns = elapsed.as_nanos() as u64;
+    let side = |h: &Histogram<u64>, bytes: u64| {
+        let (iops, bw) = rates(h.len(), bytes, ns);
+        IoStats { io_bytes: bytes, total_ios: h.len(), iops, bw_bytes: bw, lat_ns: lat_summary(h) }
+    };
+    let leaves: Vec<LeafDelta> = leaves1
+        .iter()
+        .map(|b| {
+            let a = leaves0.iter().find(|a| a.guid == b.guid);
+            let d = |f: fn(&lab::LeafStat) -> u64| f(b) - a.map(f).unwrap_or(0);
+            LeafDelta {
+                path: b.path.clone(),
+                is_log: b.is_log,
+                write_ops: d(|l| l.write_ops),
+                write_bytes: d(|l| l.write_bytes),
+                read_ops: d(|l| l.read_ops),
+                read_bytes: d(|l| l.read_bytes),
+                flushes: d(|l| l.flushes),
+            }
+        })
+        .collect();
+    let synced = c1.spa_syncs - c0.spa_syncs;
+    let account = pool.account();
+    Ok(JobReport {
+        jobname: spec.name.clone(),
+        pool: pool.config().name.clone(),
+        spec: spec.clone(),
+        runtime_ms: elapsed.as_millis() as u64,
+        write: side(&wlat, wb),
+        read: side(&rlat, rb),
+        zil_commits: commits,
+        zil_commits_all: c1.all_zil_commits - c0.all_zil_commits,
+        txgs_synced: synced,
+        txg_first: if synced > 0 { account.last_synced_txg + 1 - synced } else { 0 },
+        txg_last: if synced > 0 { account.last_synced_txg } else { 0 },
+        spa_sync_ms: (c1.spa_sync_ns - c0.spa_sync_ns) as f64 / 1e6,
+        flushes: leaves.iter().map(|l| l.flushes).sum(),
+        host_fsyncs: c1.host_fsyncs - c0.host_fsyncs,
+        leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
+        leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
+        leaves,
+        account,
+        interrupted: lab::stop_requested(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_schedule() {
+        assert!(!commits_after(1, 0, false));
+        assert!(commits_after(1, 1, false));
+        assert!(!commits_after(3, 4, false) && commits_after(4, 4, false));
+        assert!(commits_after(7, 0, true));
+    }
+
+    #[test]
+    fn offsets_stay_in_extent_and_aligned() {
+        let mut rng = Rng::new(1);
+        for i in 0..10_000 {
+            let o = next_offset(true, i, 1 << 20, 4096, &mut rng);
+            assert!(o % 4096 == 0 && o + 4096 <= 1 << 20);
+        }
+        assert_eq!(next_offset(false, 0, 8192, 4096, &mut rng), 0);
+        assert_eq!(next_offset(false, 3, 8192, 4096, &mut rng), 4096);
+    }
+
+    #[test]
+    fn buffer_compressibility() {
+        let mut rng = Rng::new(7);
+        let mut buf = vec![1u8; 4096];
+        fill_buffer(&mut buf, 75, &mut rng);
+        let zeros = buf.iter().filter(|&&b| b == 0).count();
+        // 75% zeros by construction (+ the odd random zero byte).
+        assert!((3072..3200).contains(&zeros), "{zeros}");
+        fill_buffer(&mut buf, 0, &mut rng);
+        assert!(buf.iter().filter(|&&b| b == 0).count() < 64);
+    }
+}

@@ -1,0 +1,454 @@
+//! Safe wrappers around the C core: the process-wide libzpool instance
+//! ([`Lab`]), a pool with its sparse vdev files ([`Pool`]) and its dataset
+//! ([`Dataset`]), plus the stop flag that SIGINT/SIGTERM set.
+//!
+//! Ownership encodes the teardown order: a dataset is closed (zil_close,
+//! disown) before its pool is exported (spa_close, spa_export), the pool's
+//! files are removed after the export, and kernel_fini runs last, when the
+//! [`Lab`] is finished. Everything lives in one fresh work directory that is
+//! removed at the end unless `--keep`.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{bail, Context, Result};
+
+use crate::ffi;
+use crate::model::{self, LeafSpec, ModelParams};
+use crate::options::{GroupKind, Layout};
+use crate::report::{PoolAccount, PoolInfo};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// True once SIGINT or SIGTERM arrived.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+extern "C" fn on_signal(_sig: c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set the stop flag instead of killing the process,
+/// so that a run can still print what it measured and clean up.
+pub fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+fn err_buf() -> Vec<c_char> {
+    vec![0; 512]
+}
+
+fn err_text(buf: &[c_char]) -> String {
+    // SAFETY: the C side NUL-terminates within the buffer (vsnprintf).
+    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+/// Read the process-wide counters of the C core.
+pub fn counters() -> ffi::ZlCounters {
+    let mut c = ffi::ZlCounters::default();
+    // SAFETY: writes into our struct.
+    unsafe { ffi::zl_get_counters(&mut c) };
+    c
+}
+
+/// The work directory: created fresh, removed at the end unless kept.
+pub struct WorkDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl WorkDir {
+    /// Creates `<parent>/zprof-lab-<pid>`; fails if the parent is not writable.
+    pub fn create(parent: &Path, keep: bool) -> Result<Self, crate::options::OptError> {
+        let path = parent.join(format!("zprof-lab-{}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|e| {
+            crate::options::OptError(format!("cannot create work directory {}: {e}", path.display()))
+        })?;
+        Ok(WorkDir { path, keep })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("zprof-lab: kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// libzpool, initialised once for the process (kernel_init .. kernel_fini).
+pub struct Lab {
+    _private: (),
+}
+
+impl Lab {
+    /// kernel_init with a private spa_config_path, and the device-model hooks installed.
+    pub fn init(workdir: &WorkDir) -> Result<Lab> {
+        let cfg = CString::new(workdir.path().join("zpool.cache").to_string_lossy().as_bytes())?;
+        let mut e = err_buf();
+        // SAFETY: C strings live for the call; zl_init copies the path.
+        let rc = unsafe { ffi::zl_init(cfg.as_ptr(), e.as_mut_ptr(), e.len()) };
+        if rc != 0 {
+            bail!("libzpool initialisation failed: {}", err_text(&e));
+        }
+        model::install();
+        Ok(Lab { _private: () })
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        // SAFETY: every pool is exported before the Lab drops (Pool borrows it).
+        unsafe { ffi::zl_fini() };
+    }
+}
+
+/// Everything needed to create a pool and its dataset.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Pool name.
+    pub name: String,
+    /// Data vdev layout.
+    pub layout: Layout,
+    /// ashift of every vdev.
+    pub ashift: u32,
+    /// Size of each sparse file.
+    pub vdev_size: u64,
+    /// Model of the data vdevs.
+    pub vdev_model: ModelParams,
+    /// Number of log vdevs.
+    pub logs: u32,
+    /// Model of the log vdevs.
+    pub log_model: ModelParams,
+    /// Dataset properties (`compression`, `checksum`, `sync`, `logbias`).
+    pub props: BTreeMap<String, String>,
+    /// Block size of data objects.
+    pub volblocksize: u64,
+}
+
+/// One leaf as the pool reports it.
+#[derive(Debug, Clone)]
+pub struct LeafStat {
+    /// vdev guid.
+    pub guid: u64,
+    /// Log vdev?
+    pub is_log: bool,
+    /// Backing file.
+    pub path: String,
+    /// vs_ops[WRITE].
+    pub write_ops: u64,
+    /// vs_bytes[WRITE].
+    pub write_bytes: u64,
+    /// vs_ops[READ].
+    pub read_ops: u64,
+    /// vs_bytes[READ].
+    pub read_bytes: u64,
+    /// Flushes (counted by the device-model hook).
+    pub flushes: u64,
+}
+
+/// An open pool with its dataset. Dropping it closes the dataset, exports the
+/// pool and removes the vdev files.
+pub struct Pool<'lab> {
+    _lab: &'lab Lab,
+    cfg: PoolConfig,
+    p: *mut ffi::ZlPool,
+    ds: *mut ffi::ZlDs,
+    files: Vec<PathBuf>,
+    guids: Vec<u64>,
+    start: ffi::ZlCounters,
+    info_done: Option<PoolInfo>,
+}
+
+/// A shareable handle to the dataset for job threads. The C core's calls are
+/// thread-safe (ZFS locks internally; each object has its own range lock).
+#[derive(Clone, Copy)]
+pub struct Dataset(*mut ffi::ZlDs);
+// SAFETY: see above; the pointer stays valid while the owning Pool lives,
+// and job threads are scoped inside that lifetime.
+unsafe impl Send for Dataset {}
+// SAFETY: as above.
+unsafe impl Sync for Dataset {}
+
+impl Dataset {
+    /// Creates a data object of `blocksize` and returns its index.
+    pub fn create_object(&self, blocksize: u64) -> Result<c_int> {
+        let mut idx: c_int = -1;
+        let mut e = err_buf();
+        // SAFETY: valid dataset; outputs are ours.
+        let rc = unsafe { ffi::zl_obj_create(self.0, blocksize, &mut idx, e.as_mut_ptr(), e.len()) };
+        if rc != 0 {
+            bail!("creating an object: {}", err_text(&e));
+        }
+        Ok(idx)
+    }
+
+    /// One write (tx + dmu_write + TX_WRITE itx); returns an errno on failure.
+    pub fn write(&self, obj: c_int, off: u64, buf: &[u8], sync: bool) -> Result<(), i32> {
+        // SAFETY: buf outlives the call; the C side copies it.
+        let rc = unsafe { ffi::zl_write(self.0, obj, off, buf.len() as u64, buf.as_ptr().cast(), sync as c_int) };
+        if rc == 0 { Ok(()) } else { Err(rc) }
+    }
+
+    /// One dmu_read.
+    pub fn read(&self, obj: c_int, off: u64, buf: &mut [u8]) -> Result<(), i32> {
+        // SAFETY: buf is writable for its length.
+        let rc = unsafe { ffi::zl_read(self.0, obj, off, buf.len() as u64, buf.as_mut_ptr().cast()) };
+        if rc == 0 { Ok(()) } else { Err(rc) }
+    }
+
+    /// zil_commit for the object (counted as the lab's).
+    pub fn commit(&self, obj: c_int) {
+        // SAFETY: valid dataset and object index.
+        unsafe { ffi::zl_commit(self.0, obj) }
+    }
+}
+
+impl<'lab> Pool<'lab> {
+    /// Creates the sparse files, the pool and its dataset, and puts the leaves
+    /// under their device models.
+    pub fn create(lab: &'lab Lab, dir: &Path, cfg: PoolConfig) -> Result<Pool<'lab>> {
+        let l = &cfg.layout;
+        let mut files = Vec::new();
+        for i in 0..l.data_files() {
+            files.push(dir.join(format!("{}-d{i}", cfg.name)));
+        }
+        for i in 0..cfg.logs {
+            files.push(dir.join(format!("{}-log{i}", cfg.name)));
+        }
+        let mut pool = Pool {
+            _lab: lab,
+            cfg: cfg.clone(),
+            p: std::ptr::null_mut(),
+            ds: std::ptr::null_mut(),
+            files: Vec::new(),
+            guids: Vec::new(),
+            start: counters(),
+            info_done: None,
+        };
+        for f in &files {
+            let file = std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
+            pool.files.push(f.clone());
+            file.set_len(cfg.vdev_size).with_context(|| format!("sizing {}", f.display()))?;
+        }
+        let cpaths: Vec<CString> =
+            files.iter().map(|f| CString::new(f.to_string_lossy().as_bytes())).collect::<Result<_, _>>()?;
+        let nd = l.data_files() as usize;
+        let data: Vec<*const c_char> = cpaths[..nd].iter().map(|c| c.as_ptr()).collect();
+        let logs: Vec<*const c_char> = cpaths[nd..].iter().map(|c| c.as_ptr()).collect();
+        let gtype = CString::new(match l.kind {
+            GroupKind::Stripe => "file",
+            GroupKind::Mirror => "mirror",
+            GroupKind::Raidz => "raidz",
+        })?;
+        let name = CString::new(cfg.name.as_str())?;
+        let mut e = err_buf();
+        // SAFETY: txg bounds are reset so this pool's first/last synced txg can be read.
+        unsafe { ffi::zl_txg_mark() };
+        pool.start = counters();
+        // SAFETY: all strings outlive the call; out pointer is ours.
+        let rc = unsafe {
+            ffi::zl_pool_create(
+                name.as_ptr(),
+                gtype.as_ptr(),
+                l.nparity as c_int,
+                l.width as c_int,
+                l.groups as c_int,
+                data.as_ptr(),
+                cfg.ashift as u64,
+                logs.as_ptr(),
+                logs.len() as c_int,
+                &mut pool.p,
+                e.as_mut_ptr(),
+                e.len(),
+            )
+        };
+        if rc != 0 {
+            bail!("creating pool {}: {}", cfg.name, err_text(&e));
+        }
+        // Leaves go under their models only now: pool creation itself is not measured.
+        let leaves = pool.leaf_stats();
+        let specs: Vec<LeafSpec> = leaves
+            .iter()
+            .map(|lf| LeafSpec {
+                guid: lf.guid,
+                path: PathBuf::from(&lf.path),
+                params: if lf.is_log { cfg.log_model.clone() } else { cfg.vdev_model.clone() },
+            })
+            .collect();
+        pool.guids = leaves.iter().map(|l| l.guid).collect();
+        model::register_leaves(&specs);
+
+        let dsname = CString::new(format!("{}/lab", cfg.name))?;
+        let (pn, pv): (Vec<CString>, Vec<CString>) = cfg
+            .props
+            .iter()
+            .map(|(k, v)| (CString::new(k.as_str()).unwrap_or_default(), CString::new(v.as_str()).unwrap_or_default()))
+            .unzip();
+        let pnp: Vec<*const c_char> = pn.iter().map(|c| c.as_ptr()).collect();
+        let pvp: Vec<*const c_char> = pv.iter().map(|c| c.as_ptr()).collect();
+        let mut e = err_buf();
+        // SAFETY: as above.
+        let rc = unsafe {
+            ffi::zl_ds_open(
+                pool.p,
+                dsname.as_ptr(),
+                pnp.as_ptr(),
+                pvp.as_ptr(),
+                pnp.len() as c_int,
+                &mut pool.ds,
+                e.as_mut_ptr(),
+                e.len(),
+            )
+        };
+        if rc != 0 {
+            bail!("creating dataset {}: {}", dsname.to_string_lossy(), err_text(&e));
+        }
+        Ok(pool)
+    }
+
+    /// The configuration it was created with.
+    pub fn config(&self) -> &PoolConfig {
+        &self.cfg
+    }
+
+    /// The dataset handle for job threads.
+    pub fn dataset(&self) -> Dataset {
+        Dataset(self.ds)
+    }
+
+    /// Leaf vdevs with their cumulative counters.
+    pub fn leaf_stats(&self) -> Vec<LeafStat> {
+        let mut v: Vec<ffi::ZlLeaf> = Vec::with_capacity(300);
+        // SAFETY: capacity 300 >= max leaves (255 data + logs); C fills `n` entries.
+        let n = unsafe { ffi::zl_pool_leaves(self.p, v.as_mut_ptr(), 300) };
+        // SAFETY: the first min(n, 300) entries were initialised.
+        unsafe { v.set_len(n.clamp(0, 300) as usize) };
+        v.iter()
+            .map(|l| LeafStat {
+                guid: l.guid,
+                is_log: l.is_log != 0,
+                // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
+                path: unsafe { CStr::from_ptr(l.path.as_ptr()) }.to_string_lossy().into_owned(),
+                write_ops: l.write_ops,
+                write_bytes: l.write_bytes,
+                read_ops: l.read_ops,
+                read_bytes: l.read_bytes,
+                flushes: model::flushes(l.guid),
+            })
+            .collect()
+    }
+
+    /// Waits until all writes so far are synced (`all`: also the txgs after them).
+    pub fn sync(&self, all: bool) -> u64 {
+        // SAFETY: valid pool.
+        unsafe { ffi::zl_pool_sync(self.p, all as c_int) }
+    }
+
+    /// Drops cached data of this pool from the ARC (so reads reach the vdevs).
+    pub fn arc_flush(&self) {
+        // SAFETY: valid pool.
+        unsafe { ffi::zl_pool_arc_flush(self.p) }
+    }
+
+    /// Space accounting now (call after a sync for settled figures).
+    pub fn account(&self) -> PoolAccount {
+        let mut ps = ffi::ZlPoolStats::default();
+        let mut ds = ffi::ZlDsStats::default();
+        // SAFETY: valid handles, outputs are ours.
+        unsafe {
+            ffi::zl_pool_stats(self.p, &mut ps);
+            ffi::zl_ds_stats(self.ds, &mut ds);
+        }
+        let leaves = self.leaf_stats();
+        PoolAccount {
+            alloc_bytes: ps.normal_alloc,
+            log_alloc_bytes: ps.log_alloc,
+            size_bytes: ps.dspace,
+            used_bytes: ds.referenced,
+            logical_used_bytes: ds.uncompressed,
+            compressratio: ds.compressratio as f64 / 100.0,
+            leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
+            leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
+            last_synced_txg: ps.last_synced_txg,
+        }
+    }
+
+    /// Closes the dataset, exports the pool, removes its files; returns the
+    /// pool's description with its spa_sync count and txg range.
+    pub fn finish(mut self) -> Result<PoolInfo> {
+        let r = self.teardown();
+        r.map(|()| self.info_done.take().expect("teardown fills info"))
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        if !self.ds.is_null() {
+            // SAFETY: valid dataset, closed once.
+            unsafe { ffi::zl_ds_close(self.ds) };
+            self.ds = std::ptr::null_mut();
+        }
+        let mut result = Ok(());
+        if !self.p.is_null() {
+            // SAFETY: valid pool, exported once (frees the handle).
+            let rc = unsafe { ffi::zl_pool_export(self.p) };
+            self.p = std::ptr::null_mut();
+            if rc != 0 {
+                result = Err(anyhow::anyhow!(
+                    "exporting pool {}: {}",
+                    self.cfg.name,
+                    std::io::Error::from_raw_os_error(rc)
+                ));
+            }
+        }
+        model::unregister_leaves(&self.guids);
+        let end = counters();
+        let c = &self.cfg;
+        self.info_done = Some(PoolInfo {
+            name: c.name.clone(),
+            layout: c.layout.clone(),
+            layout_text: c.layout.to_string(),
+            ashift: c.ashift,
+            vdev_size: c.vdev_size,
+            vdev_model: c.vdev_model.clone(),
+            log_vdevs: c.logs,
+            log_model: c.log_model.clone(),
+            properties: c.props.clone(),
+            volblocksize: c.volblocksize,
+            spa_sync_calls: end.spa_syncs - self.start.spa_syncs,
+            first_txg: if end.txg_min == u64::MAX { 0 } else { end.txg_min },
+            last_txg: end.txg_max,
+        });
+        for f in self.files.drain(..) {
+            let _ = std::fs::remove_file(&f);
+        }
+        result
+    }
+}
+
+impl Drop for Pool<'_> {
+    fn drop(&mut self) {
+        if self.info_done.is_none() {
+            if let Err(e) = self.teardown() {
+                eprintln!("zprof-lab: {e:#}");
+            }
+        }
+    }
+}

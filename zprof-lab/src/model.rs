@@ -1,0 +1,519 @@
+//! Device models for the pool's file vdevs: what an I/O or a cache flush would
+//! cost on a disk of some kind, and the machinery that applies it.
+//!
+//! The arithmetic ([`ModelParams`], [`DeviceState`]) is pure and unit-tested.
+//! The runtime part ([`install`], [`register_leaves`]) connects it to the C
+//! core's hooks: each leaf read/write that the host has finished is queued
+//! and completed (`zio_interrupt`) by one timer thread at the time the model
+//! computed; each cache flush of a modelled vdev sleeps in the flushing thread
+//! until the model says the flush is done (the C caller is synchronous too),
+//! and then replaces the host's real fsync.
+//!
+//! Times are CLOCK_MONOTONIC nanoseconds, the clock libzpool's gethrtime uses.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::ffi::{c_int, c_void};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+
+use crate::options::{parse_duration_ns, parse_rate, OptError};
+
+/// Kind of device a model stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Rotating disk: seek + half a rotation for a non-contiguous I/O, one I/O at a time.
+    Hdd,
+    /// SATA/SAS flash: fixed access latency, a few I/Os in parallel.
+    Ssd,
+    /// NVMe flash: short access latency, many I/Os in parallel.
+    Nvme,
+    /// No added delay: I/O and flushes cost what the host's files cost.
+    None,
+}
+
+/// Parameters of one device model. All times in nanoseconds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelParams {
+    /// Device kind.
+    pub kind: ModelKind,
+    /// Average seek time, paid by a non-contiguous I/O (hdd).
+    pub seek_ns: u64,
+    /// Half a rotation, paid with the seek (hdd): 30 s / rpm.
+    pub half_rotation_ns: u64,
+    /// Fixed per-I/O access latency (ssd, nvme).
+    pub access_ns: u64,
+    /// Media transfer rate in bytes per second (per channel).
+    pub rate_bytes_per_s: u64,
+    /// Cost of a cache flush once the device is idle.
+    pub flush_ns: u64,
+    /// I/Os the device serves at once (1 for a disk).
+    pub channels: u32,
+}
+
+impl ModelParams {
+    /// Defaults of a model kind.
+    pub fn defaults(kind: ModelKind) -> Self {
+        match kind {
+            // A 7,200 rpm nearline disk with its write cache off (the model is
+            // write-through: a write is durable when it completes), so a flush has
+            // nothing left to write and costs only its command round trip.
+            ModelKind::Hdd => ModelParams {
+                kind,
+                seek_ns: 8_000_000,
+                half_rotation_ns: 30_000_000_000 / 7200,
+                access_ns: 0,
+                rate_bytes_per_s: 200 << 20,
+                flush_ns: 100_000,
+                channels: 1,
+            },
+            ModelKind::Ssd => ModelParams {
+                kind,
+                seek_ns: 0,
+                half_rotation_ns: 0,
+                access_ns: 60_000,
+                rate_bytes_per_s: 500 << 20,
+                flush_ns: 100_000,
+                channels: 4,
+            },
+            ModelKind::Nvme => ModelParams {
+                kind,
+                seek_ns: 0,
+                half_rotation_ns: 0,
+                access_ns: 15_000,
+                rate_bytes_per_s: 2000 << 20,
+                flush_ns: 20_000,
+                channels: 16,
+            },
+            ModelKind::None => ModelParams {
+                kind,
+                seek_ns: 0,
+                half_rotation_ns: 0,
+                access_ns: 0,
+                rate_bytes_per_s: 0,
+                flush_ns: 0,
+                channels: 1,
+            },
+        }
+    }
+
+    /// Time to transfer `bytes` at the media rate.
+    pub fn transfer_ns(&self, bytes: u64) -> u64 {
+        if self.rate_bytes_per_s == 0 {
+            0
+        } else {
+            (bytes as u128 * 1_000_000_000 / self.rate_bytes_per_s as u128) as u64
+        }
+    }
+
+    /// Time from "the device starts this I/O" to "the data is on the medium".
+    ///
+    /// `gap` is how the I/O lies relative to the end of the previous one on the
+    /// device: `Some((bytes_ahead, idle_ns))` when it starts at most [`NEAR_BYTES`]
+    /// after that end (same track region), `idle_ns` being how long the device
+    /// sat idle in between; `None` otherwise.
+    ///
+    /// hdd: a far I/O pays a seek and, on average, half a rotation. A near one
+    /// pays no seek: it waits for its sector to come under the head. If the
+    /// device was streaming (no idle time) that is just the skipped bytes
+    /// passing by; after idle time the platter has moved on, so the wait is the
+    /// skip minus the idle time, modulo one rotation: an I/O that arrives just
+    /// after its neighbour finished waits almost a whole revolution (the
+    /// classic "missed revolution" of synchronous sequential writes).
+    /// ssd/nvme: a fixed access latency. All kinds add the transfer time.
+    pub fn service_ns(&self, size: u64, gap: Option<(u64, u64)>) -> u64 {
+        let transfer = self.transfer_ns(size);
+        let position = match (self.kind, gap) {
+            (ModelKind::Hdd, None) => self.seek_ns + self.half_rotation_ns,
+            (ModelKind::Hdd, Some((ahead, idle))) => {
+                let skip = self.transfer_ns(ahead);
+                let rotation = 2 * self.half_rotation_ns;
+                if idle == 0 || rotation == 0 {
+                    skip
+                } else {
+                    let r = rotation as i128;
+                    ((skip as i128 - idle as i128).rem_euclid(r)) as u64
+                }
+            }
+            (ModelKind::Ssd | ModelKind::Nvme, _) => self.access_ns,
+            (ModelKind::None, _) => 0,
+        };
+        position + transfer
+    }
+}
+
+/// How far ahead of the previous I/O's end an hdd I/O may start and still
+/// count as "near" (no seek, only rotation): about one track.
+pub const NEAR_BYTES: u64 = 1 << 20;
+
+impl std::str::FromStr for ModelParams {
+    type Err = OptError;
+
+    /// `KIND[:key=value,...]`, e.g. `hdd:seek=8ms,rpm=7200,rate=200MiB/s,flush=1ms`.
+    /// Keys: seek, rpm, rot (half rotation), lat (access latency), rate, flush, qd.
+    fn from_str(s: &str) -> Result<Self, OptError> {
+        let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
+        let kind = match kind {
+            "hdd" => ModelKind::Hdd,
+            "ssd" => ModelKind::Ssd,
+            "nvme" => ModelKind::Nvme,
+            "none" => ModelKind::None,
+            other => {
+                return Err(OptError(format!(
+                    "unknown device model '{other}' (expected hdd, ssd, nvme or none)"
+                )));
+            }
+        };
+        let mut p = ModelParams::defaults(kind);
+        for kv in rest.split(',').filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| OptError(format!("device model option '{kv}' is not key=value")))?;
+            match k {
+                "seek" => p.seek_ns = parse_duration_ns(v)?,
+                "rot" => p.half_rotation_ns = parse_duration_ns(v)?,
+                "rpm" => {
+                    let rpm: u64 = v.parse().map_err(|_| OptError(format!("bad rpm '{v}'")))?;
+                    if rpm == 0 {
+                        return Err(OptError("rpm must be > 0".into()));
+                    }
+                    p.half_rotation_ns = 30_000_000_000 / rpm;
+                }
+                "lat" => p.access_ns = parse_duration_ns(v)?,
+                "rate" => p.rate_bytes_per_s = parse_rate(v)?,
+                "flush" => p.flush_ns = parse_duration_ns(v)?,
+                "qd" => {
+                    p.channels = v.parse().map_err(|_| OptError(format!("bad qd '{v}'")))?;
+                    if p.channels == 0 {
+                        return Err(OptError("qd must be > 0".into()));
+                    }
+                }
+                other => return Err(OptError(format!("unknown device model option '{other}'"))),
+            }
+        }
+        Ok(p)
+    }
+}
+
+impl fmt::Display for ModelParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mib = self.rate_bytes_per_s as f64 / (1u64 << 20) as f64;
+        match self.kind {
+            ModelKind::Hdd => write!(
+                f,
+                "hdd:seek={:.3}ms,rot={:.3}ms,rate={mib:.0}MiB/s,flush={:.3}ms",
+                ms(self.seek_ns),
+                ms(self.half_rotation_ns),
+                ms(self.flush_ns)
+            ),
+            ModelKind::Ssd | ModelKind::Nvme => write!(
+                f,
+                "{}:lat={:.3}ms,rate={mib:.0}MiB/s,flush={:.3}ms,qd={}",
+                if self.kind == ModelKind::Ssd { "ssd" } else { "nvme" },
+                ms(self.access_ns),
+                ms(self.flush_ns),
+                self.channels
+            ),
+            ModelKind::None => write!(f, "none"),
+        }
+    }
+}
+
+/// Queueing state of one emulated device.
+#[derive(Debug, Clone)]
+pub struct DeviceState {
+    /// When each channel becomes free.
+    busy_until: Vec<u64>,
+    /// Where the previous I/O ended (for the hdd's contiguity test).
+    last_end: Option<u64>,
+}
+
+impl DeviceState {
+    /// An idle device.
+    pub fn new(p: &ModelParams) -> Self {
+        DeviceState { busy_until: vec![0; p.channels.max(1) as usize], last_end: None }
+    }
+
+    /// An I/O arrives at `now`: it starts when a channel is free and completes
+    /// after its service time. Returns the completion time.
+    pub fn submit(&mut self, p: &ModelParams, now: u64, offset: u64, size: u64) -> u64 {
+        let (i, free) = self
+            .busy_until
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, t)| t)
+            .unwrap_or((0, 0));
+        let gap = self
+            .last_end
+            .filter(|&end| offset >= end && offset - end <= NEAR_BYTES)
+            .map(|end| (offset - end, now.saturating_sub(free)));
+        self.last_end = Some(offset + size);
+        let done = now.max(free) + p.service_ns(size, gap);
+        self.busy_until[i] = done;
+        done
+    }
+
+    /// A cache flush arrives at `now`: it waits for every outstanding I/O
+    /// (all channels) and then takes the flush time. Returns its completion.
+    pub fn flush(&mut self, p: &ModelParams, now: u64) -> u64 {
+        let idle = self.busy_until.iter().copied().max().unwrap_or(0).max(now);
+        let done = idle + p.flush_ns;
+        for b in &mut self.busy_until {
+            *b = done;
+        }
+        done
+    }
+}
+
+/// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, like libzpool's gethrtime).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One emulated leaf vdev.
+struct Leaf {
+    params: ModelParams,
+    state: Mutex<DeviceState>,
+    flushes: AtomicU64,
+}
+
+/// A zio pointer waiting for its completion time. Pointers are only handed
+/// back to libzpool, never dereferenced here.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Pending(u64, usize);
+
+struct Runtime {
+    by_guid: RwLock<HashMap<u64, Arc<Leaf>>>,
+    by_inode: RwLock<HashMap<(u64, u64), u64>>,
+    queue: Mutex<BinaryHeap<Reverse<Pending>>>,
+    wake: Condvar,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+fn runtime() -> &'static Runtime {
+    RUNTIME.get_or_init(|| Runtime {
+        by_guid: RwLock::new(HashMap::new()),
+        by_inode: RwLock::new(HashMap::new()),
+        queue: Mutex::new(BinaryHeap::new()),
+        wake: Condvar::new(),
+    })
+}
+
+extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64, size: u64) {
+    let rt = runtime();
+    let leaf = rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
+    let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
+        // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
+        unsafe { crate::ffi::zio_interrupt(zio) };
+        return;
+    };
+    let now = now_ns();
+    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, now, offset, size)).unwrap_or(now);
+    if done <= now {
+        // SAFETY: as above.
+        unsafe { crate::ffi::zio_interrupt(zio) };
+        return;
+    }
+    let mut q = rt.queue.lock().unwrap_or_else(|e| e.into_inner());
+    q.push(Reverse(Pending(done, zio as usize)));
+    drop(q);
+    rt.wake.notify_one();
+}
+
+extern "C" fn flush_hook(fd: c_int) -> c_int {
+    let rt = runtime();
+    // SAFETY: fstat on a descriptor libzpool holds open; st is ours.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return 0;
+    }
+    let guid = rt.by_inode.read().ok().and_then(|m| m.get(&(st.st_dev, st.st_ino)).copied());
+    let leaf = guid.and_then(|g| rt.by_guid.read().ok().and_then(|m| m.get(&g).cloned()));
+    let Some(leaf) = leaf else { return 0 };
+    leaf.flushes.fetch_add(1, Ordering::Relaxed);
+    if leaf.params.kind == ModelKind::None {
+        return 0; // the host's real fsync is this device's flush
+    }
+    let now = now_ns();
+    let done = leaf.state.lock().map(|mut s| s.flush(&leaf.params, now)).unwrap_or(now);
+    sleep_until(done);
+    1
+}
+
+fn sleep_until(t: u64) {
+    let ts = libc::timespec { tv_sec: (t / 1_000_000_000) as i64, tv_nsec: (t % 1_000_000_000) as i64 };
+    // SAFETY: absolute monotonic sleep; EINTR just retries.
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) }
+        == libc::EINTR
+    {}
+}
+
+fn timer_thread() {
+    // Wake-ups are what the model's precision rests on: ask for no timer slack.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    let rt = runtime();
+    let mut due = Vec::new();
+    loop {
+        {
+            let mut q = rt.queue.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let now = now_ns();
+                match q.peek() {
+                    None => q = rt.wake.wait(q).unwrap_or_else(|e| e.into_inner()),
+                    Some(Reverse(Pending(t, _))) if *t <= now => break,
+                    Some(Reverse(Pending(t, _))) => {
+                        let wait = std::time::Duration::from_nanos(t - now);
+                        q = rt.wake.wait_timeout(q, wait).unwrap_or_else(|e| e.into_inner()).0;
+                    }
+                }
+            }
+            let now = now_ns();
+            while let Some(Reverse(Pending(t, _))) = q.peek() {
+                if *t > now {
+                    break;
+                }
+                if let Some(Reverse(Pending(_, z))) = q.pop() {
+                    due.push(z);
+                }
+            }
+        }
+        for z in due.drain(..) {
+            // SAFETY: each queued zio is completed exactly once, here.
+            unsafe { crate::ffi::zio_interrupt(z as *mut c_void) };
+        }
+    }
+}
+
+/// Starts the timer thread and installs the hooks in the C core (once per process).
+pub fn install() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        runtime();
+        std::thread::Builder::new()
+            .name("zlab-devtimer".into())
+            .spawn(timer_thread)
+            .expect("spawn device-model timer thread");
+        // SAFETY: the hooks are 'static functions of this module.
+        unsafe { crate::ffi::zl_set_hooks(Some(io_hook), Some(flush_hook)) };
+    });
+}
+
+/// A leaf to emulate: its guid, backing file and model.
+pub struct LeafSpec {
+    /// vdev guid as ZFS reports it.
+    pub guid: u64,
+    /// Backing file (to recognise its descriptor in flushes).
+    pub path: std::path::PathBuf,
+    /// Device model.
+    pub params: ModelParams,
+}
+
+/// Puts leaves under their models; I/O to unknown leaves completes at once.
+pub fn register_leaves(leaves: &[LeafSpec]) {
+    let rt = runtime();
+    let mut g = rt.by_guid.write().unwrap_or_else(|e| e.into_inner());
+    let mut i = rt.by_inode.write().unwrap_or_else(|e| e.into_inner());
+    for l in leaves {
+        g.insert(
+            l.guid,
+            Arc::new(Leaf {
+                state: Mutex::new(DeviceState::new(&l.params)),
+                params: l.params.clone(),
+                flushes: AtomicU64::new(0),
+            }),
+        );
+        if let Ok(md) = std::fs::metadata(&l.path) {
+            use std::os::unix::fs::MetadataExt;
+            i.insert((md.dev(), md.ino()), l.guid);
+        }
+    }
+}
+
+/// Forgets leaves (after their pool is exported).
+pub fn unregister_leaves(guids: &[u64]) {
+    let rt = runtime();
+    let mut g = rt.by_guid.write().unwrap_or_else(|e| e.into_inner());
+    for guid in guids {
+        g.remove(guid);
+    }
+    rt.by_inode.write().unwrap_or_else(|e| e.into_inner()).retain(|_, v| !guids.contains(v));
+}
+
+/// Cache flushes seen so far on a leaf (modelled or passed to the host).
+pub fn flushes(guid: u64) -> u64 {
+    runtime()
+        .by_guid
+        .read()
+        .ok()
+        .and_then(|m| m.get(&guid).map(|l| l.flushes.load(Ordering::Relaxed)))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hdd_random_io_pays_seek_and_half_rotation() {
+        let p: ModelParams = "hdd:seek=8ms,rpm=7200,rate=200MiB/s".parse().unwrap();
+        assert_eq!(p.half_rotation_ns, 4_166_666);
+        let transfer = 4096u64 * 1_000_000_000 / (200 << 20);
+        assert_eq!(p.service_ns(4096, None), 8_000_000 + 4_166_666 + transfer);
+        // Streaming, adjacent: only the transfer.
+        assert_eq!(p.service_ns(4096, Some((0, 0))), transfer);
+        // Adjacent but 1 ms after the device went idle: the sector passed, wait
+        // for the rest of the revolution (8,333,332 ns per turn).
+        assert_eq!(p.service_ns(4096, Some((0, 1_000_000))), 8_333_332 - 1_000_000 + transfer);
+        // Near, skipping 2 ms worth of sectors, idle 0.5 ms: 1.5 ms of rotation.
+        let skip = p.rate_bytes_per_s / 500;
+        let wait = p.transfer_ns(skip) - 500_000;
+        assert_eq!(p.service_ns(4096, Some((skip, 500_000))), wait + transfer);
+    }
+
+    #[test]
+    fn hdd_queues_one_request_at_a_time() {
+        let p: ModelParams = "hdd:seek=1ms,rot=0,rate=1000000000".parse().unwrap();
+        let mut d = DeviceState::new(&p);
+        // 1000 bytes at 1e9 B/s = 1 us transfer.
+        let a = d.submit(&p, 0, 0, 1000);
+        assert_eq!(a, 1_001_000);
+        // Contiguous, arrives while busy: starts when the first ends.
+        let b = d.submit(&p, 10, 1000, 1000);
+        assert_eq!(b, a + 1000);
+        // Far away (behind): pays the seek again, queued behind the others.
+        let c = d.submit(&p, 10, 0, 1000);
+        assert_eq!(c, b + 1_001_000);
+        // Idle device, later arrival, adjacent, no rotation modelled: starts at arrival.
+        let e = d.submit(&p, 10_000_000, 1000, 1000);
+        assert_eq!(e, 10_000_000 + 1000);
+    }
+
+    #[test]
+    fn flush_waits_for_all_channels() {
+        let p: ModelParams = "ssd:lat=100us,rate=1000000000,flush=1ms,qd=2".parse().unwrap();
+        let mut d = DeviceState::new(&p);
+        let a = d.submit(&p, 0, 0, 0);
+        let b = d.submit(&p, 0, 0, 0);
+        assert_eq!((a, b), (100_000, 100_000)); // two channels in parallel
+        assert_eq!(d.flush(&p, 50_000), 1_100_000);
+        assert_eq!(d.submit(&p, 0, 0, 0), 1_200_000);
+    }
+
+    #[test]
+    fn model_parse_errors() {
+        assert!("tape".parse::<ModelParams>().is_err());
+        assert!("hdd:seek".parse::<ModelParams>().is_err());
+        assert!("hdd:colour=red".parse::<ModelParams>().is_err());
+        assert!("ssd:qd=0".parse::<ModelParams>().is_err());
+        assert_eq!("none".parse::<ModelParams>().unwrap().kind, ModelKind::None);
+    }
+}

@@ -1,0 +1,179 @@
+//! Human-readable output, shaped like fio's: one block per job, then the
+//! pool and process totals. (JSON output is `serde_json` of [`Report`].)
+
+use std::fmt::Write as _;
+
+use crate::report::{IoStats, JobReport, Report};
+
+/// Bytes with a binary unit, e.g. `133MiB`.
+pub fn human_bytes(b: f64) -> String {
+    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{v:.0}{}", U[i]) } else { format!("{v:.1}{}", U[i]) }
+}
+
+/// A count with fio's k/M suffixes, e.g. `34.1k`.
+pub fn human_count(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Nanoseconds in the unit that reads best.
+pub fn human_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2}s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2}ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1}us", ns / 1e3)
+    } else {
+        format!("{ns:.0}ns")
+    }
+}
+
+fn side(out: &mut String, name: &str, s: &IoStats, runtime_ms: u64) {
+    if s.total_ios == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {name}: IOPS={}, BW={}/s ({}/{}msec), ios={}",
+        human_count(s.iops),
+        human_bytes(s.bw_bytes),
+        human_bytes(s.io_bytes as f64),
+        runtime_ms,
+        s.total_ios
+    );
+    let l = &s.lat_ns;
+    let _ = writeln!(
+        out,
+        "    lat: min={}, max={}, avg={}, stdev={}",
+        human_ns(l.min as f64),
+        human_ns(l.max as f64),
+        human_ns(l.mean),
+        human_ns(l.stddev)
+    );
+    // Keys are fio's strings ("99.900000"); order them by value, not as text.
+    let mut sorted: Vec<(f64, u64)> = l.percentile.iter().map(|(k, v)| (k.parse().unwrap_or(0.0), *v)).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pcts: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}th=[{}]", human_ns(*v as f64))).collect();
+    let _ = writeln!(out, "    lat percentiles: {}", pcts.join(", "));
+}
+
+/// One job's block.
+pub fn job_text(j: &JobReport) -> String {
+    let mut out = String::new();
+    let s = &j.spec;
+    let _ = writeln!(
+        out,
+        "{}: (rw={}, bs={}, size={}, numjobs={}, fsync={}, sync={}, compress%={}) pool={}{}",
+        j.jobname,
+        s.rw,
+        human_bytes(s.bs as f64),
+        human_bytes(s.size as f64),
+        s.numjobs,
+        s.fsync,
+        s.sync as u8,
+        s.buffer_compress_percentage,
+        j.pool,
+        if j.interrupted { " [interrupted]" } else { "" }
+    );
+    side(&mut out, "write", &j.write, j.runtime_ms);
+    side(&mut out, "read", &j.read, j.runtime_ms);
+    let _ = writeln!(
+        out,
+        "  zil_commits={} (all zil_commit calls: {}), txgs_synced={} (txg {}..{}, {:.0} ms in spa_sync), flushes={}{}",
+        j.zil_commits,
+        j.zil_commits_all,
+        j.txgs_synced,
+        j.txg_first,
+        j.txg_last,
+        j.spa_sync_ms,
+        j.flushes,
+        if j.host_fsyncs > 0 { format!(" (host fsyncs {})", j.host_fsyncs) } else { String::new() }
+    );
+    let log_w: u64 = j.leaves.iter().filter(|l| l.is_log).map(|l| l.write_bytes).sum();
+    let _ = writeln!(
+        out,
+        "  leaf vdevs: wrote {} (log vdevs {}), read {}",
+        human_bytes(j.leaf_write_bytes as f64),
+        human_bytes(log_w as f64),
+        human_bytes(j.leaf_read_bytes as f64)
+    );
+    let a = &j.account;
+    let _ = writeln!(
+        out,
+        "  pool: alloc={} log_alloc={} used={} logical={} compressratio={:.2}x",
+        human_bytes(a.alloc_bytes as f64),
+        human_bytes(a.log_alloc_bytes as f64),
+        human_bytes(a.used_bytes as f64),
+        human_bytes(a.logical_used_bytes as f64),
+        a.compressratio
+    );
+    out
+}
+
+/// The whole report as text.
+pub fn report_text(r: &Report) -> String {
+    let mut out = String::new();
+    for j in &r.jobs {
+        out.push_str(&job_text(j));
+        out.push('\n');
+    }
+    for p in &r.pools {
+        let _ = writeln!(
+            out,
+            "pool {}: {} ashift={} logs={} data={} log={} volblocksize={} props={:?}: {} spa_sync calls, txg {}..{}",
+            p.name,
+            p.layout_text,
+            p.ashift,
+            p.log_vdevs,
+            p.vdev_model,
+            p.log_model,
+            human_bytes(p.volblocksize as f64),
+            p.properties,
+            p.spa_sync_calls,
+            p.first_txg,
+            p.last_txg
+        );
+    }
+    let t = &r.totals;
+    let _ = writeln!(
+        out,
+        "totals: zil_commit calls: lab {} + libzpool's own {} = {}; spa_sync calls {}; host fsyncs {}{}",
+        t.zil_commits_lab,
+        t.zil_commits_internal,
+        t.zil_commits_all,
+        t.spa_sync_calls,
+        t.host_fsyncs,
+        if r.interrupted { " [interrupted]" } else { "" }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(human_bytes(4096.0), "4.0KiB");
+        assert_eq!(human_bytes(100.0), "100B");
+        assert_eq!(human_count(34_120.0), "34.1k");
+        assert_eq!(human_count(65.4), "65.4");
+        assert_eq!(human_ns(1_500_000.0), "1.50ms");
+        assert_eq!(human_ns(750.0), "750ns");
+    }
+}

@@ -1,0 +1,252 @@
+//! The result types of a lab run, serialised as the `--output-format json`
+//! document (fio-like shape; field meanings are in README.md), and the small
+//! pure functions that fill them (rates, percentiles).
+//!
+//! These types are the lab's public interface: zprof parses this JSON, so
+//! field names only ever get added, never renamed.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::model::ModelParams;
+use crate::options::{JobSpec, Layout};
+
+/// Percentiles reported for latencies, as fio prints them.
+pub const PERCENTILES: [f64; 6] = [50.0, 90.0, 99.0, 99.9, 99.99, 100.0];
+
+/// Whole run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Version of zprof-lab that wrote this.
+    pub zprof_lab_version: String,
+    /// Scenario name, when the run was a named scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+    /// Pools, in the order they were created.
+    pub pools: Vec<PoolInfo>,
+    /// Jobs, in the order they ran.
+    pub jobs: Vec<JobReport>,
+    /// Process-wide counters.
+    pub totals: Totals,
+    /// True when SIGINT/SIGTERM stopped the run early.
+    pub interrupted: bool,
+}
+
+/// One pool's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PoolInfo {
+    /// Pool name (unique per run).
+    pub name: String,
+    /// Layout of the data vdevs.
+    pub layout: Layout,
+    /// Layout as text, e.g. `raidz3:8x1`.
+    pub layout_text: String,
+    /// ashift of every vdev.
+    pub ashift: u32,
+    /// Size of each sparse vdev file in bytes.
+    pub vdev_size: u64,
+    /// Model of the data vdevs.
+    pub vdev_model: ModelParams,
+    /// Number of log vdevs.
+    pub log_vdevs: u32,
+    /// Model of the log vdevs.
+    pub log_model: ModelParams,
+    /// Dataset properties set at creation (`compression`, `checksum`, `sync`, `logbias`).
+    pub properties: BTreeMap<String, String>,
+    /// Block size of the data objects (volblocksize).
+    pub volblocksize: u64,
+    /// spa_sync calls while this pool existed (creation to export).
+    pub spa_sync_calls: u64,
+    /// First txg synced on this pool (numbered from its creation).
+    pub first_txg: u64,
+    /// Last txg synced on this pool (the export included).
+    pub last_txg: u64,
+}
+
+/// Latency summary in nanoseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LatNs {
+    /// Smallest latency.
+    pub min: u64,
+    /// Largest latency.
+    pub max: u64,
+    /// Mean latency.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
+    /// Percentile (fio's key format, e.g. "99.900000") -> latency.
+    pub percentile: BTreeMap<String, u64>,
+}
+
+/// One direction (read or write) of a job.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IoStats {
+    /// Bytes transferred.
+    pub io_bytes: u64,
+    /// Operations completed.
+    pub total_ios: u64,
+    /// Operations per second.
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    /// Per-operation latency as the job thread saw it (a write includes its zil_commit when it made one).
+    pub lat_ns: LatNs,
+}
+
+/// Pool accounting after a job (after a txg_wait_synced).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PoolAccount {
+    /// Bytes allocated in the pool's normal class (data, parity, metadata).
+    pub alloc_bytes: u64,
+    /// Bytes allocated on log vdevs.
+    pub log_alloc_bytes: u64,
+    /// Usable pool space.
+    pub size_bytes: u64,
+    /// Dataset referenced bytes (after compression, with raidz parity inflation removed).
+    pub used_bytes: u64,
+    /// Dataset logical referenced bytes (before compression).
+    pub logical_used_bytes: u64,
+    /// Compression ratio logical / physical (dsl_get_compressratio / 100).
+    pub compressratio: f64,
+    /// Bytes written to leaf vdevs so far (vs_bytes[WRITE] summed over leaves).
+    pub leaf_write_bytes: u64,
+    /// Bytes read from leaf vdevs so far.
+    pub leaf_read_bytes: u64,
+    /// Last txg synced.
+    pub last_synced_txg: u64,
+}
+
+/// Per-leaf I/O during one job.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LeafDelta {
+    /// Backing file.
+    pub path: String,
+    /// True for a log vdev.
+    pub is_log: bool,
+    /// Writes issued to the leaf.
+    pub write_ops: u64,
+    /// Bytes written to the leaf.
+    pub write_bytes: u64,
+    /// Reads issued to the leaf.
+    pub read_ops: u64,
+    /// Bytes read from the leaf.
+    pub read_bytes: u64,
+    /// Cache flushes of the leaf.
+    pub flushes: u64,
+}
+
+/// One job's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobReport {
+    /// Job name.
+    pub jobname: String,
+    /// Pool it ran on.
+    pub pool: String,
+    /// The job as specified (defaults filled in).
+    pub spec: JobSpec,
+    /// Measured run time in milliseconds.
+    pub runtime_ms: u64,
+    /// Read side.
+    pub read: IoStats,
+    /// Write side.
+    pub write: IoStats,
+    /// zil_commit calls made by the job's threads.
+    pub zil_commits: u64,
+    /// Every zil_commit call in the process during the job (equals zil_commits unless ZFS made its own).
+    pub zil_commits_all: u64,
+    /// spa_sync calls during the job, including the txg_wait_synced at its end.
+    pub txgs_synced: u64,
+    /// First and last txg synced during the job (0 when none).
+    pub txg_first: u64,
+    /// See txg_first.
+    pub txg_last: u64,
+    /// Time spent in spa_sync during the job, in ms.
+    pub spa_sync_ms: f64,
+    /// Leaf-vdev cache flushes during the job.
+    pub flushes: u64,
+    /// Host fsync() calls on vdev files during the job (only with model none).
+    pub host_fsyncs: u64,
+    /// Leaf bytes written during the job.
+    pub leaf_write_bytes: u64,
+    /// Leaf bytes read during the job.
+    pub leaf_read_bytes: u64,
+    /// Per-leaf detail during the job.
+    pub leaves: Vec<LeafDelta>,
+    /// Pool accounting at the end of the job.
+    pub account: PoolAccount,
+    /// True when a signal cut the job short.
+    pub interrupted: bool,
+}
+
+/// Process-wide totals.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Totals {
+    /// zil_commit calls the lab made itself (job writes only).
+    pub zil_commits_lab: u64,
+    /// Every zil_commit call in the process (the lab's plus libzpool's own, e.g. the one in each zil_close).
+    pub zil_commits_all: u64,
+    /// zil_commits_all - zil_commits_lab.
+    pub zil_commits_internal: u64,
+    /// Every spa_sync call in the process (all pools).
+    pub spa_sync_calls: u64,
+    /// Host fsync() calls on vdev files (model none, or files the model does not know).
+    pub host_fsyncs: u64,
+}
+
+/// Latency summary of a histogram of nanoseconds.
+pub fn lat_summary(h: &Histogram<u64>) -> LatNs {
+    if h.is_empty() {
+        return LatNs::default();
+    }
+    LatNs {
+        min: h.min(),
+        max: h.max(),
+        mean: h.mean(),
+        stddev: h.stdev(),
+        percentile: PERCENTILES.iter().map(|&p| (format!("{p:.6}"), h.value_at_quantile(p / 100.0))).collect(),
+    }
+}
+
+/// Operations and bytes per second, 0 for an empty interval.
+pub fn rates(ops: u64, bytes: u64, elapsed_ns: u64) -> (f64, f64) {
+    if elapsed_ns == 0 {
+        return (0.0, 0.0);
+    }
+    let s = elapsed_ns as f64 / 1e9;
+    (ops as f64 / s, bytes as f64 / s)
+}
+
+/// A latency histogram covering 1 ns .. 1 hour at 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_uniform_values() {
+        let mut h = new_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let s = lat_summary(&h);
+        let p = |k: &str| s.percentile[k] as f64;
+        assert!((p("50.000000") - 500_000.0).abs() / 500_000.0 < 0.002);
+        assert!((p("99.000000") - 990_000.0).abs() / 990_000.0 < 0.002);
+        assert!((p("90.000000") - 900_000.0).abs() / 900_000.0 < 0.002);
+        assert_eq!(s.percentile.len(), PERCENTILES.len());
+        assert!(s.max >= 999_000 && s.min <= 1001);
+    }
+
+    #[test]
+    fn empty_histogram_and_zero_time() {
+        let s = lat_summary(&new_histogram());
+        assert_eq!((s.max, s.percentile.len()), (0, 0));
+        assert_eq!(rates(10, 100, 0), (0.0, 0.0));
+        assert_eq!(rates(10, 4096, 2_000_000_000), (5.0, 2048.0));
+    }
+}

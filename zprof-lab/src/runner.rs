@@ -1,0 +1,114 @@
+//! Runs a plan: a sequence of pools, each with its jobs, in one process and
+//! one work directory; collects the [`Report`]. Shared by `run` and the
+//! named scenarios.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::job::run_job;
+use crate::lab::{self, Lab, Pool, PoolConfig, WorkDir};
+use crate::options::{JobSpec, OptError};
+use crate::report::{Report, Totals};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Pools in order, each with the jobs to run on it.
+    pub pools: Vec<(PoolConfig, Vec<JobSpec>)>,
+    /// Parent of the work directory.
+    pub dir: PathBuf,
+    /// Keep the work directory (vdev files) at the end.
+    pub keep: bool,
+    /// Scenario name for the report.
+    pub scenario: Option<String>,
+}
+
+/// Failure of a run: bad input (exit 2) or a runtime error (exit 1), with
+/// whatever was measured before it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The input cannot work (e.g. unwritable directory); nothing was created.
+    #[error(transparent)]
+    Input(#[from] OptError),
+    /// Something failed while running; the partial report is kept.
+    #[error("{error:#}")]
+    Runtime {
+        /// The cause.
+        error: anyhow::Error,
+        /// What was measured before it.
+        partial: Box<Report>,
+    },
+}
+
+/// A unique pool name for this process: `zlab-<pid>[-<n>]`.
+pub fn pool_name(n: usize) -> String {
+    if n == 0 { format!("zlab-{}", std::process::id()) } else { format!("zlab-{}-{n}", std::process::id()) }
+}
+
+/// Runs the plan; pools are always exported and files removed, even on error.
+pub fn execute(plan: &Plan, mut on_job: impl FnMut(&crate::report::JobReport)) -> Result<Report, RunError> {
+    let workdir = WorkDir::create(&plan.dir, plan.keep)?;
+    let mut report = Report {
+        zprof_lab_version: env!("CARGO_PKG_VERSION").to_string(),
+        scenario: plan.scenario.clone(),
+        pools: Vec::new(),
+        jobs: Vec::new(),
+        totals: Totals::default(),
+        interrupted: false,
+    };
+    let lab = match Lab::init(&workdir) {
+        Ok(l) => l,
+        Err(error) => return Err(RunError::Runtime { error, partial: Box::new(report) }),
+    };
+    let mut failure = None;
+    for (cfg, jobs) in &plan.pools {
+        if lab::stop_requested() {
+            break;
+        }
+        let pool = match Pool::create(&lab, workdir.path(), cfg.clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        for spec in jobs {
+            if lab::stop_requested() {
+                break;
+            }
+            match run_job(&pool, spec) {
+                Ok(j) => {
+                    on_job(&j);
+                    report.jobs.push(j);
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        match pool.finish() {
+            Ok(info) => report.pools.push(info),
+            Err(e) => failure = failure.or(Some(e)),
+        }
+        if failure.is_some() {
+            break;
+        }
+    }
+    let c = lab::counters();
+    drop(lab); // kernel_fini
+    report.totals = Totals {
+        zil_commits_lab: c.lab_zil_commits,
+        zil_commits_all: c.all_zil_commits,
+        zil_commits_internal: c.all_zil_commits - c.lab_zil_commits,
+        spa_sync_calls: c.spa_syncs,
+        host_fsyncs: c.host_fsyncs,
+    };
+    report.interrupted = lab::stop_requested();
+    drop(workdir);
+    match failure {
+        Some(error) => Err(RunError::Runtime { error, partial: Box::new(report) }),
+        None => Ok(report),
+    }
+}

@@ -1,0 +1,151 @@
+/*
+ * zfs_offsets.c - print the struct offsets zprof needs from OpenZFS.
+ *
+ * Part of zprof. Compiled against the OpenZFS development headers
+ * (Debian: libzfslinux-dev) with the same DEBUG/ZFS_DEBUG defines that
+ * libzpool was built with, so the layouts match the user-space library.
+ * See README.md in this directory for the exact command line.
+ *
+ * Output (default): one "name=value" per line:
+ *   off.<struct>.<member>=<offsetof>
+ *   size.<struct>.<member>=<sizeof member>
+ *   size.<struct>=<sizeof struct>
+ * With "-j [build-id ...]" it prints the JSON file instead
+ * (libzpool-<version>-debian.json).
+ */
+#include <sys/zfs_context.h>
+#include <sys/spa.h>
+#include <sys/spa_impl.h>
+#include <sys/vdev_impl.h>
+#include <sys/zio.h>
+#include <sys/zil.h>
+#include <sys/zil_impl.h>
+#include <sys/dsl_pool.h>
+#include <sys/dmu_objset.h>
+#include <sys/dmu_tx.h>
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+struct field {
+	const char *name;	/* "<short struct>.<member>" */
+	size_t off;
+	size_t size;
+};
+
+#define	F(shortname, type, member) \
+	{ #shortname "." #member, offsetof(type, member), \
+	    sizeof (((type *)0)->member) }
+
+static const struct field fields[] = {
+	F(zio, zio_t, io_spa),
+	F(zio, zio_t, io_type),
+	F(zio, zio_t, io_priority),
+	F(zio, zio_t, io_vd),
+	F(zio, zio_t, io_delta),
+	F(zio, zio_t, io_delay),
+	F(zio, zio_t, io_timestamp),
+	F(zio, zio_t, io_target_timestamp),
+	F(zio, zio_t, io_size),
+	F(zio, zio_t, io_lsize),
+	F(zio, zio_t, io_offset),
+	F(zio, zio_t, io_error),
+	F(zio, zio_t, io_flags),
+	F(zio, zio_t, io_txg),
+	F(zio, zio_t, io_stage),
+	F(zio, zio_t, io_child_type),
+	F(zio, zio_t, io_prop),
+	F(zio_prop, zio_prop_t, zp_compress),
+	F(zio_prop, zio_prop_t, zp_checksum),
+	F(zio_prop, zio_prop_t, zp_complevel),
+	F(vdev, vdev_t, vdev_guid),
+	F(vdev, vdev_t, vdev_id),
+	F(vdev, vdev_t, vdev_ops),
+	F(vdev, vdev_t, vdev_top),
+	F(vdev, vdev_t, vdev_islog),
+	F(vdev, vdev_t, vdev_alloc_bias),
+	F(vdev, vdev_t, vdev_path),
+	F(vdev, vdev_t, vdev_spa),
+	F(vdev, vdev_t, vdev_parent),
+	F(vdev_ops, vdev_ops_t, vdev_op_leaf),
+	F(vdev_ops, vdev_ops_t, vdev_op_type),
+	F(spa, spa_t, spa_name),
+	F(spa, spa_t, spa_root_vdev),
+	F(zilog, zilog_t, zl_spa),
+	F(zilog, zilog_t, zl_os),
+	F(zilog, zilog_t, zl_dmu_pool),
+	F(dsl_pool, dsl_pool_t, dp_spa),
+	F(objset, objset_t, os_spa),
+	F(dmu_tx, dmu_tx_t, tx_pool),
+	F(dmu_tx, dmu_tx_t, tx_txg),
+	F(dmu_tx, dmu_tx_t, tx_objset),
+};
+
+static const struct field structs[] = {
+	{ "zio", 0, sizeof (zio_t) },
+	{ "zio_prop", 0, sizeof (zio_prop_t) },
+	{ "vdev", 0, sizeof (vdev_t) },
+	{ "vdev_ops", 0, sizeof (vdev_ops_t) },
+	{ "spa", 0, sizeof (spa_t) },
+	{ "zilog", 0, sizeof (zilog_t) },
+	{ "dsl_pool", 0, sizeof (dsl_pool_t) },
+	{ "objset", 0, sizeof (objset_t) },
+	{ "dmu_tx", 0, sizeof (dmu_tx_t) },
+};
+
+#define	N(a)	(sizeof (a) / sizeof ((a)[0]))
+
+static void
+print_plain(void)
+{
+	size_t i;
+
+	for (i = 0; i < N(fields); i++) {
+		printf("off.%s=%zu\n", fields[i].name, fields[i].off);
+		printf("size.%s=%zu\n", fields[i].name, fields[i].size);
+	}
+	for (i = 0; i < N(structs); i++)
+		printf("size.%s=%zu\n", structs[i].name, structs[i].size);
+}
+
+static void
+print_json(int nids, char **ids)
+{
+	size_t i;
+	int k;
+
+	printf("{\n");
+	printf("  \"zfs_version\": \"2.1.11\",\n");
+	printf("  \"source\": \"libzfslinux-dev 2.1.11-1+deb12u1 headers, "
+	    "DEBUG layout\",\n");
+	printf("  \"build_ids\": [");
+	for (k = 0; k < nids; k++)
+		printf("%s\"%s\"", k ? ", " : "", ids[k]);
+	printf("],\n");
+
+	printf("  \"offsets\": {\n");
+	for (i = 0; i < N(fields); i++)
+		printf("    \"%s\": %zu%s\n", fields[i].name, fields[i].off,
+		    i + 1 < N(fields) ? "," : "");
+	printf("  },\n");
+
+	printf("  \"sizes\": {\n");
+	for (i = 0; i < N(fields); i++)
+		printf("    \"%s\": %zu,\n", fields[i].name, fields[i].size);
+	for (i = 0; i < N(structs); i++)
+		printf("    \"%s\": %zu%s\n", structs[i].name, structs[i].size,
+		    i + 1 < N(structs) ? "," : "");
+	printf("  }\n");
+	printf("}\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "-j") == 0)
+		print_json(argc - 2, argv + 2);
+	else
+		print_plain();
+	return (0);
+}

@@ -1,0 +1,165 @@
+//! The probe catalogue: which OpenZFS functions each stage probes, with which eBPF
+//! program, on which target.
+//!
+//! Function names are per OpenZFS version; they live here, as data, so a release
+//! that renames a function is one more row rather than a code change. A row whose
+//! function is absent from the traced build makes its stage "unavailable" with the
+//! reason, and the other stages carry on.
+
+use serde::Serialize;
+
+/// Which targets a probe point applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Targets {
+    /// Both the kernel module and libzpool.
+    Both,
+    /// Only zfs.ko (kprobes).
+    Kernel,
+    /// Only libzpool (uprobes).
+    Libzpool,
+}
+
+/// How a point is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Always attached when the function exists.
+    Primary,
+    /// Needs struct offsets; skipped (with the reason) when there are none.
+    NeedsOffsets,
+    /// Attached only when offsets are missing, to replace a `NeedsOffsets` point.
+    FallbackWithoutOffsets,
+}
+
+/// One function probed for a stage.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ProbePoint {
+    /// The report group this point feeds (see [`GROUPS`]).
+    pub group: &'static str,
+    /// Function name in zfs.ko / libzpool.
+    pub function: &'static str,
+    /// eBPF program run at entry (without the `_k`/`_u` suffix).
+    pub entry: &'static str,
+    /// eBPF program run at return, if the duration is measured.
+    pub ret: Option<&'static str>,
+    /// Where this point applies.
+    pub targets: Targets,
+    /// Whether it needs offsets or replaces a point that does.
+    pub role: Role,
+}
+
+/// Stage groups in pipeline order, with a one-line description each.
+pub const GROUPS: &[(&str, &str)] = &[
+    ("workload", "reads and writes the workload issued (ops, bytes, latency)"),
+    ("throttle", "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle"),
+    ("compression", "zio_compress_data by algorithm, with the achieved ratio"),
+    ("checksum", "checksums computed on write and verified on read"),
+    ("vdev", "leaf I/O queue wait and disk time, as zpool iostat -l/-w"),
+    ("flush", "cache flushes issued (zio_flush)"),
+    ("zil", "zil_commit: the fsync / O_SYNC path"),
+    ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
+];
+
+const fn point(
+    group: &'static str,
+    function: &'static str,
+    entry: &'static str,
+    ret: Option<&'static str>,
+    targets: Targets,
+    role: Role,
+) -> ProbePoint {
+    ProbePoint { group, function, entry, ret, targets, role }
+}
+
+use Role::{FallbackWithoutOffsets, NeedsOffsets, Primary};
+use Targets::{Both, Kernel, Libzpool};
+
+/// OpenZFS 2.1 (also valid for 2.0, 2.2 and 2.3 for these functions).
+pub const OPENZFS_2_1: &[ProbePoint] = &[
+    point("workload", "dmu_write", "dmu_write_entry", Some("write_return"), Libzpool, Primary),
+    point("workload", "dmu_read", "dmu_read_entry", Some("read_return"), Libzpool, Primary),
+    point("workload", "dmu_write_uio_dnode", "uio_write_entry", Some("write_return"), Kernel, Primary),
+    point("workload", "dmu_read_uio_dnode", "uio_read_entry", Some("read_return"), Kernel, Primary),
+    point("throttle", "dmu_tx_assign", "tx_assign_entry", Some("tx_assign_return"), Both, Primary),
+    point("throttle", "dmu_tx_wait", "tx_wait_entry", Some("tx_wait_return"), Both, Primary),
+    point("compression", "zio_compress_data", "compress_entry", Some("compress_return"), Both, Primary),
+    point("compression", "zfs_zstd_compress", "zstd_entry", Some("zstd_return"), Both, Primary),
+    point("compression", "lz4_compress_zfs", "lz4_entry", Some("lz4_return"), Both, Primary),
+    point("compression", "zio_decompress_data", "decompress_entry", Some("decompress_return"), Both, Primary),
+    point("checksum", "zio_checksum_compute", "checksum_entry", Some("checksum_return"), Both, Primary),
+    point("checksum", "zio_checksum_error", "verify_entry", Some("verify_return"), Both, Primary),
+    point("vdev", "vdev_stat_update", "vdev_stat_entry", None, Both, NeedsOffsets),
+    point("vdev", "vdev_queue_io", "vdev_queue_entry", None, Both, FallbackWithoutOffsets),
+    point("vdev", "vdev_queue_io_done", "vdev_queue_done_entry", None, Both, FallbackWithoutOffsets),
+    point("flush", "zio_flush", "flush_entry", None, Both, Primary),
+    point("zil", "zil_commit", "zil_commit_entry", Some("zil_commit_return"), Both, Primary),
+    point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
+    point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
+];
+
+/// The probe points for a ZFS version (`major.minor...`). Versions zprof has
+/// not been checked against use the newest table it knows, and say so.
+pub fn for_version(version: Option<&str>) -> (&'static [ProbePoint], Option<String>) {
+    let known = ["2.0", "2.1", "2.2", "2.3"];
+    match version {
+        Some(v) if known.iter().any(|k| v == *k || v.starts_with(&format!("{k}."))) => {
+            (OPENZFS_2_1, None)
+        }
+        Some(v) => (
+            OPENZFS_2_1,
+            Some(format!("OpenZFS {v} is not in zprof's catalogue; using the 2.1 function names")),
+        ),
+        None => (
+            OPENZFS_2_1,
+            Some("OpenZFS version unknown; using the 2.1 function names".to_owned()),
+        ),
+    }
+}
+
+/// Whether a point applies to the kernel (`true`) or libzpool (`false`) target.
+pub fn applies(point: &ProbePoint, kernel: bool) -> bool {
+    match point.targets {
+        Both => true,
+        Kernel => kernel,
+        Libzpool => !kernel,
+    }
+}
+
+/// The program name for a target: `_k` (kprobe) or `_u` (uprobe) suffix.
+pub fn program_name(base: &str, kernel: bool) -> String {
+    format!("{base}_{}", if kernel { "k" } else { "u" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_point_names_a_known_group() {
+        for p in OPENZFS_2_1 {
+            assert!(GROUPS.iter().any(|(g, _)| *g == p.group), "{} has group {}", p.function, p.group);
+        }
+    }
+
+    #[test]
+    fn each_target_has_a_workload_source() {
+        for kernel in [false, true] {
+            assert!(OPENZFS_2_1.iter().any(|p| p.group == "workload" && applies(p, kernel)));
+        }
+    }
+
+    #[test]
+    fn unknown_versions_are_flagged() {
+        assert!(for_version(Some("2.1.11")).1.is_none());
+        assert!(for_version(Some("2.2.0-rc1")).1.is_none());
+        assert!(for_version(Some("0.8.6")).1.is_some());
+        assert!(for_version(None).1.is_some());
+    }
+
+    #[test]
+    fn program_names_have_target_suffix() {
+        assert_eq!(program_name("zil_commit_entry", true), "zil_commit_entry_k");
+        assert_eq!(program_name("zil_commit_entry", false), "zil_commit_entry_u");
+    }
+}

@@ -1,0 +1,165 @@
+//! Command-line definitions: every flag once, with its help and its parser,
+//! and a unit test beside the parsers.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::target::TargetSpec;
+
+/// Per-stage latency profiler for OpenZFS (zfs.ko or libzpool), built on eBPF.
+#[derive(Debug, Parser)]
+#[command(name = "zprof", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// zprof's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every stage, its probe points, and whether each attaches here (and why not).
+    Probes(ProbesArgs),
+    /// Attach, run a command (or wait for --duration or Ctrl-C), detach, print the stage report.
+    Record(RecordArgs),
+    /// Render a saved recording again.
+    Report(ReportArgs),
+}
+
+/// Options choosing and describing the target.
+#[derive(Debug, Args, Clone)]
+pub struct TargetArgs {
+    /// kernel (zfs.ko via kprobes), libzpool[=PATH] (user-space OpenZFS via uprobes),
+    /// or auto: kernel when a zfs module is loaded, else libzpool.
+    #[arg(long, default_value = "auto", value_parser = parse_target)]
+    pub target: TargetSpec,
+    /// Struct offsets table (JSON, see zprof/offsets/README.md) for a libzpool build
+    /// zprof does not know.
+    #[arg(long, value_name = "FILE")]
+    pub offsets: Option<PathBuf>,
+}
+
+/// `zprof probes`.
+#[derive(Debug, Args)]
+pub struct ProbesArgs {
+    #[command(flatten)]
+    /// Target selection.
+    pub target: TargetArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// `zprof record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    /// Target selection.
+    pub target: TargetArgs,
+    /// Only count this process (and processes it forks from now on).
+    #[arg(long, short = 'p', value_name = "PID", conflicts_with = "command")]
+    pub pid: Option<u32>,
+    /// Stop after this long (e.g. 10, 10s, 500ms, 2m). Without it: until the command
+    /// exits, the pid exits, or Ctrl-C.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Write the recording (JSON) to this file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Format of the report printed at the end.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub hist_entries: u32,
+    /// The command to run and trace (after --). Its exit status becomes zprof's.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `zprof report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A recording written by `zprof record -o`.
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned text for people.
+    Table,
+    /// JSON for programs.
+    Json,
+}
+
+/// Parses `--target`.
+pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
+    s.parse()
+}
+
+/// Parses a duration: plain seconds, or a number with ms, s, m or h.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration '{s}': use seconds (10), or a number with ms, s, m or h (500ms, 2m)");
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err(format!("invalid duration '{s}': must be greater than zero"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("10x").unwrap_err().contains("invalid duration '10x'"));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("0").unwrap_err().contains("greater than zero"));
+        assert!(parse_duration("-3").is_err());
+    }
+
+    #[test]
+    fn record_takes_command_after_double_dash() {
+        let cli = Cli::try_parse_from(["zprof", "record", "-d", "5", "--", "ztest", "-V"]).unwrap();
+        let Command::Record(args) = cli.command else { panic!("not record") };
+        assert_eq!(args.command, ["ztest", "-V"]);
+        assert_eq!(args.duration, Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn pid_and_command_conflict() {
+        assert!(Cli::try_parse_from(["zprof", "record", "-p", "1", "--", "true"]).is_err());
+    }
+
+    #[test]
+    fn bad_target_is_rejected_with_the_choices() {
+        let err = Cli::try_parse_from(["zprof", "probes", "--target", "bogus"]).unwrap_err().to_string();
+        assert!(err.contains("use kernel, libzpool or libzpool=PATH"), "{err}");
+    }
+}

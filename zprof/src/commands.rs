@@ -1,0 +1,330 @@
+//! The subcommands: `probes`, `record`, `report`.
+//!
+//! Exit statuses: 0 on success; the traced command's own status for `record --
+//! CMD` (128 + signal when it was killed); 2 for bad input or a machine that
+//! cannot trace (nothing is attached in that case); 1 for other failures.
+
+use std::{
+    io::Write as _,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, anyhow};
+
+use crate::{
+    cli::{Cli, Command, Format, ProbesArgs, RecordArgs, ReportArgs, TargetArgs},
+    offsets::{self, FoundOffsets},
+    recording::{Recording, RecordingError},
+    report,
+    target::{self, SystemPaths, Target, TargetError, TargetKind},
+    tracer::{Session, SessionOptions},
+};
+
+/// Bad input that is the user's to fix (exit status 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The exit status for an error.
+pub fn exit_code_for(err: &anyhow::Error) -> i32 {
+    let is_input_error = err.chain().any(|cause| {
+        cause.is::<UsageError>() || cause.is::<TargetError>() || cause.is::<RecordingError>()
+    });
+    if is_input_error { 2 } else { 1 }
+}
+
+/// Runs a parsed command line; returns the exit status.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Probes(args) => probes(args),
+        Command::Record(args) => record(args),
+        Command::Report(args) => report_cmd(args),
+    }
+}
+
+/// Resolves the target and its struct offsets.
+fn prepare(args: &TargetArgs) -> anyhow::Result<(Target, FoundOffsets)> {
+    let target = target::resolve(&args.target, &SystemPaths::default())?;
+    let found = match target.kind {
+        TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
+            .map_err(UsageError)?,
+        TargetKind::Kernel => {
+            offsets::for_kernel("/sys/kernel/btf/zfs".as_ref(), "/sys/kernel/btf/vmlinux".as_ref())
+        }
+    };
+    Ok((target, found))
+}
+
+fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
+    let (target, found) = prepare(&args.target)?;
+    let object = target.object.clone();
+    let version = target.zfs_version.clone();
+    // Attaching for real is the only honest answer to "does it attach here".
+    let session = Session::start(
+        target,
+        found.clone(),
+        &SessionOptions { filter_pids: None, hist_entries: 64 },
+    )?;
+    let statuses = session.probes().to_vec();
+    drop(session);
+    if args.format == Format::Json {
+        let doc = serde_json::json!({
+            "object": object,
+            "zfs_version": version,
+            "offsets": found.source,
+            "probes": statuses,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(0);
+    }
+    println!("target: {object} (OpenZFS {})", version.as_deref().unwrap_or("version unknown"));
+    println!("offsets: {}", found.source);
+    for (group, description) in crate::catalogue::GROUPS {
+        println!("\n{group}: {description}");
+        for p in statuses.iter().filter(|p| p.group == *group) {
+            let kind = if p.returns { "entry+return" } else { "entry" };
+            match &p.reason {
+                None => println!("  {:<22} {:<13} attached", p.function, kind),
+                Some(reason) => println!("  {:<22} {:<13} no: {reason}", p.function, kind),
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// A command started by zprof, held at a gate until released.
+struct GatedChild {
+    pid: u32,
+    gate: std::fs::File,
+    exec_errors: std::fs::File,
+    program: String,
+}
+
+/// Forks `command` and holds it before exec until [`release`] is called, so the
+/// probes know its pid before it runs a single instruction of libzpool.
+/// (std's `Command::spawn` cannot do this: it waits for the exec to happen.)
+fn spawn_gated(command: &[String]) -> anyhow::Result<GatedChild> {
+    use std::{ffi::CString, os::fd::FromRawFd as _};
+    let args: Vec<CString> = command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| UsageError("the command contains a NUL byte".into()))?;
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut gate = [0i32; 2];
+    let mut errors = [0i32; 2];
+    unsafe {
+        if libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) != 0
+            || libc::pipe2(errors.as_mut_ptr(), libc::O_CLOEXEC) != 0
+        {
+            return Err(std::io::Error::last_os_error()).context("creating pipes");
+        }
+    }
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error()).context("fork");
+    }
+    if pid == 0 {
+        // Child: only async-signal-safe calls from here to exec.
+        unsafe {
+            let mut byte = 0u8;
+            libc::read(gate[0], &mut byte as *mut u8 as *mut libc::c_void, 1);
+            libc::execvp(argv[0], argv.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(errors[1], &errno as *const i32 as *const libc::c_void, 4);
+            libc::_exit(127);
+        }
+    }
+    unsafe {
+        libc::close(gate[0]);
+        libc::close(errors[1]);
+    }
+    Ok(GatedChild {
+        pid: pid as u32,
+        gate: unsafe { std::fs::File::from_raw_fd(gate[1]) },
+        exec_errors: unsafe { std::fs::File::from_raw_fd(errors[0]) },
+        program: command[0].clone(),
+    })
+}
+
+impl GatedChild {
+    /// Lets the command exec; fails (and reaps it) if the exec itself failed.
+    fn release(mut self) -> anyhow::Result<u32> {
+        use std::io::Read as _;
+        self.gate.write_all(b"g").context("releasing the command")?;
+        drop(self.gate);
+        let mut errno = [0u8; 4];
+        // EOF (0 bytes) means exec succeeded: the pipe closed on exec.
+        let n = self.exec_errors.read(&mut errno).unwrap_or(0);
+        if n == 4 {
+            let mut status = 0;
+            unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
+            let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+            return Err(UsageError(format!("cannot run '{}': {err}", self.program)).into());
+        }
+        Ok(self.pid)
+    }
+}
+
+/// Waits for a child and returns its exit code (128 + signal when killed).
+fn wait_child(pid: u32) -> Option<i32> {
+    let mut status = 0;
+    loop {
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+        if r == pid as i32 {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return None;
+        }
+    }
+    if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
+    } else {
+        None
+    }
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<i32> {
+    if let Some(pid) = args.pid
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    {
+        return Err(UsageError(format!("no process with pid {pid}")).into());
+    }
+    if let Some(path) = &args.output
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(UsageError(format!("cannot write {}: directory {} does not exist", path.display(), dir.display())).into());
+    }
+    let (target, found) = prepare(&args.target)?;
+    let filter = if !args.command.is_empty() {
+        Some(Vec::new())
+    } else {
+        args.pid.map(|p| vec![p])
+    };
+    let mut session =
+        Session::start(target, found, &SessionOptions { filter_pids: filter, hist_entries: args.hist_entries })?;
+    let attached = session.probes().iter().filter(|p| p.attached).count();
+    let mut child = None;
+    if !args.command.is_empty() {
+        let gated = spawn_gated(&args.command)?;
+        session.track_pid(gated.pid)?;
+        child = Some(gated.release()?);
+    }
+    eprintln!("Tracing {attached} probe points... Hit Ctrl-C to end.");
+    let pid = child.or(args.pid);
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let command_exit = runtime.block_on(async { collect(&mut session, child, args.pid, args.duration).await })?;
+
+    let command = (!args.command.is_empty()).then(|| args.command.clone());
+    let recording = session.finish(command, command_exit, pid)?;
+    // The probes are detached here, before anything is written or printed.
+    if let Some(path) = &args.output {
+        recording.save(path).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("recording written to {}", path.display());
+    }
+    print_report(&recording, args.format)?;
+    Ok(command_exit.unwrap_or(0))
+}
+
+/// Ticks the timeline each second until the command or pid ends, the duration
+/// passes, or a signal arrives. Returns the command's exit status if it ended.
+async fn collect(
+    session: &mut Session,
+    child: Option<u32>,
+    watched_pid: Option<u32>,
+    duration: Option<Duration>,
+) -> anyhow::Result<Option<i32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let child_pid = child;
+    let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
+    if let Some(pid) = child {
+        std::thread::spawn(move || {
+            let _ = exit_tx.send(wait_child(pid));
+        });
+    }
+    let deadline = duration.map(|d| Instant::now() + d);
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + Duration::from_secs(1),
+        Duration::from_secs(1),
+    );
+    let mut command_exit = None;
+    let mut stop_requested = false;
+    loop {
+        let until_deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            _ = ticker.tick() => {
+                session.tick()?;
+                if let Some(pid) = watched_pid
+                    && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                {
+                    break;
+                }
+            }
+            status = &mut exit_rx, if child_pid.is_some() && command_exit.is_none() => {
+                command_exit = status.ok().flatten();
+                break;
+            }
+            _ = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => break,
+            _ = interrupt.recv() => { stop_requested = true; break; }
+            _ = terminate.recv() => {
+                // The terminal delivers Ctrl-C to the command too; SIGTERM was
+                // sent to zprof alone, so pass it on.
+                if let Some(pid) = child_pid {
+                    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+                }
+                stop_requested = true;
+                break;
+            }
+        }
+    }
+    if stop_requested && child_pid.is_some() && command_exit.is_none() {
+        // Let the command finish its own cleanup (the lab exports its pool).
+        eprintln!("stopping: waiting up to 30 s for the command to exit");
+        if let Ok(status) = tokio::time::timeout(Duration::from_secs(30), &mut exit_rx).await {
+            command_exit = status.ok().flatten();
+        }
+    }
+    Ok(command_exit)
+}
+
+fn print_report(recording: &Recording, format: Format) -> anyhow::Result<()> {
+    let built = report::build(recording);
+    let text = match format {
+        Format::Table => report::render_table(&built),
+        Format::Json => serde_json::to_string_pretty(&built)? + "\n",
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()) {
+        // A closed pipe (zprof report | head) is not an error worth a message.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(|e| anyhow!(e)),
+    }
+}
+
+fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {
+    let recording = Recording::load(&args.file)?;
+    print_report(&recording, args.format)?;
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_errors_exit_2() {
+        let err: anyhow::Error = UsageError("no process with pid 1".into()).into();
+        assert_eq!(exit_code_for(&err), 2);
+        let err = anyhow::Error::new(TargetError::NotPrivileged).context("while starting");
+        assert_eq!(exit_code_for(&err), 2);
+        assert_eq!(exit_code_for(&anyhow!("bpf load failed")), 1);
+    }
+}

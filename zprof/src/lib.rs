@@ -1,0 +1,19 @@
+//! zprof: per-stage latency of OpenZFS's I/O path, measured with eBPF.
+//!
+//! The binary is thin (`main.rs`); everything testable lives here:
+//! [`target`] chooses and checks what to trace, [`catalogue`] says which
+//! functions each stage probes, [`offsets`] finds struct layouts, [`tracer`]
+//! attaches and collects, [`recording`] is the saved result, [`report`] renders it.
+#![deny(missing_docs)]
+
+pub mod btf;
+pub mod catalogue;
+pub mod cli;
+pub mod commands;
+pub mod elf;
+pub mod offsets;
+pub mod recording;
+pub mod report;
+pub mod target;
+pub mod tracer;
+pub mod zfs_names;

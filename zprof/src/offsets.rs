@@ -1,0 +1,217 @@
+//! Struct member offsets of the traced ZFS build, found at run time.
+//!
+//! The vdev stage reads zio_t members (io_delta, io_delay, io_type, io_priority,
+//! io_vd) and pool attribution follows a pointer or two; their offsets depend on
+//! the OpenZFS version and on build options (Debian's libzpool is built with
+//! DEBUG, which changes layouts). Sources, in order:
+//! - kernel: the module's BTF (/sys/kernel/btf/zfs) when it has any;
+//! - libzpool: a table keyed by the library's GNU build-id, generated from the
+//!   matching headers by `zprof/offsets/zfs_offsets.c` (see its README);
+//! - `--offsets FILE`: such a table for a build zprof does not ship.
+//!
+//! Without offsets the stages that need them say so and fall back.
+
+use std::{collections::HashMap, path::Path};
+
+use serde::Deserialize;
+use zprof_common::Offsets;
+
+use crate::btf;
+
+/// Tables shipped with zprof, generated from real headers.
+const BUILTIN_TABLES: &[(&str, &str)] =
+    &[("libzpool-2.1.11-debian.json", include_str!("../offsets/libzpool-2.1.11-debian.json"))];
+
+/// An offsets table file.
+#[derive(Debug, Deserialize)]
+pub struct OffsetsTable {
+    /// OpenZFS version the table was made for.
+    pub zfs_version: String,
+    /// What it was generated from.
+    #[serde(default)]
+    pub source: String,
+    /// GNU build-ids of the library builds it describes.
+    pub build_ids: Vec<String>,
+    /// "struct.member" -> byte offset.
+    pub offsets: HashMap<String, u32>,
+}
+
+/// Offsets found, and where they came from (shown in reports).
+#[derive(Debug, Clone)]
+pub struct FoundOffsets {
+    /// Values for the eBPF programs (`valid == 0` when none were found).
+    pub offsets: Offsets,
+    /// Human-readable origin, or why there are none.
+    pub source: String,
+}
+
+impl FoundOffsets {
+    fn none(reason: String) -> Self {
+        FoundOffsets { offsets: Offsets::default(), source: reason }
+    }
+}
+
+/// Members zprof needs, as (struct, member) pairs, in `Offsets` field order.
+const NEEDED: &[(&str, &str)] = &[
+    ("zio", "io_type"),
+    ("zio", "io_priority"),
+    ("zio", "io_spa"),
+    ("zio", "io_vd"),
+    ("zio", "io_delta"),
+    ("zio", "io_delay"),
+    ("zio", "io_size"),
+    ("vdev", "vdev_guid"),
+    ("zilog", "zl_spa"),
+    ("dsl_pool", "dp_spa"),
+    ("objset", "os_spa"),
+    ("dmu_tx", "tx_pool"),
+    ("zio", "io_error"),
+    ("zio", "io_flags"),
+];
+
+/// Builds `Offsets` from a lookup; names the first member it cannot find.
+fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> {
+    let mut values = [0u32; NEEDED.len()];
+    for (slot, (structure, member)) in values.iter_mut().zip(NEEDED) {
+        *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
+    }
+    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags] =
+        values;
+    Ok(Offsets {
+        valid: 1,
+        zio_type,
+        zio_priority,
+        zio_spa,
+        zio_vd,
+        zio_delta,
+        zio_delay,
+        zio_size,
+        vdev_guid,
+        zilog_spa,
+        dsl_pool_spa,
+        objset_spa,
+        dmu_tx_pool,
+        zio_error,
+        zio_flags,
+        pad: 0,
+    })
+}
+
+fn from_table(table: &OffsetsTable) -> Result<Offsets, String> {
+    build(|s, m| table.offsets.get(&format!("{s}.{m}")).copied())
+}
+
+/// Parses a table file's text.
+pub fn parse_table(text: &str) -> Result<OffsetsTable, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// Offsets for a libzpool build, by build-id, from the built-in tables or `extra`.
+pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<FoundOffsets, String> {
+    if let Some(path) = extra {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
+        let table = parse_table(&text)
+            .map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
+        let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
+        return Ok(FoundOffsets {
+            offsets,
+            source: format!("{} (OpenZFS {}, given with --offsets)", path.display(), table.zfs_version),
+        });
+    }
+    let Some(build_id) = build_id else {
+        return Ok(FoundOffsets::none(
+            "the library has no build-id, so its struct layouts are unknown; pass --offsets FILE".into(),
+        ));
+    };
+    for (name, text) in BUILTIN_TABLES {
+        let table = parse_table(text).map_err(|e| format!("built-in table {name}: {e}"))?;
+        if table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)) {
+            let offsets = from_table(&table).map_err(|e| format!("built-in table {name}: {e}"))?;
+            return Ok(FoundOffsets {
+                offsets,
+                source: format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
+            });
+        }
+    }
+    Ok(FoundOffsets::none(format!(
+        "libzpool build {build_id} is not in zprof's offsets tables; generate one with zprof/offsets/zfs_offsets.c and pass --offsets FILE"
+    )))
+}
+
+/// Offsets for the kernel module, from its BTF.
+pub fn for_kernel(module_btf: &Path, vmlinux_btf: &Path) -> FoundOffsets {
+    let split = match std::fs::read(module_btf) {
+        Ok(data) => data,
+        Err(_) => {
+            return FoundOffsets::none(format!(
+                "{} is absent: zfs.ko was built without BTF (dkms builds usually are)",
+                module_btf.display()
+            ));
+        }
+    };
+    let base = match std::fs::read(vmlinux_btf) {
+        Ok(data) => data,
+        Err(e) => return FoundOffsets::none(format!("cannot read {}: {e}", vmlinux_btf.display())),
+    };
+    let structs = ["zio", "vdev", "zilog", "dsl_pool", "objset", "dmu_tx"];
+    match btf::struct_offsets(&split, Some(&base), &structs) {
+        Ok(found) => match build(|s, m| found.get(s).and_then(|members| members.get(m)).copied()) {
+            Ok(offsets) => FoundOffsets { offsets, source: format!("module BTF {}", module_btf.display()) },
+            Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),
+        },
+        Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEBIAN_BUILD_ID: &str = "3d4474bd253c6abf28f24b1f054b14e57578c277";
+
+    #[test]
+    fn builtin_table_matches_debian_build() {
+        let found = for_libzpool(Some(DEBIAN_BUILD_ID), None).unwrap();
+        assert_eq!(found.offsets.valid, 1);
+        // Values generated from the 2.1.11 DEBUG headers (zprof/offsets/README.md).
+        assert_eq!(found.offsets.zio_delta, 656);
+        assert_eq!(found.offsets.zio_delay, 664);
+        assert_eq!(found.offsets.vdev_guid, 8);
+        assert!(found.source.contains("2.1.11"));
+    }
+
+    #[test]
+    fn unknown_build_says_what_to_do() {
+        let found = for_libzpool(Some("00ff"), None).unwrap();
+        assert_eq!(found.offsets.valid, 0);
+        assert!(found.source.contains("--offsets FILE"), "{}", found.source);
+    }
+
+    #[test]
+    fn missing_member_is_named() {
+        let table = OffsetsTable {
+            zfs_version: "x".into(),
+            source: String::new(),
+            build_ids: vec![],
+            offsets: HashMap::from([("zio.io_type".to_owned(), 1)]),
+        };
+        assert_eq!(from_table(&table).unwrap_err(), "zio.io_priority not found");
+    }
+
+    #[test]
+    fn malformed_table_file_is_a_clear_error() {
+        let path = std::env::temp_dir().join(format!("zprof-offsets-{}.json", std::process::id()));
+        std::fs::write(&path, "{ not json").unwrap();
+        let err = for_libzpool(None, Some(&path)).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("is malformed"), "{err}");
+    }
+
+    #[test]
+    fn kernel_without_module_btf_says_why() {
+        let found = for_kernel(Path::new("/nonexistent/btf/zfs"), Path::new("/sys/kernel/btf/vmlinux"));
+        assert_eq!(found.offsets.valid, 0);
+        assert!(found.source.contains("without BTF"), "{}", found.source);
+    }
+}

@@ -1,0 +1,494 @@
+//! The recording: everything one `zprof record` measured, as a versioned JSON
+//! document that `zprof report` (and later `explain`, `compare`, `flamegraph`)
+//! read back.
+//!
+//! Invariant: a recording is self-describing. It names its target and ZFS version,
+//! the probes attached and those that could not be (with reasons), and every loss
+//! counter, so a reader never has to guess whether a zero means "nothing
+//! happened" or "not measured".
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::{Deserialize, Serialize};
+use zprof_common::{HIST_BUCKETS, Stage, hist_bucket_high, hist_bucket_low};
+
+use crate::target::TargetKind;
+
+/// Identifies the document type.
+pub const SCHEMA: &str = "zprof-recording";
+/// Bumped on incompatible changes; readers refuse newer versions.
+pub const VERSION: u32 = 1;
+
+/// One recording.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recording {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Format version, see [`VERSION`].
+    pub version: u32,
+    /// zprof version that wrote it.
+    pub zprof_version: String,
+    /// What was traced.
+    pub target: TargetInfo,
+    /// Where struct offsets came from, or why there were none.
+    pub offsets_source: String,
+    /// Wall-clock start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// Length of the recording in seconds.
+    pub duration_s: f64,
+    /// The command zprof ran, if any.
+    pub command: Option<Vec<String>>,
+    /// Its exit code (128 + signal when killed), when it ended during the recording.
+    pub command_exit: Option<i32>,
+    /// The process traced (the command's pid, or `--pid`).
+    pub pid: Option<u32>,
+    /// Every probe point considered, attached or not.
+    pub probes: Vec<ProbeStatus>,
+    /// Things the reader should know (unknown ZFS version, degraded stages...).
+    pub warnings: Vec<String>,
+    /// Lost or unmatched events.
+    pub losses: Losses,
+    /// Histograms, one per stage, class, pool and vdev.
+    pub histograms: Vec<HistRecord>,
+    /// Each txg synced during the recording.
+    pub txgs: Vec<TxgRecord>,
+    /// Workload throughput per second.
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// The traced target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// kernel or libzpool.
+    pub kind: TargetKind,
+    /// Library path, or "zfs.ko".
+    pub object: String,
+    /// OpenZFS version, when known.
+    pub zfs_version: Option<String>,
+    /// GNU build-id of the library.
+    pub build_id: Option<String>,
+}
+
+/// One probe point and its fate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProbeStatus {
+    /// Report group (compression, vdev, zil, ...).
+    pub group: String,
+    /// Function probed.
+    pub function: String,
+    /// Entry only, or entry and return.
+    pub returns: bool,
+    /// Whether it was attached.
+    pub attached: bool,
+    /// Why not, when it was not.
+    pub reason: Option<String>,
+}
+
+/// Loss and mismatch counters: nothing is lost silently.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Losses {
+    /// Entry probes that could not record their start (in-flight map full).
+    pub entry_map_full: u64,
+    /// Return probes with no matching entry.
+    pub return_without_entry: u64,
+    /// Events dropped because the histogram map was full (raise --hist-entries).
+    pub hist_map_full: u64,
+    /// Ring-buffer events dropped.
+    pub ringbuf_full: u64,
+    /// Failed reads of ZFS structures.
+    pub read_failed: u64,
+    /// Recursive entries not timed.
+    pub nested_entry: u64,
+    /// Calls still in flight when zprof detached (started, never returned).
+    pub in_flight_at_end: u64,
+}
+
+impl Losses {
+    /// The non-zero counters, with the names reports use.
+    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("entry map full", self.entry_map_full),
+            ("return without entry", self.return_without_entry),
+            ("histogram map full (raise --hist-entries)", self.hist_map_full),
+            ("ring buffer full", self.ringbuf_full),
+            ("failed reads", self.read_failed),
+            ("nested calls not timed", self.nested_entry),
+            ("in flight at detach", self.in_flight_at_end),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
+}
+
+/// One histogram.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistRecord {
+    /// Stage name (see [`stage_name`]).
+    pub stage: String,
+    /// Stage-specific class number (algorithm, or io type << 8 | priority).
+    pub class: u32,
+    /// The class as words ("lz4", "async write").
+    pub class_name: String,
+    /// Pool name ("" when the stage cannot tell).
+    pub pool: String,
+    /// Leaf vdev guid (vdev stages), else 0.
+    pub vdev: u64,
+    /// Events.
+    pub count: u64,
+    /// Sum of latencies, ns.
+    pub total_ns: u64,
+    /// Input bytes.
+    pub bytes: u64,
+    /// Output bytes (compressed size).
+    pub bytes_out: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Non-empty buckets as [index, count]; edges from zprof_common::hist_bucket_low.
+    pub buckets: Vec<[u64; 2]>,
+}
+
+/// One txg.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TxgRecord {
+    /// Pool name.
+    pub pool: String,
+    /// txg number.
+    pub txg: u64,
+    /// Start, ns after the recording began.
+    pub start_offset_ns: u64,
+    /// spa_sync duration, ns.
+    pub duration_ns: u64,
+}
+
+/// Workload throughput in one second.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TimelinePoint {
+    /// Seconds since the start (the interval ending here).
+    pub second: u32,
+    /// Write operations.
+    pub write_ops: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Read operations.
+    pub read_ops: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// zil_commit calls.
+    pub zil_commits: u64,
+}
+
+/// The stable name of a stage in recordings.
+pub fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Compress => "compress",
+        Stage::Decompress => "decompress",
+        Stage::ZstdCompress => "zstd_compress",
+        Stage::Lz4Compress => "lz4_compress",
+        Stage::ChecksumCompute => "checksum",
+        Stage::ChecksumVerify => "checksum_verify",
+        Stage::VdevQueue => "vdev_queue",
+        Stage::VdevDisk => "vdev_disk",
+        Stage::VdevTotal => "vdev_total",
+        Stage::VdevQueueTimed => "vdev_queue_timed",
+        Stage::ZilCommit => "zil_commit",
+        Stage::SpaSync => "spa_sync",
+        Stage::TxgWaitSynced => "txg_wait_synced",
+        Stage::TxAssign => "tx_assign",
+        Stage::TxWait => "tx_wait",
+        Stage::Flush => "flush",
+        Stage::WorkloadWrite => "write",
+        Stage::WorkloadRead => "read",
+    }
+}
+
+/// The stage with this recording name.
+pub fn stage_from_name(name: &str) -> Option<Stage> {
+    Stage::ALL.into_iter().find(|s| stage_name(*s) == name)
+}
+
+/// Errors reading a recording; each says what is wrong with the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The file could not be read.
+    #[error("cannot read recording {path}: {source}")]
+    Read {
+        /// File.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not JSON, or not the expected shape.
+    #[error("{path} is not a valid zprof recording (corrupt or truncated?): {source}")]
+    Corrupt {
+        /// File.
+        path: String,
+        /// The parser's complaint, with line and column.
+        source: serde_json::Error,
+    },
+    /// JSON, but some other document.
+    #[error("{path} is not a zprof recording (schema is {found:?}, expected \"zprof-recording\")")]
+    WrongSchema {
+        /// File.
+        path: String,
+        /// What it says it is.
+        found: String,
+    },
+    /// Written by a newer zprof.
+    #[error("{path} is recording format version {found}, newer than this zprof reads ({VERSION}); upgrade zprof")]
+    TooNew {
+        /// File.
+        path: String,
+        /// Its version.
+        found: u32,
+    },
+    /// Internally inconsistent.
+    #[error("{path} is not a valid zprof recording: {problem}")]
+    Invalid {
+        /// File.
+        path: String,
+        /// What is inconsistent.
+        problem: String,
+    },
+}
+
+impl Recording {
+    /// Reads and checks a recording file.
+    pub fn load(path: &Path) -> Result<Recording, RecordingError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| RecordingError::Read { path: shown.clone(), source })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Parses and checks a recording's text; `shown` names it in errors.
+    pub fn parse(text: &str, shown: &str) -> Result<Recording, RecordingError> {
+        // Check the schema and version first, so a newer or foreign file gets the
+        // right message instead of a field-level parse error.
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|source| RecordingError::Corrupt { path: shown.to_owned(), source })?;
+        let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+        if schema != SCHEMA {
+            return Err(RecordingError::WrongSchema { path: shown.to_owned(), found: schema.to_owned() });
+        }
+        let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if version > VERSION {
+            return Err(RecordingError::TooNew { path: shown.to_owned(), found: version });
+        }
+        let recording: Recording = serde_json::from_value(value)
+            .map_err(|source| RecordingError::Corrupt { path: shown.to_owned(), source })?;
+        recording.validate().map_err(|problem| RecordingError::Invalid { path: shown.to_owned(), problem })?;
+        Ok(recording)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for h in &self.histograms {
+            if stage_from_name(&h.stage).is_none() {
+                return Err(format!("unknown stage {:?}", h.stage));
+            }
+            let mut sum = 0u64;
+            for [index, count] in &h.buckets {
+                if *index as usize >= HIST_BUCKETS {
+                    return Err(format!("stage {} has bucket index {index} out of range", h.stage));
+                }
+                sum += count;
+            }
+            if sum != h.count {
+                return Err(format!("stage {} buckets sum to {sum}, count says {}", h.stage, h.count));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the recording as pretty JSON.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+}
+
+/// Summary statistics of one or more histograms merged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// Events.
+    pub count: u64,
+    /// Sum of latencies, ns.
+    pub total_ns: u64,
+    /// Input bytes.
+    pub bytes: u64,
+    /// Output bytes.
+    pub bytes_out: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Mean latency, ns.
+    pub mean_ns: f64,
+    /// Median, ns.
+    pub p50_ns: u64,
+    /// 90th percentile, ns.
+    pub p90_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// 99.9th percentile, ns.
+    pub p999_ns: u64,
+}
+
+/// Merges histograms and computes percentiles.
+///
+/// Percentiles come from an hdrhistogram fed with each bucket's midpoint, so they
+/// carry the buckets' resolution (about 6%); max is exact. An empty input gives
+/// all zeros rather than NaN.
+pub fn summarize<'a>(records: impl IntoIterator<Item = &'a HistRecord>) -> Summary {
+    let mut summary = Summary::default();
+    let mut merged = [0u64; HIST_BUCKETS];
+    for r in records {
+        summary.count += r.count;
+        summary.total_ns += r.total_ns;
+        summary.bytes += r.bytes;
+        summary.bytes_out += r.bytes_out;
+        summary.max_ns = summary.max_ns.max(r.max_ns);
+        for [index, count] in &r.buckets {
+            if let Some(slot) = merged.get_mut(*index as usize) {
+                *slot += count;
+            }
+        }
+    }
+    if summary.count == 0 {
+        return summary;
+    }
+    summary.mean_ns = summary.total_ns as f64 / summary.count as f64;
+    let mut hdr = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    for (index, count) in merged.iter().enumerate().filter(|(_, c)| **c > 0) {
+        let low = hist_bucket_low(index);
+        let high = hist_bucket_high(index).min(summary.max_ns.max(low));
+        let _ = hdr.record_n(low + (high - low) / 2, *count);
+    }
+    let at = |q: f64| hdr.value_at_quantile(q).min(summary.max_ns);
+    summary.p50_ns = at(0.50);
+    summary.p90_ns = at(0.90);
+    summary.p99_ns = at(0.99);
+    summary.p999_ns = at(0.999);
+    summary
+}
+
+/// Converts dense kernel buckets to the sparse recording form.
+pub fn sparse_buckets(buckets: &[u64]) -> Vec<[u64; 2]> {
+    buckets
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(|(i, c)| [i as u64, *c])
+        .collect()
+}
+
+/// Pool names by spa_t address, as hex strings in recordings.
+pub type PoolNames = BTreeMap<u64, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zprof_common::hist_bucket;
+
+    fn hist(stage: &str, values: &[u64]) -> HistRecord {
+        let mut dense = vec![0u64; HIST_BUCKETS];
+        for v in values {
+            dense[hist_bucket(*v)] += 1;
+        }
+        HistRecord {
+            stage: stage.into(),
+            class: 0,
+            class_name: String::new(),
+            pool: "tank".into(),
+            vdev: 0,
+            count: values.len() as u64,
+            total_ns: values.iter().sum(),
+            bytes: 0,
+            bytes_out: 0,
+            max_ns: values.iter().copied().max().unwrap_or(0),
+            buckets: sparse_buckets(&dense),
+        }
+    }
+
+    fn recording(histograms: Vec<HistRecord>) -> Recording {
+        Recording {
+            schema: SCHEMA.into(),
+            version: VERSION,
+            zprof_version: "test".into(),
+            target: TargetInfo {
+                kind: TargetKind::Libzpool,
+                object: "/lib/libzpool.so.5".into(),
+                zfs_version: Some("2.1.11".into()),
+                build_id: None,
+            },
+            offsets_source: "test".into(),
+            started_unix_ms: 0,
+            duration_s: 1.0,
+            command: None,
+            command_exit: None,
+            pid: None,
+            probes: vec![],
+            warnings: vec![],
+            losses: Losses::default(),
+            histograms,
+            txgs: vec![],
+            timeline: vec![],
+        }
+    }
+
+    #[test]
+    fn percentiles_follow_the_data() {
+        // 90 fast events at ~1 us and 10 slow ones at ~1 ms.
+        let mut values = vec![1_000u64; 90];
+        values.extend(vec![1_000_000u64; 10]);
+        let s = summarize([&hist("zil_commit", &values)]);
+        assert_eq!(s.count, 100);
+        assert!((940..=1_070).contains(&s.p50_ns), "p50 {}", s.p50_ns);
+        assert!((940_000..=1_000_000).contains(&s.p99_ns), "p99 {}", s.p99_ns);
+        assert_eq!(s.max_ns, 1_000_000);
+        assert!((s.mean_ns - 100_900.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn empty_summary_is_zero_not_nan() {
+        let s = summarize(std::iter::empty());
+        assert_eq!(s.count, 0);
+        assert_eq!(s.mean_ns, 0.0);
+    }
+
+    #[test]
+    fn round_trip() {
+        let original = recording(vec![hist("spa_sync", &[5_000_000, 7_000_000])]);
+        let text = serde_json::to_string(&original).unwrap();
+        let back = Recording::parse(&text, "mem").unwrap();
+        assert_eq!(back.histograms, original.histograms);
+        assert_eq!(back.target.zfs_version.as_deref(), Some("2.1.11"));
+    }
+
+    #[test]
+    fn corrupt_truncated_and_foreign_files_are_named() {
+        let text = serde_json::to_string(&recording(vec![])).unwrap();
+        let truncated = &text[..text.len() / 2];
+        let err = Recording::parse(truncated, "rec.json").unwrap_err().to_string();
+        assert!(err.starts_with("rec.json is not a valid zprof recording (corrupt or truncated?)"), "{err}");
+        let err = Recording::parse(r#"{"jobs": []}"#, "fio.json").unwrap_err().to_string();
+        assert!(err.contains("is not a zprof recording"), "{err}");
+        let newer = text.replace("\"version\":1", "\"version\":99");
+        let err = Recording::parse(&newer, "new.json").unwrap_err().to_string();
+        assert!(err.contains("newer than this zprof reads"), "{err}");
+    }
+
+    #[test]
+    fn inconsistent_buckets_are_rejected() {
+        let mut h = hist("zil_commit", &[1_000, 2_000]);
+        h.count = 5;
+        let text = serde_json::to_string(&recording(vec![h])).unwrap();
+        let err = Recording::parse(&text, "bad.json").unwrap_err().to_string();
+        assert!(err.contains("buckets sum to 2, count says 5"), "{err}");
+    }
+
+    #[test]
+    fn stage_names_round_trip() {
+        for stage in Stage::ALL {
+            assert_eq!(stage_from_name(stage_name(stage)), Some(stage));
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! Rendering a recording for people (a table that reads at a glance) and for
+//! programs (JSON with the same rows).
+//!
+//! Rows are stages in pipeline order, one per stage and class (algorithm, I/O
+//! priority), summed over vdevs; pools get their own rows only when the
+//! recording saw more than one. The header says what was traced, for how long,
+//! and the workload's throughput; the footer says what was lost and which stages
+//! could not be measured, and why.
+
+use std::{collections::BTreeSet, fmt::Write as _};
+
+use serde::Serialize;
+use zprof_common::Stage;
+
+use crate::recording::{Recording, Summary, stage_from_name, stage_name, summarize};
+
+/// One row of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Stage name as in recordings.
+    pub stage: String,
+    /// Label shown in the table.
+    pub label: String,
+    /// Class in words.
+    pub detail: String,
+    /// Pool, when the recording saw several.
+    pub pool: String,
+    /// Events per second over the recording.
+    pub per_second: f64,
+    /// Time spent in the stage over wall-clock time (can exceed 1 with concurrency).
+    pub busy: f64,
+    /// Statistics.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Extra facts (compression ratio, MiB/s).
+    pub note: String,
+}
+
+/// The report as data.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// One-line description of the recording.
+    pub title: String,
+    /// Workload throughput line.
+    pub workload: String,
+    /// Stage rows in pipeline order.
+    pub rows: Vec<Row>,
+    /// Loss counters that are not zero.
+    pub losses: Vec<(String, u64)>,
+    /// Probe points not attached, with reasons.
+    pub unavailable: Vec<String>,
+    /// Warnings from the recording.
+    pub warnings: Vec<String>,
+}
+
+fn label(stage: Stage) -> &'static str {
+    match stage {
+        Stage::WorkloadWrite => "write",
+        Stage::WorkloadRead => "read",
+        Stage::TxAssign => "tx assign",
+        Stage::TxWait => "tx wait (throttle)",
+        Stage::Compress => "compress",
+        Stage::ZstdCompress => "  zstd (inside)",
+        Stage::Lz4Compress => "  lz4 (inside)",
+        Stage::Decompress => "decompress",
+        Stage::ChecksumCompute => "checksum",
+        Stage::ChecksumVerify => "checksum verify",
+        Stage::VdevQueue => "vdev queue wait",
+        Stage::VdevDisk => "vdev disk",
+        Stage::VdevTotal => "vdev total",
+        Stage::VdevQueueTimed => "vdev queue+disk",
+        Stage::Flush => "cache flush",
+        Stage::ZilCommit => "zil commit",
+        Stage::TxgWaitSynced => "txg wait synced",
+        Stage::SpaSync => "txg sync",
+    }
+}
+
+/// Human-readable duration with three significant digits.
+pub fn format_ns(ns: u64) -> String {
+    let value = ns as f64;
+    let (scaled, unit) = if value >= 1e9 {
+        (value / 1e9, "s")
+    } else if value >= 1e6 {
+        (value / 1e6, "ms")
+    } else if value >= 1e3 {
+        (value / 1e3, "us")
+    } else {
+        (value, "ns")
+    };
+    if scaled >= 100.0 {
+        format!("{scaled:.0}{unit}")
+    } else if scaled >= 10.0 {
+        format!("{scaled:.1}{unit}")
+    } else {
+        format!("{scaled:.2}{unit}")
+    }
+}
+
+/// Bytes as MiB/GiB.
+pub fn format_bytes(bytes: f64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if bytes >= 1024.0 * MIB {
+        format!("{:.2} GiB", bytes / 1024.0 / MIB)
+    } else if bytes >= MIB {
+        format!("{:.1} MiB", bytes / MIB)
+    } else {
+        format!("{:.1} KiB", bytes / 1024.0)
+    }
+}
+
+/// Integer with thousands separators.
+pub fn format_count(n: f64) -> String {
+    let rounded = n.round() as u64;
+    let digits = rounded.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 10.0 && n.fract() != 0.0 { format!("{n:.1}") } else { out }
+}
+
+/// Builds the report rows from a recording.
+pub fn build(recording: &Recording) -> Report {
+    let seconds = recording.duration_s.max(1e-9);
+    let pools: BTreeSet<&str> =
+        recording.histograms.iter().map(|h| h.pool.as_str()).filter(|p| !p.is_empty()).collect();
+    let per_pool = pools.len() > 1;
+    let mut rows = Vec::new();
+    for stage in Stage::ALL {
+        let name = stage_name(stage);
+        let of_stage: Vec<_> = recording.histograms.iter().filter(|h| h.stage == name).collect();
+        // Rows by class name: classes that differ only in what the name does not
+        // show (lz4's unused level argument) are one row.
+        let mut groups: BTreeSet<(String, String)> = BTreeSet::new();
+        for h in &of_stage {
+            groups.insert((if per_pool { h.pool.clone() } else { String::new() }, h.class_name.clone()));
+        }
+        for (pool, class_name) in groups {
+            let members: Vec<_> = of_stage
+                .iter()
+                .copied()
+                .filter(|h| h.class_name == class_name && (!per_pool || h.pool == pool))
+                .collect();
+            let summary = summarize(members.iter().copied());
+            let detail = members.first().map(|h| h.class_name.clone()).unwrap_or_default();
+            let mut note = String::new();
+            match stage {
+                Stage::Compress | Stage::ZstdCompress | Stage::Lz4Compress if summary.bytes_out > 0 => {
+                    let ratio = summary.bytes as f64 / summary.bytes_out as f64;
+                    let _ = write!(note, "ratio {ratio:.2}x of {}", format_bytes(summary.bytes as f64));
+                }
+                Stage::WorkloadWrite | Stage::WorkloadRead | Stage::VdevTotal | Stage::ChecksumCompute => {
+                    let _ = write!(note, "{}/s", format_bytes(summary.bytes as f64 / seconds));
+                }
+                Stage::ZstdCompress | Stage::Lz4Compress => note.push_str("counted within compress"),
+                _ => {}
+            }
+            rows.push(Row {
+                stage: name.to_owned(),
+                label: label(stage).to_owned(),
+                detail,
+                pool,
+                per_second: summary.count as f64 / seconds,
+                busy: summary.total_ns as f64 / 1e9 / seconds,
+                summary,
+                note,
+            });
+        }
+    }
+    let stat = |stage: Stage| summarize(recording.histograms.iter().filter(|h| h.stage == stage_name(stage)));
+    let writes = stat(Stage::WorkloadWrite);
+    let reads = stat(Stage::WorkloadRead);
+    let commits = stat(Stage::ZilCommit);
+    let mut workload = format!(
+        "workload: {} writes/s ({}/s), {} reads/s ({}/s), {} zil commits/s",
+        format_count(writes.count as f64 / seconds),
+        format_bytes(writes.bytes as f64 / seconds),
+        format_count(reads.count as f64 / seconds),
+        format_bytes(reads.bytes as f64 / seconds),
+        format_count(commits.count as f64 / seconds),
+    );
+    if !recording.txgs.is_empty() {
+        let mean = recording.txgs.iter().map(|t| t.duration_ns).sum::<u64>() / recording.txgs.len() as u64;
+        let _ = write!(workload, ", {} txgs synced (mean spa_sync {})", recording.txgs.len(), format_ns(mean));
+    }
+    let target = &recording.target;
+    let mut title = format!(
+        "zprof: {} {} (OpenZFS {}), {:.1} s",
+        target.kind,
+        target.object,
+        target.zfs_version.as_deref().unwrap_or("version unknown"),
+        recording.duration_s
+    );
+    if let Some(command) = &recording.command {
+        let _ = write!(title, ", command `{}`", command.join(" "));
+        match recording.command_exit {
+            Some(code) => {
+                let _ = write!(title, " exited {code}");
+            }
+            None => title.push_str(" still running at the end"),
+        }
+    } else if let Some(pid) = recording.pid {
+        let _ = write!(title, ", pid {pid}");
+    }
+    Report {
+        title,
+        workload,
+        rows,
+        losses: recording.losses.nonzero().into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+        unavailable: recording
+            .probes
+            .iter()
+            .filter(|p| !p.attached)
+            .map(|p| format!("{} ({}): {}", p.function, p.group, p.reason.as_deref().unwrap_or("not attached")))
+            .collect(),
+        warnings: recording.warnings.clone(),
+    }
+}
+
+/// Renders the report as a table.
+pub fn render_table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", report.title);
+    let _ = writeln!(out, "{}", report.workload);
+    let _ = writeln!(out);
+    let per_pool = report.rows.iter().any(|r| !r.pool.is_empty());
+    let _ = write!(out, "{:<19} {:<16} ", "STAGE", "DETAIL");
+    if per_pool {
+        let _ = write!(out, "{:<10} ", "POOL");
+    }
+    let _ = writeln!(
+        out,
+        "{:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6}  NOTE",
+        "COUNT", "OPS/S", "P50", "P90", "P99", "MAX", "TOTAL", "BUSY%"
+    );
+    for row in &report.rows {
+        let s = &row.summary;
+        let timed = row.stage != stage_name(Stage::Flush);
+        let time = |ns: u64| if timed { format_ns(ns) } else { "-".to_owned() };
+        let _ = write!(out, "{:<19} {:<16} ", row.label, truncate(&row.detail, 16));
+        if per_pool {
+            let _ = write!(out, "{:<10} ", truncate(&row.pool, 10));
+        }
+        let _ = writeln!(
+            out,
+            "{:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6}  {}",
+            format_count(s.count as f64),
+            format_count(row.per_second),
+            time(s.p50_ns),
+            time(s.p90_ns),
+            time(s.p99_ns),
+            time(s.max_ns),
+            time(s.total_ns),
+            if timed { format!("{:.1}", row.busy * 100.0) } else { "-".to_owned() },
+            row.note
+        );
+    }
+    if report.rows.is_empty() {
+        let _ = writeln!(out, "(no events: did the workload run on the traced target?)");
+    }
+    let _ = writeln!(out);
+    if report.losses.is_empty() {
+        let _ = writeln!(out, "lost events: none");
+    } else {
+        let parts: Vec<String> = report.losses.iter().map(|(n, v)| format!("{n} {v}")).collect();
+        let _ = writeln!(out, "lost or unmatched: {}", parts.join(", "));
+    }
+    for line in &report.unavailable {
+        let _ = writeln!(out, "not measured: {line}");
+    }
+    for line in &report.warnings {
+        let _ = writeln!(out, "warning: {line}");
+    }
+    out
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_owned()
+    } else {
+        text.chars().take(width - 1).collect::<String>() + "…"
+    }
+}
+
+/// The stage of a row, for callers that need it typed.
+pub fn row_stage(row: &Row) -> Option<Stage> {
+    stage_from_name(&row.stage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_ns(750), "750ns");
+        assert_eq!(format_ns(1_500), "1.50us");
+        assert_eq!(format_ns(12_345_678), "12.3ms");
+        assert_eq!(format_ns(2_000_000_000), "2.00s");
+    }
+
+    #[test]
+    fn counts_have_separators() {
+        assert_eq!(format_count(10_115.0), "10,115");
+        assert_eq!(format_count(999.0), "999");
+        assert_eq!(format_count(1_234_567.0), "1,234,567");
+        assert_eq!(format_count(2.5), "2.5");
+    }
+}

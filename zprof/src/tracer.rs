@@ -1,0 +1,441 @@
+//! Loading, attaching, collecting and detaching zprof's eBPF programs.
+//!
+//! `Session::start` loads the embedded object with the target's configuration
+//! (kernel or user memory, struct offsets, pid filter) as load-time constants,
+//! attaches every catalogue point whose function exists, and records why the
+//! others were not. `Session::finish` reads the maps and returns a [`Recording`];
+//! dropping the session detaches everything (aya closes the links), so no probe
+//! outlives zprof, whatever path it exits by.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::{Instant, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::{Context as _, anyhow};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::{KProbe, TracePoint, UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeScope},
+};
+use zprof_common::{Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, Stage, TxgEvent, counter};
+
+use crate::{
+    catalogue::{self, Role},
+    offsets::FoundOffsets,
+    recording::{
+        HistRecord, Losses, ProbeStatus, Recording, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
+        stage_name,
+    },
+    target::{Target, TargetKind},
+    zfs_names,
+};
+
+/// The eBPF object, built by build.rs from zprof-ebpf.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/zprof"));
+
+/// Options that shape a session.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Only count these processes (and their children); `None` for all.
+    pub filter_pids: Option<Vec<u32>>,
+    /// Histogram map size.
+    pub hist_entries: u32,
+}
+
+/// A loaded and attached set of probes.
+pub struct Session {
+    ebpf: Ebpf,
+    target: Target,
+    offsets: FoundOffsets,
+    probes: Vec<ProbeStatus>,
+    warnings: Vec<String>,
+    started: Instant,
+    started_unix_ms: u64,
+    /// bpf_ktime_get_ns (CLOCK_MONOTONIC) at start, to place txgs in time.
+    started_ktime_ns: u64,
+    events: RingBuf<MapData>,
+    txg_events: Vec<TxgEvent>,
+    timeline: Vec<TimelinePoint>,
+    last_totals: TimelinePoint,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Offset of child_pid in sched_process_fork records, from the tracepoint's
+/// format file (it moved between kernels when comm became a __data_loc).
+fn fork_child_pid_offset() -> anyhow::Result<u32> {
+    let candidates = [
+        "/sys/kernel/tracing/events/sched/sched_process_fork/format",
+        "/sys/kernel/debug/tracing/events/sched/sched_process_fork/format",
+    ];
+    for path in candidates {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for line in text.lines() {
+                if line.contains(" child_pid;") {
+                    let offset = line
+                        .split(';')
+                        .find_map(|f| f.trim().strip_prefix("offset:"))
+                        .and_then(|v| v.trim().parse().ok());
+                    if let Some(offset) = offset {
+                        return Ok(offset);
+                    }
+                }
+            }
+        }
+    }
+    Err(anyhow!(
+        "cannot read the sched_process_fork tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)"
+    ))
+}
+
+impl Session {
+    /// Loads and attaches. On error nothing stays attached (the partly built
+    /// `Ebpf` is dropped, which detaches what was attached).
+    pub fn start(target: Target, offsets: FoundOffsets, options: &SessionOptions) -> anyhow::Result<Session> {
+        let kernel = target.kind == TargetKind::Kernel;
+        let filter = options.filter_pids.is_some();
+        let config = Config {
+            kernel: kernel as u32,
+            filter_tgid: filter as u32,
+            fork_child_pid_offset: if filter { fork_child_pid_offset()? } else { 0 },
+            pad: 0,
+            offsets: offsets.offsets,
+        };
+        // Memory-locked map memory was limited before 5.11; harmless after.
+        let rlimit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+        unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlimit) };
+
+        let mut ebpf = EbpfLoader::new()
+            .override_global("CONFIG", &config, true)
+            .map_max_entries("HIST", options.hist_entries)
+            .load(EBPF_OBJECT)
+            .context("loading zprof's eBPF object failed")?;
+
+        let (points, version_warning) = catalogue::for_version(target.zfs_version.as_deref());
+        let mut warnings: Vec<String> = version_warning.into_iter().collect();
+        if offsets.offsets.valid == 0 {
+            warnings.push(format!(
+                "no struct offsets ({}): vdev queue/disk split per priority and pool attribution are unavailable; vdev time falls back to vdev_queue_io..vdev_queue_io_done",
+                offsets.source
+            ));
+        }
+        let mut probes = Vec::new();
+        let mut loaded: HashSet<String> = HashSet::new();
+        let started_attach = Instant::now();
+        for point in points.iter().filter(|p| catalogue::applies(p, kernel)) {
+            let mut status = ProbeStatus {
+                group: point.group.to_owned(),
+                function: point.function.to_owned(),
+                returns: point.ret.is_some(),
+                attached: false,
+                reason: None,
+            };
+            let has_offsets = offsets.offsets.valid != 0;
+            match point.role {
+                Role::NeedsOffsets if !has_offsets => {
+                    status.reason = Some(format!("needs struct offsets: {}", offsets.source));
+                    probes.push(status);
+                    continue;
+                }
+                Role::FallbackWithoutOffsets if has_offsets => {
+                    status.reason = Some("not needed: vdev_stat_update gives ZFS's own timings".into());
+                    probes.push(status);
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&location) = target.functions.get(point.function) else {
+                status.reason = Some(format!("{} not found in {}", point.function, target.object));
+                probes.push(status);
+                continue;
+            };
+            let mut attach = |base: &str| -> anyhow::Result<()> {
+                let name = catalogue::program_name(base, kernel);
+                let program = ebpf.program_mut(&name).ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
+                if kernel {
+                    let probe: &mut KProbe = program.try_into()?;
+                    if loaded.insert(name.clone()) {
+                        probe.load().with_context(|| format!("loading {name}"))?;
+                    }
+                    probe.attach(point.function, 0).map_err(|e| anyhow!("{e}"))?;
+                } else {
+                    let probe: &mut UProbe = program.try_into()?;
+                    if loaded.insert(name.clone()) {
+                        probe.load().with_context(|| format!("loading {name}"))?;
+                    }
+                    probe
+                        .attach(UProbeAttachLocation::AbsoluteOffset(location), &target.object, UProbeScope::AllProcesses)
+                        .map_err(|e| anyhow!("{e}"))?;
+                }
+                Ok(())
+            };
+            let result = attach(point.entry).and_then(|()| match point.ret {
+                Some(ret) => attach(ret),
+                None => Ok(()),
+            });
+            match result {
+                Ok(()) => status.attached = true,
+                Err(e) => status.reason = Some(format!("attach failed: {}", short_error(&e))),
+            }
+            probes.push(status);
+        }
+        if !probes.iter().any(|p| p.attached) {
+            return Err(anyhow!(
+                "no probe could be attached to {}: {}",
+                target.object,
+                probes.iter().filter_map(|p| p.reason.clone()).next().unwrap_or_default()
+            ));
+        }
+        if let Some(pids) = &options.filter_pids {
+            let program: &mut TracePoint =
+                ebpf.program_mut("track_fork").ok_or_else(|| anyhow!("track_fork missing"))?.try_into()?;
+            program.load()?;
+            program.attach("sched", "sched_process_fork").context("attaching sched:sched_process_fork")?;
+            let mut tracked: BpfHashMap<_, u32, u32> =
+                BpfHashMap::try_from(ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
+            for pid in pids {
+                tracked.insert(pid, 1, 0)?;
+            }
+        }
+        log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
+        let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
+        Ok(Session {
+            ebpf,
+            target,
+            offsets,
+            probes,
+            warnings,
+            started: Instant::now(),
+            started_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            started_ktime_ns: monotonic_ns(),
+            events,
+            txg_events: Vec::new(),
+            timeline: Vec::new(),
+            last_totals: TimelinePoint::default(),
+        })
+    }
+
+    /// Adds a process to the filter (used for a command started after attaching).
+    pub fn track_pid(&mut self, pid: u32) -> anyhow::Result<()> {
+        let mut tracked: BpfHashMap<_, u32, u32> =
+            BpfHashMap::try_from(self.ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
+        tracked.insert(pid, 1, 0)?;
+        Ok(())
+    }
+
+    /// Probe points and their status.
+    pub fn probes(&self) -> &[ProbeStatus] {
+        &self.probes
+    }
+
+    /// Moves pending txg events from the ring buffer into the session.
+    pub fn drain_events(&mut self) {
+        while let Some(item) = self.events.next() {
+            if item.len() >= std::mem::size_of::<TxgEvent>() {
+                // SAFETY: the eBPF side writes exactly one TxgEvent per record.
+                let event = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const TxgEvent) };
+                self.txg_events.push(event);
+            }
+        }
+    }
+
+    /// Reads every histogram, summed over CPUs.
+    fn read_histograms(&self) -> anyhow::Result<Vec<(HistKey, Hist)>> {
+        let map: PerCpuHashMap<_, HistKey, Hist> =
+            PerCpuHashMap::try_from(self.ebpf.map("HIST").ok_or_else(|| anyhow!("HIST missing"))?)?;
+        let mut out = Vec::new();
+        for item in map.iter() {
+            let (key, per_cpu) = item?;
+            let mut sum = Hist::ZERO;
+            for h in per_cpu.iter() {
+                sum.count += h.count;
+                sum.total_ns += h.total_ns;
+                sum.bytes += h.bytes;
+                sum.bytes_out += h.bytes_out;
+                sum.max_ns = sum.max_ns.max(h.max_ns);
+                for (slot, v) in sum.buckets.iter_mut().zip(h.buckets.iter()) {
+                    *slot += v;
+                }
+            }
+            out.push((key, sum));
+        }
+        Ok(out)
+    }
+
+    /// Records one timeline point: the workload's counts since the last call.
+    pub fn tick(&mut self) -> anyhow::Result<()> {
+        self.drain_events();
+        let mut totals = TimelinePoint::default();
+        for (key, hist) in self.read_histograms()? {
+            match Stage::from_u32(key.stage) {
+                Some(Stage::WorkloadWrite) => {
+                    totals.write_ops += hist.count;
+                    totals.write_bytes += hist.bytes;
+                }
+                Some(Stage::WorkloadRead) => {
+                    totals.read_ops += hist.count;
+                    totals.read_bytes += hist.bytes;
+                }
+                Some(Stage::ZilCommit) => totals.zil_commits += hist.count,
+                _ => {}
+            }
+        }
+        let last = &self.last_totals;
+        self.timeline.push(TimelinePoint {
+            second: self.timeline.len() as u32 + 1,
+            write_ops: totals.write_ops.saturating_sub(last.write_ops),
+            write_bytes: totals.write_bytes.saturating_sub(last.write_bytes),
+            read_ops: totals.read_ops.saturating_sub(last.read_ops),
+            read_bytes: totals.read_bytes.saturating_sub(last.read_bytes),
+            zil_commits: totals.zil_commits.saturating_sub(last.zil_commits),
+        });
+        self.last_totals = totals;
+        Ok(())
+    }
+
+    fn counters(&self) -> anyhow::Result<[u64; counter::COUNT as usize]> {
+        let map: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.ebpf.map("COUNTERS").ok_or_else(|| anyhow!("COUNTERS missing"))?)?;
+        let mut out = [0u64; counter::COUNT as usize];
+        for (index, slot) in out.iter_mut().enumerate() {
+            *slot = map.get(&(index as u32), 0)?.iter().sum();
+        }
+        Ok(out)
+    }
+
+    fn pool_names(&self) -> anyhow::Result<BTreeMap<u64, String>> {
+        let map: BpfHashMap<_, u64, PoolName> =
+            BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
+        let mut out = BTreeMap::new();
+        for item in map.iter() {
+            let (spa, name) = item?;
+            let end = name.name.iter().position(|b| *b == 0).unwrap_or(name.name.len());
+            out.insert(spa, String::from_utf8_lossy(&name.name[..end]).into_owned());
+        }
+        Ok(out)
+    }
+
+    fn in_flight(&self) -> anyhow::Result<u64> {
+        let map: BpfHashMap<_, InFlightKey, InFlight> =
+            BpfHashMap::try_from(self.ebpf.map("INFLIGHT").ok_or_else(|| anyhow!("INFLIGHT missing"))?)?;
+        Ok(map.keys().filter(|k| k.is_ok()).count() as u64)
+    }
+
+    /// Reads everything and builds the recording. The probes stay attached until
+    /// the session is dropped.
+    pub fn finish(
+        mut self,
+        command: Option<Vec<String>>,
+        command_exit: Option<i32>,
+        pid: Option<u32>,
+    ) -> anyhow::Result<Recording> {
+        let duration = self.started.elapsed();
+        // A final partial second only if it holds more than a blink of data.
+        if self.timeline.is_empty() || duration.as_secs_f64() - self.timeline.len() as f64 > 0.2 {
+            self.tick()?;
+        }
+        self.drain_events();
+        let names = self.pool_names()?;
+        let pool_name = |spa: u64| -> String {
+            match spa {
+                0 => String::new(),
+                spa => names.get(&spa).cloned().unwrap_or_else(|| format!("spa@{spa:#x}")),
+            }
+        };
+        let mut histograms: Vec<HistRecord> = self
+            .read_histograms()?
+            .into_iter()
+            .filter_map(|(key, hist)| {
+                let stage = Stage::from_u32(key.stage)?;
+                Some(HistRecord {
+                    stage: stage_name(stage).to_owned(),
+                    class: key.class,
+                    class_name: class_name(stage, key.class),
+                    pool: pool_name(key.pool),
+                    vdev: key.vdev,
+                    count: hist.count,
+                    total_ns: hist.total_ns,
+                    bytes: hist.bytes,
+                    bytes_out: hist.bytes_out,
+                    max_ns: hist.max_ns,
+                    buckets: sparse_buckets(&hist.buckets[..HIST_BUCKETS]),
+                })
+            })
+            .collect();
+        histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
+        let c = self.counters()?;
+        let losses = Losses {
+            entry_map_full: c[counter::ENTRY_MAP_FULL as usize],
+            return_without_entry: c[counter::RETURN_WITHOUT_ENTRY as usize],
+            hist_map_full: c[counter::HIST_MAP_FULL as usize],
+            ringbuf_full: c[counter::RINGBUF_FULL as usize],
+            read_failed: c[counter::READ_FAILED as usize],
+            nested_entry: c[counter::NESTED_ENTRY as usize],
+            in_flight_at_end: self.in_flight()?,
+        };
+        let mut txgs: Vec<TxgRecord> = self
+            .txg_events
+            .iter()
+            .map(|e| TxgRecord {
+                pool: pool_name(e.pool),
+                txg: e.txg,
+                start_offset_ns: e.start_ns.saturating_sub(self.started_ktime_ns),
+                duration_ns: e.duration_ns,
+            })
+            .collect();
+        txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
+        Ok(Recording {
+            schema: crate::recording::SCHEMA.into(),
+            version: crate::recording::VERSION,
+            zprof_version: env!("CARGO_PKG_VERSION").into(),
+            target: TargetInfo {
+                kind: self.target.kind,
+                object: self.target.object.clone(),
+                zfs_version: self.target.zfs_version.clone(),
+                build_id: self.target.build_id.clone(),
+            },
+            offsets_source: self.offsets.source.clone(),
+            started_unix_ms: self.started_unix_ms,
+            duration_s: duration.as_secs_f64(),
+            command,
+            command_exit,
+            pid,
+            probes: self.probes.clone(),
+            warnings: self.warnings.clone(),
+            losses,
+            histograms,
+            txgs,
+            timeline: self.timeline.clone(),
+        })
+    }
+}
+
+/// The words for a stage's class number.
+pub fn class_name(stage: Stage, class: u32) -> String {
+    match stage {
+        Stage::Compress => zfs_names::compression(class & 0xff, class >> 8),
+        Stage::Decompress => zfs_names::compression(class & 0xff, 0),
+        Stage::ZstdCompress => format!("zstd-{class}"),
+        Stage::Lz4Compress => "lz4".into(),
+        Stage::ChecksumCompute => zfs_names::checksum(class),
+        Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
+        _ => String::new(),
+    }
+}
+
+/// An error in one line: verifier logs run to thousands of lines, and the
+/// verdict is at the end.
+fn short_error(err: &anyhow::Error) -> String {
+    let text = format!("{err:#}");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() <= 2 {
+        return lines.join(" ");
+    }
+    let verdict: Vec<&str> = lines.iter().rev().take(4).rev().copied().collect();
+    format!("{} ... {} (run with RUST_LOG=debug for the verifier log)", lines[0], verdict.join(" | "))
+}

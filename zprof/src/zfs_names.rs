@@ -1,0 +1,118 @@
+//! Names of OpenZFS enum values (compression and checksum algorithms, zio types
+//! and priorities) as they appear in probe arguments and struct members.
+//!
+//! The numbering is OpenZFS's and can change between releases; these tables hold
+//! for 2.0 through 2.3 (the enums only grew at their ends). A number zprof does not
+//! know is shown as `<kind>-<number>` rather than guessed.
+
+/// enum zio_compress, in declaration order.
+const COMPRESSION: &[&str] = &[
+    "inherit", "on", "off", "lzjb", "empty", "gzip-1", "gzip-2", "gzip-3", "gzip-4", "gzip-5",
+    "gzip-6", "gzip-7", "gzip-8", "gzip-9", "zle", "lz4", "zstd",
+];
+
+/// enum zio_checksum, in declaration order.
+const CHECKSUM: &[&str] = &[
+    "inherit",
+    "on",
+    "off",
+    "label",
+    "gang_header",
+    "zilog",
+    "fletcher2",
+    "fletcher4",
+    "sha256",
+    "zilog2",
+    "noparity",
+    "sha512",
+    "skein",
+    "edonr",
+    "blake3",
+];
+
+/// zio_priority_t, with the names `zpool iostat -l` uses for its columns.
+const PRIORITY: &[&str] = &[
+    "sync read",
+    "sync write",
+    "async read",
+    "async write",
+    "scrub",
+    "removal",
+    "initialize",
+    "trim",
+    "rebuild",
+];
+
+/// zio_type_t.
+const IO_TYPE: &[&str] = &["null", "read", "write", "free", "claim", "ioctl", "trim"];
+
+/// Name of a compression algorithm; `level` is zio_compress_data's level
+/// argument (meaningful for zstd only).
+pub fn compression(algorithm: u32, level: u32) -> String {
+    match COMPRESSION.get(algorithm as usize) {
+        Some(&"zstd") if (1..=19).contains(&level) => format!("zstd-{level}"),
+        Some(&"zstd") if level == 0 => "zstd".to_owned(),
+        Some(&"zstd") => format!("zstd-level{level}"),
+        Some(name) => (*name).to_owned(),
+        None => format!("compress-{algorithm}"),
+    }
+}
+
+/// Name of a checksum algorithm.
+pub fn checksum(algorithm: u32) -> String {
+    CHECKSUM
+        .get(algorithm as usize)
+        .map(|name| (*name).to_owned())
+        .unwrap_or_else(|| format!("checksum-{algorithm}"))
+}
+
+/// Name of an I/O class `io_type << 8 | priority` as used by the vdev stages.
+pub fn io_class(class: u32) -> String {
+    let io_type = class >> 8;
+    let priority = class & 0xff;
+    let priority_name = PRIORITY
+        .get(priority as usize)
+        .map(|p| (*p).to_owned())
+        .unwrap_or_else(|| format!("priority-{priority}"));
+    match IO_TYPE.get(io_type as usize) {
+        // The priority already says read or write for the common classes.
+        Some(&"read") | Some(&"write") if priority <= 3 => priority_name,
+        Some(name) => format!("{priority_name} ({name})"),
+        None => format!("{priority_name} (type-{io_type})"),
+    }
+}
+
+/// Whether an I/O class is a write (io_type WRITE).
+pub fn io_class_is_write(class: u32) -> bool {
+    class >> 8 == 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_names() {
+        assert_eq!(compression(15, 0), "lz4");
+        assert_eq!(compression(16, 3), "zstd-3");
+        assert_eq!(compression(2, 0), "off");
+        assert_eq!(compression(9, 0), "gzip-5");
+        assert_eq!(compression(99, 0), "compress-99");
+    }
+
+    #[test]
+    fn checksum_names() {
+        assert_eq!(checksum(7), "fletcher4");
+        assert_eq!(checksum(8), "sha256");
+        assert_eq!(checksum(200), "checksum-200");
+    }
+
+    #[test]
+    fn io_class_names() {
+        assert_eq!(io_class(2 << 8 | 3), "async write");
+        assert_eq!(io_class(1 << 8), "sync read");
+        assert_eq!(io_class(2 << 8 | 7), "trim (write)");
+        assert!(io_class_is_write(2 << 8 | 1));
+        assert!(!io_class_is_write(1 << 8 | 1));
+    }
+}
