@@ -1,1 +1,113 @@
-fn main(){}
+//! Project jobs cargo cannot do by itself: install the machine's prerequisites,
+//! run the main job (a demo on a real user-space ZFS pool), run the whole test
+//! suite (which needs root, libzpool and bpf-linker).
+//!
+//! Every command starts with `setup`, which is idempotent and fast when all is
+//! installed, so each README command works on a fresh Debian 12 machine.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, ExitCode},
+};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "xtask", about = "zprof project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what zprof needs (apt packages, rust-src, bpf-linker, tracefs). Idempotent.
+    Setup,
+    /// The main job: record the lab's fsync-collapse scenario under zprof and print the report.
+    Demo {
+        /// Seconds per lab job.
+        #[arg(long, default_value_t = 5)]
+        runtime: u32,
+    },
+    /// Run every test (unit and root integration tests) and print the summary.
+    Test,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_owned()
+}
+
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("xtask: {}", format!("{cmd:?}").replace('"', ""));
+    let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    if !status.success() {
+        bail!("{:?} failed with {status}", cmd.get_program());
+    }
+    Ok(())
+}
+
+fn setup() -> anyhow::Result<()> {
+    run(&mut Command::new(workspace_root().join("scripts/setup.sh")))
+}
+
+/// bpf-linker is installed in ~/.cargo/bin, which a fresh shell may not have on PATH.
+fn with_cargo_bin_path(cmd: &mut Command) -> &mut Command {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let path = std::env::var("PATH").unwrap_or_default();
+    cmd.env("PATH", format!("{home}/.cargo/bin:{path}"))
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    with_cargo_bin_path(&mut cmd);
+    cmd
+}
+
+fn demo(runtime: u32) -> anyhow::Result<()> {
+    setup()?;
+    run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))?;
+    let root = workspace_root();
+    let zprof = root.join("target/release/zprof");
+    let lab = root.join("target/release/zprof-lab");
+    let recording = root.join("target/demo-fsync-collapse.zprof.json");
+    run(Command::new(&zprof)
+        .args(["record", "--target", "libzpool", "-o"])
+        .arg(&recording)
+        .arg("--")
+        .arg(&lab)
+        .args(["scenario", "fsync-collapse", "--runtime", &runtime.to_string()]))?;
+    eprintln!("xtask: the recording is {}; render it again with `zprof report {}`", recording.display(), recording.display());
+    Ok(())
+}
+
+fn test() -> anyhow::Result<()> {
+    setup()?;
+    // The integration tests drive the real binaries of both packages.
+    // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
+    run(cargo().args(["build", "--bins"]))?;
+    let nextest = Command::new("cargo").args(["nextest", "--version"]).output().map(|o| o.status.success());
+    if nextest.unwrap_or(false) {
+        // One test at a time: the root tests share the machine's uprobes and 2 cores.
+        run(cargo().args(["nextest", "run", "--no-fail-fast", "-j", "1"]))
+    } else {
+        run(cargo().args(["test", "--no-fail-fast", "--", "--test-threads=1"]))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Setup => setup(),
+        Task::Demo { runtime } => demo(runtime),
+        Task::Test => test(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -499,17 +499,20 @@ fn tx_wait_return(_ctx: &RetProbeContext) {
     leave_and_record(Stage::TxWait, 0);
 }
 
-/// Whether this thread is inside spa_sync: ZFS writes its own metadata (space
-/// maps) with dmu_write from the sync thread, and that is not workload.
+/// Whether this thread is inside ZFS's own machinery rather than the workload:
+/// spa_sync writes metadata (space maps) with dmu_write, and zil_commit's
+/// get_data callback reads the data it logs with dmu_read.
 #[inline(always)]
-fn in_spa_sync() -> bool {
-    let key = InFlightKey { id: thread_id(), stage: Stage::SpaSync as u32, pad: 0 };
-    unsafe { INFLIGHT.get(&key) }.is_some()
+fn in_zfs_internal() -> bool {
+    let id = thread_id();
+    let sync = InFlightKey { id, stage: Stage::SpaSync as u32, pad: 0 };
+    let commit = InFlightKey { id, stage: Stage::ZilCommit as u32, pad: 0 };
+    unsafe { INFLIGHT.get(&sync).is_some() || INFLIGHT.get(&commit).is_some() }
 }
 
 /// dmu_write/dmu_read(objset_t *os, uint64_t object, uint64_t offset, uint64_t size, ...)
 fn workload_dmu(ctx: &ProbeContext, stage: Stage) {
-    if !wanted(true) || in_spa_sync() {
+    if !wanted(true) || in_zfs_internal() {
         return;
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.objset_spa);
@@ -542,15 +545,15 @@ fn uio_read_entry(ctx: &ProbeContext) {
 }
 
 fn write_return(_ctx: &RetProbeContext) {
-    // dmu_write calls inside spa_sync were skipped at entry on purpose.
-    if in_spa_sync() {
+    // Calls inside spa_sync or zil_commit were skipped at entry on purpose.
+    if in_zfs_internal() {
         return;
     }
     leave_and_record(Stage::WorkloadWrite, 0);
 }
 
 fn read_return(_ctx: &RetProbeContext) {
-    if in_spa_sync() {
+    if in_zfs_internal() {
         return;
     }
     leave_and_record(Stage::WorkloadRead, 0);

@@ -383,10 +383,15 @@ zl_pool_sync(zl_pool_t *p, int all)
 	return (spa_last_synced_txg(p->zp_spa));
 }
 
+/*
+ * Drop the dataset's cached data, so that reads go to the vdevs: the dbufs
+ * first (they hold ARC buffers), then this pool's ARC buffers.
+ */
 void
-zl_pool_arc_flush(zl_pool_t *p)
+zl_ds_evict(zl_ds_t *ds)
 {
-	arc_flush(p->zp_spa, B_TRUE);
+	dmu_objset_evict_dbufs(ds->zd_os);
+	arc_flush(ds->zd_pool->zp_spa, B_FALSE);
 }
 
 int

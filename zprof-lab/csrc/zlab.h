@@ -72,7 +72,6 @@ int zl_pool_create(const char *name, const char *group_type, int nparity,
 int zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max);
 void zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out);
 uint64_t zl_pool_sync(zl_pool_t *p, int all);
-void zl_pool_arc_flush(zl_pool_t *p);
 int zl_pool_export(zl_pool_t *p);
 
 int zl_ds_open(zl_pool_t *p, const char *dsname, const char *const *pnames,
@@ -85,6 +84,7 @@ int zl_write(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, const void *buf,
 int zl_read(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, void *buf);
 void zl_commit(zl_ds_t *ds, int oi);
 void zl_ds_stats(zl_ds_t *ds, zl_ds_stats_t *out);
+void zl_ds_evict(zl_ds_t *ds);
 void zl_ds_close(zl_ds_t *ds);
 
 #endif

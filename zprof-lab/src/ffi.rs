@@ -93,7 +93,6 @@ unsafe extern "C" {
     pub fn zl_pool_leaves(p: *mut ZlPool, out: *mut ZlLeaf, max: c_int) -> c_int;
     pub fn zl_pool_stats(p: *mut ZlPool, out: *mut ZlPoolStats);
     pub fn zl_pool_sync(p: *mut ZlPool, all: c_int) -> u64;
-    pub fn zl_pool_arc_flush(p: *mut ZlPool);
     pub fn zl_pool_export(p: *mut ZlPool) -> c_int;
     pub fn zl_ds_open(
         p: *mut ZlPool,
@@ -110,6 +109,7 @@ unsafe extern "C" {
     pub fn zl_read(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, buf: *mut c_void) -> c_int;
     pub fn zl_commit(ds: *mut ZlDs, oi: c_int);
     pub fn zl_ds_stats(ds: *mut ZlDs, out: *mut ZlDsStats);
+    pub fn zl_ds_evict(ds: *mut ZlDs);
     pub fn zl_ds_close(ds: *mut ZlDs);
 
     /// libzpool: hand a zio back to the pipeline after its (emulated) device I/O.

@@ -67,7 +67,7 @@ pub fn next_offset(random: bool, i: u64, size: u64, bs: u64, rng: &mut Rng) -> u
 
 /// Whether write number `n` (1-based) is followed by a zil_commit.
 pub fn commits_after(n: u64, fsync: u64, sync_every_write: bool) -> bool {
-    sync_every_write || (fsync > 0 && n % fsync == 0)
+    sync_every_write || (fsync > 0 && n.is_multiple_of(fsync))
 }
 
 struct ThreadResult {
@@ -100,10 +100,8 @@ fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: 
         if lab::stop_requested() || (spec.ios > 0 && i >= spec.ios) {
             break;
         }
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                break;
-            }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
         }
         let off = next_offset(spec.rw.random(), i, spec.size, spec.bs, &mut rng);
         let is_read = match spec.rw {
@@ -159,7 +157,7 @@ fn lay_out(pool: &Pool, objs: &[c_int], size: u64) -> Result<()> {
         }
     }
     pool.sync(true);
-    pool.arc_flush();
+    pool.evict_cache();
     Ok(())
 }
 
@@ -236,7 +234,6 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let account = pool.account();
     Ok(JobReport {
         jobname: spec.name.clone(),
-        pool: pool.config().name.clone(),
         spec: spec.clone(),
         runtime_ms: elapsed.as_millis() as u64,
         write: side(&wlat, wb),
@@ -252,7 +249,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
         leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
         leaves,
-        account,
+        pool: account,
         interrupted: lab::stop_requested(),
     })
 }
@@ -274,7 +271,7 @@ mod tests {
         let mut rng = Rng::new(1);
         for i in 0..10_000 {
             let o = next_offset(true, i, 1 << 20, 4096, &mut rng);
-            assert!(o % 4096 == 0 && o + 4096 <= 1 << 20);
+            assert!(o.is_multiple_of(4096) && o + 4096 <= 1 << 20);
         }
         assert_eq!(next_offset(false, 0, 8192, 4096, &mut rng), 0);
         assert_eq!(next_offset(false, 3, 8192, 4096, &mut rng), 4096);

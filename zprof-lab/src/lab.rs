@@ -363,10 +363,10 @@ impl<'lab> Pool<'lab> {
         unsafe { ffi::zl_pool_sync(self.p, all as c_int) }
     }
 
-    /// Drops cached data of this pool from the ARC (so reads reach the vdevs).
-    pub fn arc_flush(&self) {
-        // SAFETY: valid pool.
-        unsafe { ffi::zl_pool_arc_flush(self.p) }
+    /// Drops the dataset's cached data (dbufs, then ARC) so reads reach the vdevs.
+    pub fn evict_cache(&self) {
+        // SAFETY: valid dataset.
+        unsafe { ffi::zl_ds_evict(self.ds) }
     }
 
     /// Space accounting now (call after a sync for settled figures).
@@ -380,6 +380,7 @@ impl<'lab> Pool<'lab> {
         }
         let leaves = self.leaf_stats();
         PoolAccount {
+            name: self.cfg.name.clone(),
             alloc_bytes: ps.normal_alloc,
             log_alloc_bytes: ps.log_alloc,
             size_bytes: ps.dspace,
@@ -445,10 +446,10 @@ impl<'lab> Pool<'lab> {
 
 impl Drop for Pool<'_> {
     fn drop(&mut self) {
-        if self.info_done.is_none() {
-            if let Err(e) = self.teardown() {
-                eprintln!("zprof-lab: {e:#}");
-            }
+        if self.info_done.is_none()
+            && let Err(e) = self.teardown()
+        {
+            eprintln!("zprof-lab: {e:#}");
         }
     }
 }

@@ -35,10 +35,7 @@ fn main() {
         Command::Scenario(s) => (scenario::plan(s), s.common.output_format, Some(s.name)),
     };
     lab::install_signal_handlers();
-    if format == OutputFormat::Normal {
-        eprintln!("zprof-lab: running {} job(s)... Hit Ctrl-C to stop.", plan.pools.iter().map(|p| p.1.len()).sum::<usize>());
-    }
-    let code = match runner::execute(&plan, |j| {
+    let code = match runner::execute(&plan, format == OutputFormat::Normal, |j| {
         if format == OutputFormat::Normal {
             eprintln!("zprof-lab: job {} done ({} ms)", j.jobname, j.runtime_ms);
         }

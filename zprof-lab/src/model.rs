@@ -111,9 +111,9 @@ impl ModelParams {
     /// Time from "the device starts this I/O" to "the data is on the medium".
     ///
     /// `gap` is how the I/O lies relative to the end of the previous one on the
-    /// device: `Some((bytes_ahead, idle_ns))` when it starts at most [`NEAR_BYTES`]
-    /// after that end (same track region), `idle_ns` being how long the device
-    /// sat idle in between; `None` otherwise.
+    /// device: `Some((bytes_ahead, idle_ns))` when it starts within [`NEAR_BYTES`]
+    /// of that end (same track region; negative = behind it), `idle_ns` being
+    /// how long the device sat idle in between; `None` otherwise.
     ///
     /// hdd: a far I/O pays a seek and, on average, half a rotation. A near one
     /// pays no seek: it waits for its sector to come under the head. If the
@@ -121,20 +121,20 @@ impl ModelParams {
     /// passing by; after idle time the platter has moved on, so the wait is the
     /// skip minus the idle time, modulo one rotation: an I/O that arrives just
     /// after its neighbour finished waits almost a whole revolution (the
-    /// classic "missed revolution" of synchronous sequential writes).
+    /// classic "missed revolution" of synchronous sequential writes), and so
+    /// does one that starts a little behind the head.
     /// ssd/nvme: a fixed access latency. All kinds add the transfer time.
-    pub fn service_ns(&self, size: u64, gap: Option<(u64, u64)>) -> u64 {
+    pub fn service_ns(&self, size: u64, gap: Option<(i64, u64)>) -> u64 {
         let transfer = self.transfer_ns(size);
         let position = match (self.kind, gap) {
             (ModelKind::Hdd, None) => self.seek_ns + self.half_rotation_ns,
             (ModelKind::Hdd, Some((ahead, idle))) => {
-                let skip = self.transfer_ns(ahead);
-                let rotation = 2 * self.half_rotation_ns;
-                if idle == 0 || rotation == 0 {
-                    skip
+                let skip = self.transfer_ns(ahead.unsigned_abs()) as i128 * ahead.signum() as i128;
+                let rotation = 2 * self.half_rotation_ns as i128;
+                if rotation == 0 {
+                    skip.max(0) as u64
                 } else {
-                    let r = rotation as i128;
-                    ((skip as i128 - idle as i128).rem_euclid(r)) as u64
+                    (skip - idle as i128).rem_euclid(rotation) as u64
                 }
             }
             (ModelKind::Ssd | ModelKind::Nvme, _) => self.access_ns,
@@ -249,8 +249,9 @@ impl DeviceState {
             .unwrap_or((0, 0));
         let gap = self
             .last_end
-            .filter(|&end| offset >= end && offset - end <= NEAR_BYTES)
-            .map(|end| (offset - end, now.saturating_sub(free)));
+            .map(|end| offset as i64 - end as i64)
+            .filter(|d| d.unsigned_abs() <= NEAR_BYTES)
+            .map(|d| (d, now.saturating_sub(free)));
         self.last_end = Some(offset + size);
         let done = now.max(free) + p.service_ns(size, gap);
         self.busy_until[i] = done;
@@ -476,7 +477,10 @@ mod tests {
         // Near, skipping 2 ms worth of sectors, idle 0.5 ms: 1.5 ms of rotation.
         let skip = p.rate_bytes_per_s / 500;
         let wait = p.transfer_ns(skip) - 500_000;
-        assert_eq!(p.service_ns(4096, Some((skip, 500_000))), wait + transfer);
+        assert_eq!(p.service_ns(4096, Some((skip as i64, 500_000))), wait + transfer);
+        // Streaming, but starting 1 ms worth of sectors behind the head: almost a turn.
+        let back = p.rate_bytes_per_s as i64 / 1000;
+        assert_eq!(p.service_ns(4096, Some((-back, 0))), 8_333_332 - p.transfer_ns(back as u64) + transfer);
     }
 
     #[test]
@@ -489,11 +493,11 @@ mod tests {
         // Contiguous, arrives while busy: starts when the first ends.
         let b = d.submit(&p, 10, 1000, 1000);
         assert_eq!(b, a + 1000);
-        // Far away (behind): pays the seek again, queued behind the others.
-        let c = d.submit(&p, 10, 0, 1000);
+        // Far away: pays the seek again, queued behind the others.
+        let c = d.submit(&p, 10, 10 << 20, 1000);
         assert_eq!(c, b + 1_001_000);
         // Idle device, later arrival, adjacent, no rotation modelled: starts at arrival.
-        let e = d.submit(&p, 10_000_000, 1000, 1000);
+        let e = d.submit(&p, 10_000_000, (10 << 20) + 1000, 1000);
         assert_eq!(e, 10_000_000 + 1000);
     }
 

@@ -336,7 +336,7 @@ impl JobSpec {
         if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '/' || c == '@') {
             return err(format!("job name '{n}' must be non-empty, without spaces, '/' or '@'"));
         }
-        if self.bs == 0 || self.bs % 512 != 0 {
+        if self.bs == 0 || !self.bs.is_multiple_of(512) {
             return err(format!("job {n}: bs {} must be a positive multiple of 512", self.bs));
         }
         if self.bs > 16 << 20 {

@@ -87,7 +87,7 @@ pub fn job_text(j: &JobReport) -> String {
         s.fsync,
         s.sync as u8,
         s.buffer_compress_percentage,
-        j.pool,
+        j.pool.name,
         if j.interrupted { " [interrupted]" } else { "" }
     );
     side(&mut out, "write", &j.write, j.runtime_ms);
@@ -112,7 +112,7 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
-    let a = &j.account;
+    let a = &j.pool;
     let _ = writeln!(
         out,
         "  pool: alloc={} log_alloc={} used={} logical={} compressratio={:.2}x",

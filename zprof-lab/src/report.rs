@@ -98,6 +98,8 @@ pub struct IoStats {
 /// Pool accounting after a job (after a txg_wait_synced).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PoolAccount {
+    /// Pool name.
+    pub name: String,
     /// Bytes allocated in the pool's normal class (data, parity, metadata).
     pub alloc_bytes: u64,
     /// Bytes allocated on log vdevs.
@@ -142,8 +144,6 @@ pub struct LeafDelta {
 pub struct JobReport {
     /// Job name.
     pub jobname: String,
-    /// Pool it ran on.
-    pub pool: String,
     /// The job as specified (defaults filled in).
     pub spec: JobSpec,
     /// Measured run time in milliseconds.
@@ -174,8 +174,8 @@ pub struct JobReport {
     pub leaf_read_bytes: u64,
     /// Per-leaf detail during the job.
     pub leaves: Vec<LeafDelta>,
-    /// Pool accounting at the end of the job.
-    pub account: PoolAccount,
+    /// The pool it ran on, with its accounting at the end of the job.
+    pub pool: PoolAccount,
     /// True when a signal cut the job short.
     pub interrupted: bool,
 }

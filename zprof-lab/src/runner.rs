@@ -47,8 +47,12 @@ pub fn pool_name(n: usize) -> String {
 }
 
 /// Runs the plan; pools are always exported and files removed, even on error.
-pub fn execute(plan: &Plan, mut on_job: impl FnMut(&crate::report::JobReport)) -> Result<Report, RunError> {
+pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::report::JobReport)) -> Result<Report, RunError> {
     let workdir = WorkDir::create(&plan.dir, plan.keep)?;
+    if progress {
+        let n: usize = plan.pools.iter().map(|p| p.1.len()).sum();
+        eprintln!("zprof-lab: running {n} job(s) in {}... Hit Ctrl-C to stop.", workdir.path().display());
+    }
     let mut report = Report {
         zprof_lab_version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: plan.scenario.clone(),

@@ -114,7 +114,7 @@ pub fn summary(name: Scenario, r: &Report) -> String {
             j.txgs_synced,
             j.flushes,
             human_bytes(j.leaf_write_bytes as f64),
-            j.account.compressratio
+            j.pool.compressratio
         );
     }
     out.push('\n');

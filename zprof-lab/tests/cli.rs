@@ -80,7 +80,7 @@ fn compression_shows_in_the_account() {
         .output()
         .unwrap();
     let r = json(&out);
-    let acct = &r.jobs[0].account;
+    let acct = &r.jobs[0].pool;
     assert!(acct.compressratio > 2.0, "compressratio {}", acct.compressratio);
     assert!(acct.logical_used_bytes >= 8 << 20);
     assert!(acct.used_bytes < acct.logical_used_bytes / 2);

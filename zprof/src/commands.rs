@@ -215,11 +215,10 @@ fn record(args: RecordArgs) -> anyhow::Result<i32> {
         session.track_pid(gated.pid)?;
         child = Some(gated.release()?);
     }
-    eprintln!("Tracing {attached} probe points... Hit Ctrl-C to end.");
     let pid = child.or(args.pid);
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let command_exit = runtime.block_on(async { collect(&mut session, child, args.pid, args.duration).await })?;
+    let command_exit = runtime.block_on(async { collect(&mut session, child, args.pid, args.duration, attached).await })?;
 
     let command = (!args.command.is_empty()).then(|| args.command.clone());
     let recording = session.finish(command, command_exit, pid)?;
@@ -239,10 +238,13 @@ async fn collect(
     child: Option<u32>,
     watched_pid: Option<u32>,
     duration: Option<Duration>,
+    attached: usize,
 ) -> anyhow::Result<Option<i32>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
+    // Only now that Ctrl-C and SIGTERM are handled (detach cleanly, report).
+    eprintln!("Tracing {attached} probe points... Hit Ctrl-C to end.");
     let child_pid = child;
     let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
     if let Some(pid) = child {

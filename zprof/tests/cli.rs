@@ -1,0 +1,265 @@
+//! Integration tests that drive the real zprof binary.
+//!
+//! The recording tests attach real uprobes to the real libzpool while zprof-lab
+//! runs a real pool, and check zprof's counts against the lab's own (the lab
+//! counts its zil_commit calls and the txgs its pool synced). They need root;
+//! `cargo xtask test` runs them as root after building every binary.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+fn zprof() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zprof"))
+}
+
+/// zprof-lab is another package's binary: find it in the shared target dir.
+fn lab_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("debug/zprof-lab");
+    assert!(path.exists(), "{} is missing: build it first (cargo build -p zprof-lab; cargo xtask test does)", path.display());
+    path
+}
+
+fn require_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test attaches eBPF programs and needs root: run `cargo xtask test` as root"
+    );
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zprof-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The first JSON document in `text` (the lab's), ignoring what follows (zprof's report).
+fn first_json(text: &str) -> Value {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    stream.next().expect("no JSON document").expect("malformed JSON")
+}
+
+fn stage_count(recording: &Value, stage: &str) -> u64 {
+    recording["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == stage)
+        .map(|h| h["count"].as_u64().unwrap())
+        .sum()
+}
+
+fn stage_field(recording: &Value, stage: &str, field: &str) -> u64 {
+    recording["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == stage)
+        .map(|h| h[field].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn kernel_target_without_kprobes_exits_2_naming_them() {
+    let started = Instant::now();
+    let output = zprof().args(["probes", "--target", "kernel"]).output().unwrap();
+    let err = stderr(&output);
+    if Path::new("/sys/bus/event_source/devices/kprobe/type").exists() {
+        eprintln!("this kernel has kprobes; checking only that a missing zfs module is named");
+        if !Path::new("/sys/module/zfs").exists() {
+            assert_eq!(output.status.code(), Some(2), "{err}");
+            assert!(err.contains("no zfs module is loaded"), "{err}");
+        }
+        return;
+    }
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("kprobes are not available on this kernel"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn missing_library_is_named() {
+    let output = zprof()
+        .args(["record", "--target", "libzpool=/nonexistent/libzpool.so.5", "-d", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("libzpool not found at /nonexistent/libzpool.so.5"), "{}", stderr(&output));
+}
+
+#[test]
+fn bad_duration_is_named() {
+    let output = zprof().args(["record", "--target", "libzpool", "-d", "ten"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("invalid duration 'ten'"), "{}", stderr(&output));
+}
+
+#[test]
+fn unknown_target_is_named() {
+    let output = zprof().args(["probes", "--target", "zfs-fuse"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("unknown target 'zfs-fuse'"), "{}", stderr(&output));
+}
+
+#[test]
+fn nonexistent_pid_is_named() {
+    // Pids are below /proc/sys/kernel/pid_max (at most 2^22); this one cannot exist.
+    let output = zprof().args(["record", "--target", "libzpool", "-p", "99999999", "-d", "1"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("no process with pid 99999999"), "{}", stderr(&output));
+}
+
+#[test]
+fn corrupt_recording_is_named() {
+    let dir = scratch("corrupt");
+    let path = dir.join("bad.json");
+    std::fs::write(&path, "{\"schema\": \"zprof-recording\", \"version\": 1, \"histo").unwrap();
+    let output = zprof().arg("report").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("is not a valid zprof recording"), "{}", stderr(&output));
+    let output = zprof().args(["report", "/nonexistent/rec.json"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read recording /nonexistent/rec.json"), "{}", stderr(&output));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn every_libzpool_stage_attaches() {
+    require_root();
+    let output = zprof().args(["probes", "--target", "libzpool", "--format", "json"]).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["zfs_version"], "2.1.11");
+    for probe in doc["probes"].as_array().unwrap() {
+        let function = probe["function"].as_str().unwrap();
+        let fallback = matches!(function, "vdev_queue_io" | "vdev_queue_io_done");
+        assert_eq!(probe["attached"].as_bool().unwrap(), !fallback, "{probe}");
+    }
+}
+
+/// One real run: an fsync=1 job on a raidz1 pool with lz4, under zprof.
+#[test]
+fn record_counts_match_the_lab_and_round_trip() {
+    require_root();
+    let dir = scratch("record");
+    let recording_path = dir.join("rec.json");
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "-o"])
+        .arg(&recording_path)
+        .arg("--")
+        .arg(lab_binary())
+        .args(["run", "--layout", "raidz1:3", "--compression", "lz4", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=sync,rw=randwrite,bs=4k,fsync=1,runtime=2,buffer_compress_percentage=50"])
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lab = first_json(&stdout);
+    let recording: Value = serde_json::from_str(&std::fs::read_to_string(&recording_path).unwrap()).unwrap();
+
+    // Exact counts. The lab counts its own zil_commit calls plus the one zil_close
+    // makes internally (zil_commits_all); every txg its pool synced is one spa_sync.
+    let lab_commits = lab["totals"]["zil_commits_all"].as_u64().unwrap();
+    assert!(lab_commits > 100, "the job should commit often: {lab_commits}");
+    assert_eq!(stage_count(&recording, "zil_commit"), lab_commits);
+    let lab_syncs = lab["totals"]["spa_sync_calls"].as_u64().unwrap();
+    assert_eq!(stage_count(&recording, "spa_sync"), lab_syncs);
+    assert_eq!(recording["txgs"].as_array().unwrap().len() as u64, lab_syncs);
+
+    // Every stage this workload exercises saw events, with plausible values.
+    for stage in ["write", "tx_assign", "compress", "checksum", "vdev_queue", "vdev_disk", "vdev_total", "flush", "zil_commit", "spa_sync"] {
+        assert!(stage_count(&recording, stage) > 0, "no events for {stage}");
+    }
+    let job_writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
+    let zprof_writes = stage_count(&recording, "write");
+    assert!(zprof_writes >= job_writes, "zprof saw {zprof_writes} writes, the job made {job_writes}");
+    let disk_ns = stage_field(&recording, "vdev_disk", "total_ns") / stage_count(&recording, "vdev_disk");
+    assert!((1_000..1_000_000_000).contains(&disk_ns), "mean disk time {disk_ns} ns");
+    assert!(
+        recording["histograms"].as_array().unwrap().iter().any(|h| h["stage"] == "compress" && h["class_name"] == "lz4"),
+        "no lz4 compression recorded"
+    );
+    let pools: Vec<&str> = recording["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == "zil_commit")
+        .map(|h| h["pool"].as_str().unwrap())
+        .collect();
+    assert_eq!(pools, [lab["pools"][0]["name"].as_str().unwrap()], "zil commits attributed to the lab's pool");
+    assert_eq!(recording["losses"]["return_without_entry"], 0);
+    assert_eq!(recording["losses"]["entry_map_full"], 0);
+    assert_eq!(recording["losses"]["hist_map_full"], 0);
+
+    // The recording renders again exactly as record printed it.
+    let report = zprof().arg("report").arg(&recording_path).output().unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+    let printed = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(stdout.ends_with(&printed), "report differs from what record printed:\n{printed}");
+    assert!(printed.contains("zil commit"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn command_exit_status_is_passed_on_and_recording_written() {
+    require_root();
+    let dir = scratch("exit");
+    let path = dir.join("rec.json");
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "-o"])
+        .arg(&path)
+        .args(["--", "sh", "-c", "exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(7), "{}", stderr(&output));
+    let recording: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(recording["command_exit"], 7);
+    let output = zprof().args(["record", "--target", "libzpool", "--", "/nonexistent/bench"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot run '/nonexistent/bench'"), "{}", stderr(&output));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// SIGTERM stops the recording cleanly: report printed, exit 0, no probe left.
+#[test]
+fn sigterm_detaches_cleanly() {
+    require_root();
+    let mut child = zprof()
+        .args(["record", "--target", "libzpool", "-d", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it says it is tracing (stderr), then terminate it.
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let started = Instant::now();
+    while !seen.contains("Tracing") {
+        let mut buf = [0u8; 256];
+        let n = std::io::Read::read(&mut stderr_pipe, &mut buf).unwrap();
+        assert!(n > 0, "zprof exited early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        assert!(started.elapsed() < Duration::from_secs(30), "no Tracing line: {seen}");
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{:?}", output.status);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("lost events"));
+    let uprobe_events = std::fs::read_to_string("/sys/kernel/tracing/uprobe_events").unwrap_or_default();
+    assert!(!uprobe_events.contains("libzpool"), "uprobes left behind: {uprobe_events}");
+}
