@@ -191,6 +191,8 @@ pub mod counter {
     /// A leaf I/O reached vdev_stat_update without io_delta/io_delay (not a
     /// queued leaf I/O); counted, not timed.
     pub const VDEV_UNTIMED: u32 = 6;
+    /// A forked process could not be added to the filter (map full).
+    pub const TRACKED_FULL: u32 = 7;
     /// Number of counters.
     pub const COUNT: u32 = 8;
 }
@@ -301,10 +303,10 @@ pub struct Config {
     pub kernel: u32,
     /// 1 when only processes in the `TRACKED` map (and their children) count.
     pub filter_tgid: u32,
-    /// Offset of child_pid in the sched_process_fork record (kernel-specific).
-    pub fork_child_pid_offset: u32,
-    /// Padding, always 0.
-    pub pad: u32,
+    /// Offset of `pid` in the task:task_newtask record (read from its format file).
+    pub newtask_pid_offset: u32,
+    /// Offset of `clone_flags` in the task:task_newtask record.
+    pub newtask_flags_offset: u32,
     /// Struct offsets.
     pub offsets: Offsets,
 }

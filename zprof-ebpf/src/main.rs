@@ -37,8 +37,8 @@ use zprof_common::{
 static CONFIG: Config = Config {
     kernel: 0,
     filter_tgid: 0,
-    fork_child_pid_offset: 0,
-    pad: 0,
+    newtask_pid_offset: 0,
+    newtask_flags_offset: 0,
     offsets: Offsets {
         valid: 0,
         zio_type: 0,
@@ -75,6 +75,10 @@ static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(1638
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
 
+/// Returns without an entry, per stage number: says which probe pair mismatched.
+#[map]
+static UNMATCHED: PerCpuArray<u64> = PerCpuArray::with_max_entries(32, 0);
+
 /// Per-txg events (spa_sync returns).
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
@@ -84,9 +88,11 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
 static POOL_NAMES: LruHashMap<u64, PoolName> = LruHashMap::with_max_entries(1024, 0);
 
 /// Processes whose calls count when `filter_tgid` is set: the traced pid or
-/// command, and everything it forks (fio and ztest fork their workers).
+/// command, and every process it forks (fio and ztest fork their workers).
+/// A plain hash map: an LRU map can evict early (per-CPU free lists) and
+/// would silently drop a traced process. Only processes are added, not threads.
 #[map]
-static TRACKED: LruHashMap<u32, u32> = LruHashMap::with_max_entries(8192, 0);
+static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(16384, 0);
 
 /// enum zio_flag's ZIO_FLAG_IO_BYPASS (the same bit from 2.0 to 2.3).
 const ZIO_FLAG_IO_BYPASS: u32 = 1 << 21;
@@ -221,6 +227,9 @@ fn leave(stage: Stage, id: u64) -> Option<(InFlight, u64)> {
     let key = InFlightKey { id, stage: stage as u32, pad: 0 };
     let Some(entry) = (unsafe { INFLIGHT.get(&key) }).copied() else {
         bump(counter::RETURN_WITHOUT_ENTRY);
+        if let Some(slot) = UNMATCHED.get_ptr_mut(stage as u32) {
+            unsafe { *slot += 1 };
+        }
         return None;
     };
     let _ = INFLIGHT.remove(&key);
@@ -441,6 +450,9 @@ fn spa_sync_entry(ctx: &ProbeContext) {
 }
 
 fn spa_sync_return(_ctx: &RetProbeContext) {
+    if !wanted(false) {
+        return;
+    }
     let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else { return };
     record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
     let event = TxgEvent {
@@ -631,11 +643,13 @@ return_programs! {
     read_return_k, read_return_u => read_return;
 }
 
-/// sched:sched_process_fork: children of a tracked process are tracked too.
-/// Runs in the parent's context; the child pid's offset in the record differs
-/// between kernels, so user space reads it from the tracepoint's format file.
+/// task:task_newtask: new processes forked by a tracked process are tracked too.
+/// Runs in the parent's context. Threads (CLONE_THREAD) share their process's
+/// tgid, which is already tracked, so they are not added. Record offsets differ
+/// between kernels; user space reads them from the tracepoint's format file.
 #[tracepoint]
 pub fn track_fork(ctx: TracePointContext) -> u32 {
+    const CLONE_THREAD: u64 = 0x0001_0000;
     if config_u32(&CONFIG.filter_tgid) == 0 {
         return 0;
     }
@@ -643,9 +657,16 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
     if unsafe { TRACKED.get(&parent) }.is_none() {
         return 0;
     }
-    let offset = config_u32(&CONFIG.fork_child_pid_offset) as usize;
-    if let Ok(child) = unsafe { ctx.read_at::<u32>(offset) } {
-        let _ = TRACKED.insert(&child, &1, 0);
+    let flags_offset = config_u32(&CONFIG.newtask_flags_offset) as usize;
+    let pid_offset = config_u32(&CONFIG.newtask_pid_offset) as usize;
+    let Ok(flags) = (unsafe { ctx.read_at::<u64>(flags_offset) }) else { return 0 };
+    if flags & CLONE_THREAD != 0 {
+        return 0;
+    }
+    if let Ok(child) = unsafe { ctx.read_at::<u32>(pid_offset) }
+        && TRACKED.insert(&child, &1, 0).is_err()
+    {
+        bump(counter::TRACKED_FULL);
     }
     let _ = ctx.as_ptr();
     0

@@ -120,12 +120,14 @@ pub fn summary(name: Scenario, r: &Report) -> String {
     out.push('\n');
     out.push_str(match name {
         Scenario::FsyncCollapse => {
-            "What to look at: async IOPS are set by how fast txgs reach the disks (txgs, leaf_write), \
-not by the disks' latency. With fsync=1 every write waits for a ZIL block write and cache \
-flushes on the RAID-Z3 HDDs (seek + rotation each), so IOPS collapse to about 1/latency; \
-zil_commits equals the writes. With an SSD log vdev the same commits go to the SSD: IOPS recover \
-by an order of magnitude while the data still reaches the HDDs in txgs. Published on 8 SAS disks: \
-10.5k async, 65 with fsync, 686-1,230 with an SSD SLOG.\n"
+            "What to look at: async writes only go to memory (the DMU batches them into txgs), so their \
+IOPS show how fast ZFS takes data, not the disks' latency; the disks see it at txg sync \
+(txgs, leaf_write; the job-end sync can take far longer than the job on emulated HDDs). With \
+fsync=1 every write waits for a ZIL block write on the RAID-Z3 HDDs (most of a rotation, even \
+when the block lands next to the previous one) plus a flush of each of the 8 disks, so IOPS \
+collapse to about 1/latency; zil_commits equals the writes. With an SSD log vdev the same \
+commits go to the SSD and IOPS recover by an order of magnitude, while the data still reaches \
+the HDDs in txgs. Published on 8 SAS disks: 10.5k async, 65 with fsync, 686-1,230 with an SSD SLOG.\n"
         }
         Scenario::Compression => {
             "What to look at: ratio and leaf_write per algorithm for the same 50%-compressible data; \

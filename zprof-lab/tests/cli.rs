@@ -84,6 +84,8 @@ fn compression_shows_in_the_account() {
     assert!(acct.compressratio > 2.0, "compressratio {}", acct.compressratio);
     assert!(acct.logical_used_bytes >= 8 << 20);
     assert!(acct.used_bytes < acct.logical_used_bytes / 2);
+    assert_eq!(entries(&dir), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -95,10 +97,13 @@ fn reads_reach_the_vdevs() {
         .args(["--job", "name=r,rw=randread,bs=8k,size=8m,ios=200"])
         .output()
         .unwrap();
-    let j = &json(&out).jobs[0];
+    let r = json(&out);
+    let j = &r.jobs[0];
     assert_eq!(j.read.total_ios, 200);
     assert_eq!(j.write.total_ios, 0);
     assert!(j.leaf_read_bytes > 0, "ARC was emptied, reads hit the vdevs");
+    assert_eq!(entries(&dir), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -91,6 +91,9 @@ pub struct Losses {
     pub entry_map_full: u64,
     /// Return probes with no matching entry.
     pub return_without_entry: u64,
+    /// The same, by stage name (which probe pair mismatched).
+    #[serde(default)]
+    pub return_without_entry_by_stage: BTreeMap<String, u64>,
     /// Events dropped because the histogram map was full (raise --hist-entries).
     pub hist_map_full: u64,
     /// Ring-buffer events dropped.
@@ -101,19 +104,30 @@ pub struct Losses {
     pub nested_entry: u64,
     /// Calls still in flight when zprof detached (started, never returned).
     pub in_flight_at_end: u64,
+    /// Processes forked by the traced one that could not be followed (map full).
+    #[serde(default)]
+    pub tracked_full: u64,
 }
 
 impl Losses {
     /// The non-zero counters, with the names reports use.
-    pub fn nonzero(&self) -> Vec<(&'static str, u64)> {
+    pub fn nonzero(&self) -> Vec<(String, u64)> {
+        let by_stage: Vec<String> =
+            self.return_without_entry_by_stage.iter().map(|(stage, n)| format!("{stage} {n}")).collect();
+        let unmatched = if by_stage.is_empty() {
+            "return without entry".to_owned()
+        } else {
+            format!("return without entry ({})", by_stage.join(", "))
+        };
         [
-            ("entry map full", self.entry_map_full),
-            ("return without entry", self.return_without_entry),
-            ("histogram map full (raise --hist-entries)", self.hist_map_full),
-            ("ring buffer full", self.ringbuf_full),
-            ("failed reads", self.read_failed),
-            ("nested calls not timed", self.nested_entry),
-            ("in flight at detach", self.in_flight_at_end),
+            ("entry map full".to_owned(), self.entry_map_full),
+            (unmatched, self.return_without_entry),
+            ("histogram map full (raise --hist-entries)".to_owned(), self.hist_map_full),
+            ("ring buffer full".to_owned(), self.ringbuf_full),
+            ("failed reads".to_owned(), self.read_failed),
+            ("nested calls not timed".to_owned(), self.nested_entry),
+            ("in flight at detach".to_owned(), self.in_flight_at_end),
+            ("forked processes not followed".to_owned(), self.tracked_full),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

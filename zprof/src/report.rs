@@ -210,7 +210,7 @@ pub fn build(recording: &Recording) -> Report {
         title,
         workload,
         rows,
-        losses: recording.losses.nonzero().into_iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+        losses: recording.losses.nonzero(),
         unavailable: recording
             .probes
             .iter()

@@ -66,31 +66,25 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Offset of child_pid in sched_process_fork records, from the tracepoint's
-/// format file (it moved between kernels when comm became a __data_loc).
-fn fork_child_pid_offset() -> anyhow::Result<u32> {
+/// Offsets of `pid` and `clone_flags` in task:task_newtask records, from the
+/// tracepoint's format file (layouts differ between kernels).
+fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
     let candidates = [
-        "/sys/kernel/tracing/events/sched/sched_process_fork/format",
-        "/sys/kernel/debug/tracing/events/sched/sched_process_fork/format",
+        "/sys/kernel/tracing/events/task/task_newtask/format",
+        "/sys/kernel/debug/tracing/events/task/task_newtask/format",
     ];
-    for path in candidates {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            for line in text.lines() {
-                if line.contains(" child_pid;") {
-                    let offset = line
-                        .split(';')
-                        .find_map(|f| f.trim().strip_prefix("offset:"))
-                        .and_then(|v| v.trim().parse().ok());
-                    if let Some(offset) = offset {
-                        return Ok(offset);
-                    }
-                }
-            }
-        }
+    let text = candidates.iter().find_map(|p| std::fs::read_to_string(p).ok()).ok_or_else(|| {
+        anyhow!("cannot read the task_newtask tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)")
+    })?;
+    let offset_of = |field: &str| -> Option<u32> {
+        text.lines().find(|l| l.contains(field)).and_then(|line| {
+            line.split(';').find_map(|f| f.trim().strip_prefix("offset:")).and_then(|v| v.trim().parse().ok())
+        })
+    };
+    match (offset_of(" pid;"), offset_of(" clone_flags;")) {
+        (Some(pid), Some(flags)) => Ok((pid, flags)),
+        _ => Err(anyhow!("unexpected task_newtask format: no pid or clone_flags field")),
     }
-    Err(anyhow!(
-        "cannot read the sched_process_fork tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)"
-    ))
 }
 
 impl Session {
@@ -99,11 +93,12 @@ impl Session {
     pub fn start(target: Target, offsets: FoundOffsets, options: &SessionOptions) -> anyhow::Result<Session> {
         let kernel = target.kind == TargetKind::Kernel;
         let filter = options.filter_pids.is_some();
+        let newtask = if filter { newtask_offsets()? } else { (0, 0) };
         let config = Config {
             kernel: kernel as u32,
             filter_tgid: filter as u32,
-            fork_child_pid_offset: if filter { fork_child_pid_offset()? } else { 0 },
-            pad: 0,
+            newtask_pid_offset: newtask.0,
+            newtask_flags_offset: newtask.1,
             offsets: offsets.offsets,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.
@@ -195,7 +190,7 @@ impl Session {
             let program: &mut TracePoint =
                 ebpf.program_mut("track_fork").ok_or_else(|| anyhow!("track_fork missing"))?.try_into()?;
             program.load()?;
-            program.attach("sched", "sched_process_fork").context("attaching sched:sched_process_fork")?;
+            program.attach("task", "task_newtask").context("attaching task:task_newtask")?;
             let mut tracked: BpfHashMap<_, u32, u32> =
                 BpfHashMap::try_from(ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
             for pid in pids {
@@ -308,6 +303,19 @@ impl Session {
         Ok(out)
     }
 
+    fn unmatched_by_stage(&self) -> anyhow::Result<BTreeMap<String, u64>> {
+        let map: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.ebpf.map("UNMATCHED").ok_or_else(|| anyhow!("UNMATCHED missing"))?)?;
+        let mut out = BTreeMap::new();
+        for stage in Stage::ALL {
+            let n: u64 = map.get(&(stage as u32), 0)?.iter().sum();
+            if n > 0 {
+                out.insert(stage_name(stage).to_owned(), n);
+            }
+        }
+        Ok(out)
+    }
+
     fn pool_names(&self) -> anyhow::Result<BTreeMap<u64, String>> {
         let map: BpfHashMap<_, u64, PoolName> =
             BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
@@ -377,6 +385,8 @@ impl Session {
             read_failed: c[counter::READ_FAILED as usize],
             nested_entry: c[counter::NESTED_ENTRY as usize],
             in_flight_at_end: self.in_flight()?,
+            tracked_full: c[counter::TRACKED_FULL as usize],
+            return_without_entry_by_stage: self.unmatched_by_stage()?,
         };
         let mut txgs: Vec<TxgRecord> = self
             .txg_events
