@@ -9,6 +9,7 @@
 
 use std::{collections::BTreeSet, fmt::Write as _};
 
+
 use serde::Serialize;
 use zprof_common::Stage;
 
@@ -135,11 +136,17 @@ pub fn build(recording: &Recording) -> Report {
         let of_stage: Vec<_> = recording.histograms.iter().filter(|h| h.stage == name).collect();
         // Rows by class name: classes that differ only in what the name does not
         // show (lz4's unused level argument) are one row.
-        let mut groups: BTreeSet<(String, String)> = BTreeSet::new();
+        // Ordered by pool, then class number (I/O priority order, algorithm order).
+        let mut groups: Vec<(String, u32, String)> = Vec::new();
         for h in &of_stage {
-            groups.insert((if per_pool { h.pool.clone() } else { String::new() }, h.class_name.clone()));
+            let pool = if per_pool { h.pool.clone() } else { String::new() };
+            match groups.iter_mut().find(|(p, _, name)| *p == pool && *name == h.class_name) {
+                Some(group) => group.1 = group.1.min(h.class),
+                None => groups.push((pool, h.class, h.class_name.clone())),
+            }
         }
-        for (pool, class_name) in groups {
+        groups.sort();
+        for (pool, _, class_name) in groups {
             let members: Vec<_> = of_stage
                 .iter()
                 .copied()
@@ -214,7 +221,8 @@ pub fn build(recording: &Recording) -> Report {
         unavailable: recording
             .probes
             .iter()
-            .filter(|p| !p.attached)
+            // A fallback that was not needed is not a gap in the measurement.
+            .filter(|p| !p.attached && !p.reason.as_deref().unwrap_or("").starts_with("not needed"))
             .map(|p| format!("{} ({}): {}", p.function, p.group, p.reason.as_deref().unwrap_or("not attached")))
             .collect(),
         warnings: recording.warnings.clone(),
