@@ -13,7 +13,9 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # 1. Debian packages. OpenZFS 2.1.11 lives in the `contrib` component.
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-test fio bpftrace gcc make pkg-config)
+# zfs-dkms only for its headers (/usr/src/zfs-*/include has sys/zfs_ioctl.h, which
+# libzfslinux-dev lacks): zprof's offsets check compiles against them.
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
