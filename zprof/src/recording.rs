@@ -54,6 +54,21 @@ pub struct Recording {
     pub txgs: Vec<TxgRecord>,
     /// Workload throughput per second.
     pub timeline: Vec<TimelinePoint>,
+    /// zprof's own cost: each eBPF program's run count and run time.
+    #[serde(default)]
+    pub bpf_programs: Vec<ProgramCost>,
+}
+
+/// One eBPF program's cost during the recording (kernel BPF_STATS_RUN_TIME).
+/// Excludes the probe mechanism itself (the uprobe trap, about 1 us per event).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ProgramCost {
+    /// Program name (`<handler>_u` or `_k`).
+    pub program: String,
+    /// Times it ran.
+    pub run_count: u64,
+    /// Total time it ran, ns.
+    pub run_time_ns: u64,
 }
 
 /// The traced target.
@@ -445,6 +460,7 @@ mod tests {
             histograms,
             txgs: vec![],
             timeline: vec![],
+            bpf_programs: vec![],
         }
     }
 

@@ -52,6 +52,8 @@ pub struct Report {
     pub unavailable: Vec<String>,
     /// Warnings from the recording.
     pub warnings: Vec<String>,
+    /// zprof's own cost, in words.
+    pub cost: Option<String>,
 }
 
 fn label(stage: Stage) -> &'static str {
@@ -226,7 +228,27 @@ pub fn build(recording: &Recording) -> Report {
             .map(|p| format!("{} ({}): {}", p.function, p.group, p.reason.as_deref().unwrap_or("not attached")))
             .collect(),
         warnings: recording.warnings.clone(),
+        cost: cost_line(recording),
     }
+}
+
+/// "zprof's own cost" line: eBPF program runs per second and time per run.
+fn cost_line(recording: &Recording) -> Option<String> {
+    let runs: u64 = recording.bpf_programs.iter().map(|p| p.run_count).sum();
+    if recording.bpf_programs.is_empty() || runs == 0 {
+        return None;
+    }
+    let time: u64 = recording.bpf_programs.iter().map(|p| p.run_time_ns).sum();
+    let seconds = recording.duration_s.max(1e-9);
+    let busiest = recording.bpf_programs.iter().max_by_key(|p| p.run_count)?;
+    Some(format!(
+        "zprof's own cost: {} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself (uprobes: about 1 us)",
+        format_count(runs as f64 / seconds),
+        format_ns(time / runs),
+        time as f64 / 1e9 / seconds * 100.0,
+        busiest.program,
+        format_count(busiest.run_count as f64 / seconds),
+    ))
 }
 
 /// Renders the report as a table.
@@ -276,6 +298,9 @@ pub fn render_table(report: &Report) -> String {
     } else {
         let parts: Vec<String> = report.losses.iter().map(|(n, v)| format!("{n} {v}")).collect();
         let _ = writeln!(out, "lost or unmatched: {}", parts.join(", "));
+    }
+    if let Some(cost) = &report.cost {
+        let _ = writeln!(out, "{cost}");
     }
     for line in &report.unavailable {
         let _ = writeln!(out, "not measured: {line}");

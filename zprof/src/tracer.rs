@@ -24,7 +24,7 @@ use crate::{
     catalogue::{self, Role},
     offsets::FoundOffsets,
     recording::{
-        HistRecord, Losses, ProbeStatus, Recording, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
+        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
         stage_name,
     },
     target::{Target, TargetKind},
@@ -46,6 +46,11 @@ pub struct SessionOptions {
 /// A loaded and attached set of probes.
 pub struct Session {
     ebpf: Ebpf,
+    /// Keeps BPF_STATS_RUN_TIME enabled while open; closing it restores the
+    /// kernel's setting (as bpftop does), whatever path zprof exits by.
+    _stats: Option<std::os::fd::OwnedFd>,
+    /// Programs loaded, for their run-time statistics.
+    loaded: Vec<String>,
     target: Target,
     offsets: FoundOffsets,
     probes: Vec<ProbeStatus>,
@@ -199,8 +204,16 @@ impl Session {
         }
         log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
         let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        if stats.is_none() {
+            warnings.push("the kernel did not enable BPF run-time statistics: zprof's own cost is not measured".into());
+        }
+        let mut loaded: Vec<String> = loaded.into_iter().collect();
+        loaded.sort();
         Ok(Session {
             ebpf,
+            _stats: stats,
+            loaded,
             target,
             offsets,
             probes,
@@ -301,6 +314,21 @@ impl Session {
             *slot = map.get(&(index as u32), 0)?.iter().sum();
         }
         Ok(out)
+    }
+
+    /// Run count and run time of each loaded program (BPF_STATS_RUN_TIME).
+    fn program_costs(&self) -> Vec<ProgramCost> {
+        self.loaded
+            .iter()
+            .filter_map(|name| {
+                let info = self.ebpf.program(name)?.info().ok()?;
+                Some(ProgramCost {
+                    program: name.clone(),
+                    run_count: info.run_count(),
+                    run_time_ns: info.run_time().as_nanos() as u64,
+                })
+            })
+            .collect()
     }
 
     fn unmatched_by_stage(&self) -> anyhow::Result<BTreeMap<String, u64>> {
@@ -421,6 +449,7 @@ impl Session {
             histograms,
             txgs,
             timeline: self.timeline.clone(),
+            bpf_programs: self.program_costs(),
         })
     }
 }
