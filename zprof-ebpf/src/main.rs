@@ -397,14 +397,25 @@ fn vdev_queue_done_entry(ctx: &ProbeContext) {
     }
 }
 
-/// zio_flush(zio_t *zio, vdev_t *vd): counted, with the pool of the parent zio.
+/// zio_flush(zio_t *zio, vdev_t *vd): the pool of the parent zio and the vdev
+/// flushed. In libzpool the leaf flushes (fsync) run synchronously inside
+/// zio_flush, so its duration is the flush time; in the kernel it only issues them.
 fn flush_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
     let guid = member_u64(arg(ctx, 1), &CONFIG.offsets.vdev_guid);
-    record(&stage_key(Stage::Flush, 0, pool, guid), 0, 0, 0);
+    enter(Stage::Flush, thread_id(), 0, 0, pool, guid);
+}
+
+fn flush_return(_ctx: &RetProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    if let Some((entry, duration)) = leave(Stage::Flush, thread_id()) {
+        record(&stage_key(Stage::Flush, 0, entry.pool, entry.extra), duration, 0, 0);
+    }
 }
 
 /// zil_commit(zilog_t *zilog, uint64_t foid)
@@ -635,6 +646,7 @@ return_programs! {
     checksum_return_k, checksum_return_u => checksum_return;
     verify_return_k, verify_return_u => verify_return;
     zil_commit_return_k, zil_commit_return_u => zil_commit_return;
+    flush_return_k, flush_return_u => flush_return;
     spa_sync_return_k, spa_sync_return_u => spa_sync_return;
     txg_wait_return_k, txg_wait_return_u => txg_wait_return;
     tx_assign_return_k, tx_assign_return_u => tx_assign_return;

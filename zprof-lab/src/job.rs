@@ -80,7 +80,37 @@ struct ThreadResult {
     error: Option<String>,
 }
 
-fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: u64, start: Instant) -> ThreadResult {
+/// Bytes of write data prepared per thread before a job starts (at least `bs`).
+pub const DATA_RING_BYTES: u64 = 4 << 20;
+
+/// A thread's write data, generated before the job starts so that neither the
+/// latencies nor the job's CPU time include data generation: `max(bs, 4 MiB)`
+/// of fio-like content; write `n` uses the `bs`-sized window `n mod windows`.
+/// Compressibility is a property of each 512-byte chunk, so every window has
+/// the job's `buffer_compress_percentage` (dedup is off: repeats cost nothing).
+pub fn data_ring(bs: u64, pct: u32, seed: u64) -> Vec<u8> {
+    let windows = (DATA_RING_BYTES / bs).max(1);
+    let mut ring = vec![0u8; (windows * bs) as usize];
+    fill_buffer(&mut ring, pct, &mut Rng::new(seed));
+    ring
+}
+
+/// The window of `ring` that write number `n` uses.
+pub fn ring_window(ring: &[u8], bs: u64, n: u64) -> &[u8] {
+    let windows = ring.len() as u64 / bs;
+    let at = ((n % windows) * bs) as usize;
+    &ring[at..at + bs as usize]
+}
+
+fn run_thread(
+    ds: Dataset,
+    obj: c_int,
+    spec: &JobSpec,
+    sync_always: bool,
+    seed: u64,
+    ring: &[u8],
+    start: Instant,
+) -> ThreadResult {
     let mut rng = Rng::new(seed);
     let mut r = ThreadResult {
         wlat: new_histogram(),
@@ -91,7 +121,7 @@ fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: 
         end: start,
         error: None,
     };
-    let mut buf = vec![0u8; spec.bs as usize];
+    let mut buf = if spec.rw.reads() { vec![0u8; spec.bs as usize] } else { Vec::new() };
     let deadline = (spec.runtime_s > 0.0).then(|| start + Duration::from_secs_f64(spec.runtime_s));
     let sync_every = spec.sync || sync_always;
     let mut writes = 0u64;
@@ -118,10 +148,9 @@ fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: 
             let _ = r.rlat.record((t0.elapsed().as_nanos() as u64).max(1));
             r.rbytes += spec.bs;
         } else {
-            // Fresh contents for every write, outside the timed section.
-            fill_buffer(&mut buf, spec.buffer_compress_percentage, &mut rng);
+            let data = ring_window(ring, spec.bs, writes);
             let t0 = Instant::now();
-            if let Err(e) = ds.write(obj, off, &buf, sync_every) {
+            if let Err(e) = ds.write(obj, off, data, sync_every) {
                 r.error = Some(format!("write at {off}: {}", std::io::Error::from_raw_os_error(e)));
                 break;
             }
@@ -139,26 +168,38 @@ fn run_thread(ds: Dataset, obj: c_int, spec: &JobSpec, sync_always: bool, seed: 
     r
 }
 
-/// Writes each object's whole extent (unmeasured) so that reads find data, then
-/// syncs and empties the ARC so that the reads reach the (emulated) disks.
-fn lay_out(pool: &Pool, objs: &[c_int], size: u64) -> Result<()> {
+/// Writes each object's whole extent (unmeasured) with the job's data
+/// (`buffer_compress_percentage`) so that reads find data, then syncs and
+/// empties the ARC so that the reads reach the (emulated) disks. Returns the
+/// bytes written.
+fn lay_out(pool: &Pool, objs: &[c_int], size: u64, pct: u32) -> Result<u64> {
     let ds = pool.dataset();
     let chunk = (1u64 << 20).min(size);
     let mut rng = Rng::new(42);
     let mut buf = vec![0u8; chunk as usize];
+    let mut written = 0;
     for &o in objs {
         let mut off = 0;
         while off < size && !lab::stop_requested() {
             let len = chunk.min(size - off) as usize;
-            fill_buffer(&mut buf[..len], 0, &mut rng);
+            fill_buffer(&mut buf[..len], pct, &mut rng);
             ds.write(o, off, &buf[..len], false)
                 .map_err(|e| anyhow!("laying out: {}", std::io::Error::from_raw_os_error(e)))?;
             off += len as u64;
+            written += len as u64;
         }
     }
     pool.sync(true);
     pool.evict_cache();
-    Ok(())
+    Ok(written)
+}
+
+/// CPU time (user + system) of the whole process so far, in ns.
+pub fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Runs one job to completion (or until a stop request) and reports it.
@@ -168,31 +209,42 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     for _ in 0..spec.numjobs {
         objs.push(ds.create_object(pool.config().volblocksize)?);
     }
-    if spec.rw.reads() {
-        lay_out(pool, &objs, spec.size)?;
+    let layout_bytes = if spec.rw.reads() {
+        lay_out(pool, &objs, spec.size, spec.buffer_compress_percentage)?
     } else {
         // Object creation belongs to no job: sync it so the job counts only its own txgs.
         pool.sync(false);
-    }
+        0
+    };
     let sync_always = pool.config().props.get("sync").is_some_and(|v| v == "always");
+    let writes = !matches!(spec.rw, Rw::Read | Rw::Randread);
+    let seed = AtomicU64::new(0x5EED ^ std::process::id() as u64);
+    let seeds: Vec<u64> = objs.iter().map(|_| seed.fetch_add(0x9E37_79B9, Ordering::Relaxed)).collect();
+    let rings: Vec<Vec<u8>> = seeds
+        .iter()
+        .map(|&sd| if writes { data_ring(spec.bs, spec.buffer_compress_percentage, sd ^ 0xDA7A) } else { Vec::new() })
+        .collect();
 
+    let account0 = pool.account();
     let leaves0 = pool.leaf_stats();
     let c0 = lab::counters();
-    let seed = AtomicU64::new(0x5EED ^ std::process::id() as u64);
+    let cpu0 = process_cpu_ns();
     let start = Instant::now();
     let results: Vec<ThreadResult> = std::thread::scope(|s| {
         let handles: Vec<_> = objs
             .iter()
-            .map(|&o| {
-                let sd = seed.fetch_add(0x9E37_79B9, Ordering::Relaxed);
-                s.spawn(move || run_thread(ds, o, spec, sync_always, sd, start))
-            })
+            .zip(seeds.iter().zip(rings.iter()))
+            .map(|(&o, (&sd, ring))| s.spawn(move || run_thread(ds, o, spec, sync_always, sd, ring, start)))
             .collect();
         handles.into_iter().map(|h| h.join().expect("job thread panicked")).collect()
     });
     let elapsed = results.iter().map(|r| r.end).max().unwrap_or(start) - start;
     // The job's dirty data belongs to the job: wait for it to reach the disks.
+    let sync_start = Instant::now();
     pool.sync(false);
+    let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
+    let cpu_ms = (process_cpu_ns() - cpu0) as f64 / 1e6;
+    drop(rings);
     let c1 = lab::counters();
     let leaves1 = pool.leaf_stats();
     if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
@@ -249,6 +301,11 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
         leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
         leaves,
+        sync_ms,
+        cpu_ms,
+        used_delta_bytes: account.used_bytes as i64 - account0.used_bytes as i64,
+        logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
+        layout_bytes,
         pool: account,
         interrupted: lab::stop_requested(),
     })
@@ -275,6 +332,16 @@ mod tests {
         }
         assert_eq!(next_offset(false, 0, 8192, 4096, &mut rng), 0);
         assert_eq!(next_offset(false, 3, 8192, 4096, &mut rng), 4096);
+    }
+
+    #[test]
+    fn data_ring_windows() {
+        let ring = data_ring(4096, 75, 3);
+        assert_eq!(ring.len() as u64, DATA_RING_BYTES);
+        assert_ne!(ring_window(&ring, 4096, 0), ring_window(&ring, 4096, 1));
+        assert_eq!(ring_window(&ring, 4096, 0), ring_window(&ring, 4096, DATA_RING_BYTES / 4096));
+        let big = data_ring(8 << 20, 0, 3);
+        assert_eq!((big.len(), ring_window(&big, 8 << 20, 5).len()), (8 << 20, 8 << 20));
     }
 
     #[test]

@@ -32,6 +32,35 @@ pub struct Report {
     pub totals: Totals,
     /// True when SIGINT/SIGTERM stopped the run early.
     pub interrupted: bool,
+    /// Shape criteria evaluated by `scenario ... --check` (absent otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
+}
+
+/// One shape criterion of a scenario, as `--check` evaluates it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// What is compared, e.g. "fsync=1 IOPS / async IOPS (hdd pool)".
+    pub criterion: String,
+    /// The measured value of that quantity.
+    pub measured: f64,
+    /// `"<="`, `">="` or `">"`.
+    pub op: String,
+    /// The bound it must meet.
+    pub threshold: f64,
+    /// Whether it does.
+    pub pass: bool,
+}
+
+/// `scenario all`: one report per scenario, each from its own process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AllReport {
+    /// Version of zprof-lab that wrote this.
+    pub zprof_lab_version: String,
+    /// The scenarios' reports, in the order they ran.
+    pub scenarios: Vec<Report>,
+    /// True when a signal stopped the sequence early.
+    pub interrupted: bool,
 }
 
 /// One pool's configuration.
@@ -174,6 +203,24 @@ pub struct JobReport {
     pub leaf_read_bytes: u64,
     /// Per-leaf detail during the job.
     pub leaves: Vec<LeafDelta>,
+    /// Wall time of the job-end txg_wait_synced, in ms (runtime_ms + sync_ms is the
+    /// time until everything the job wrote was on the emulated disks).
+    #[serde(default)]
+    pub sync_ms: f64,
+    /// CPU time of the whole process (user + system, every thread: the job's and
+    /// libzpool's taskqs that compress, checksum and issue I/O) from the job's start
+    /// to the end of its job-end sync, in ms. Data generation is not included.
+    #[serde(default)]
+    pub cpu_ms: f64,
+    /// Change of the dataset's used (referenced) bytes during the job.
+    #[serde(default)]
+    pub used_delta_bytes: i64,
+    /// Change of the dataset's logical (uncompressed) referenced bytes during the job.
+    #[serde(default)]
+    pub logical_used_delta_bytes: i64,
+    /// Bytes a read job wrote to lay out its objects before it started (unmeasured).
+    #[serde(default)]
+    pub layout_bytes: u64,
     /// The pool it ran on, with its accounting at the end of the job.
     pub pool: PoolAccount,
     /// True when a signal cut the job short.

@@ -56,7 +56,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("compression", "zio_compress_data by algorithm, with the achieved ratio"),
     ("checksum", "checksums computed on write and verified on read"),
     ("vdev", "leaf I/O queue wait and disk time, as zpool iostat -l/-w"),
-    ("flush", "cache flushes issued (zio_flush)"),
+    ("flush", "cache flushes (zio_flush; timed in libzpool, where the leaf flushes run inside it)"),
     ("zil", "zil_commit: the fsync / O_SYNC path"),
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
 ];
@@ -92,7 +92,7 @@ pub const OPENZFS_2_1: &[ProbePoint] = &[
     point("vdev", "vdev_stat_update", "vdev_stat_entry", None, Both, NeedsOffsets),
     point("vdev", "vdev_queue_io", "vdev_queue_entry", None, Both, FallbackWithoutOffsets),
     point("vdev", "vdev_queue_io_done", "vdev_queue_done_entry", None, Both, FallbackWithoutOffsets),
-    point("flush", "zio_flush", "flush_entry", None, Both, Primary),
+    point("flush", "zio_flush", "flush_entry", Some("flush_return"), Both, Primary),
     point("zil", "zil_commit", "zil_commit_entry", Some("zil_commit_return"), Both, Primary),
     point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),

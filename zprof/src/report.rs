@@ -260,7 +260,7 @@ pub fn render_table(report: &Report) -> String {
     let per_pool = report.rows.iter().any(|r| !r.pool.is_empty());
     let _ = write!(out, "{:<19} {:<16} ", "STAGE", "DETAIL");
     if per_pool {
-        let _ = write!(out, "{:<10} ", "POOL");
+        let _ = write!(out, "{:<14} ", "POOL");
     }
     let _ = writeln!(
         out,
@@ -269,11 +269,10 @@ pub fn render_table(report: &Report) -> String {
     );
     for row in &report.rows {
         let s = &row.summary;
-        let timed = row.stage != stage_name(Stage::Flush);
-        let time = |ns: u64| if timed { format_ns(ns) } else { "-".to_owned() };
+        let time = format_ns;
         let _ = write!(out, "{:<19} {:<16} ", row.label, truncate(&row.detail, 16));
         if per_pool {
-            let _ = write!(out, "{:<10} ", truncate(&row.pool, 10));
+            let _ = write!(out, "{:<14} ", truncate(&row.pool, 14));
         }
         let _ = writeln!(
             out,
@@ -285,7 +284,7 @@ pub fn render_table(report: &Report) -> String {
             time(s.p99_ns),
             time(s.max_ns),
             time(s.total_ns),
-            if timed { format!("{:.1}", row.busy * 100.0) } else { "-".to_owned() },
+            format!("{:.1}", row.busy * 100.0),
             row.note
         );
     }
