@@ -97,11 +97,17 @@ pub enum Stage {
     WorkloadWrite = 17,
     /// Workload reads (dmu_read, or zfs_read/zvol on the kernel).
     WorkloadRead = 18,
+    /// Per zil_commit: the slowest leaf sync write that completed during the
+    /// commit (the log block write on the critical path); class 1 when it went
+    /// to a log vdev (SLOG), 0 for the main pool.
+    ZilLogWrite = 19,
+    /// Per zil_commit: time spent in cache flushes (zio_flush) during the commit.
+    ZilFlush = 20,
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 18] = [
+    pub const ALL: [Stage; 20] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::TxAssign,
@@ -118,6 +124,8 @@ impl Stage {
         Stage::VdevQueueTimed,
         Stage::Flush,
         Stage::ZilCommit,
+        Stage::ZilLogWrite,
+        Stage::ZilFlush,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
     ];
@@ -291,8 +299,29 @@ pub struct Offsets {
     pub zio_error: u32,
     /// zio_t.io_flags (enum zio_flag; the low 32 bits hold ZIO_FLAG_IO_BYPASS).
     pub zio_flags: u32,
+    /// vdev_t.vdev_top (pointer to the top-level vdev).
+    pub vdev_top: u32,
+    /// vdev_t.vdev_islog (set on log top-level vdevs).
+    pub vdev_islog: u32,
     /// Padding, always 0.
     pub pad: u32,
+}
+
+/// Per-pool state of the ZIL commit in progress, so the vdev and flush probes
+/// can charge their time to it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitWindow {
+    /// zil_commit calls in progress on this pool.
+    pub active: u64,
+    /// Slowest leaf sync write completed in the window (ns).
+    pub max_write_ns: u64,
+    /// Flush time in the window (ns).
+    pub flush_ns: u64,
+    /// Leaf sync writes completed in the window.
+    pub writes: u64,
+    /// 1 when a write in the window went to a log vdev.
+    pub to_log: u64,
 }
 
 /// Load-time configuration (a global constant in the eBPF object).
@@ -322,6 +351,7 @@ mod pod {
     unsafe impl aya::Pod for super::PoolName {}
     unsafe impl aya::Pod for super::Offsets {}
     unsafe impl aya::Pod for super::Config {}
+    unsafe impl aya::Pod for super::CommitWindow {}
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use zprof_common::{
-    Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
+    CommitWindow, Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
     TxgEvent, counter, hist_bucket,
 };
 
@@ -55,6 +55,8 @@ static CONFIG: Config = Config {
         dmu_tx_pool: 0,
         zio_error: 0,
         zio_flags: 0,
+        vdev_top: 0,
+        vdev_islog: 0,
         pad: 0,
     },
 };
@@ -74,6 +76,10 @@ static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(1638
 /// Loss and mismatch counters, indexed by `zprof_common::counter`.
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// The ZIL commit in progress per pool (spa_t address).
+#[map]
+static COMMITS: HashMap<u64, CommitWindow> = HashMap::with_max_entries(256, 0);
 
 /// Returns without an entry, per stage number: says which probe pair mismatched.
 #[map]
@@ -374,9 +380,32 @@ fn vdev_stat_entry(ctx: &ProbeContext) {
     let size = member_u64(zio, &offsets.zio_size);
     let class = (io_type & 0xff) << 8 | (priority & 0xff);
     let queue = delta.saturating_sub(delay);
+    // ZIO_TYPE_WRITE at ZIO_PRIORITY_SYNC_WRITE: a log block write (or another
+    // sync write) that a commit in progress may be waiting for.
+    if io_type == 2 && priority == 1 {
+        charge_commit_write(pool, vd, delta);
+    }
     record(&stage_key(Stage::VdevTotal, class, pool, guid), delta, size, 0);
     record(&stage_key(Stage::VdevDisk, class, pool, guid), delay, size, 0);
     record(&stage_key(Stage::VdevQueue, class, pool, guid), queue, size, 0);
+}
+
+/// Charges a leaf sync write to the pool's commit in progress, if any.
+#[inline(always)]
+fn charge_commit_write(pool: u64, vd: u64, total_ns: u64) {
+    let Some(window) = COMMITS.get_ptr_mut(&pool) else { return };
+    let window = unsafe { &mut *window };
+    if window.active == 0 {
+        return;
+    }
+    window.writes += 1;
+    if total_ns > window.max_write_ns {
+        window.max_write_ns = total_ns;
+    }
+    let top = member_u64(vd, &CONFIG.offsets.vdev_top);
+    if member_u64(top, &CONFIG.offsets.vdev_islog) != 0 {
+        window.to_log = 1;
+    }
 }
 
 /// vdev_queue_io(zio_t *zio): fallback timing without offsets, keyed by the zio.
@@ -415,6 +444,12 @@ fn flush_return(_ctx: &RetProbeContext) {
     }
     if let Some((entry, duration)) = leave(Stage::Flush, thread_id()) {
         record(&stage_key(Stage::Flush, 0, entry.pool, entry.extra), duration, 0, 0);
+        if let Some(window) = COMMITS.get_ptr_mut(&entry.pool) {
+            let window = unsafe { &mut *window };
+            if window.active > 0 {
+                window.flush_ns += duration;
+            }
+        }
     }
 }
 
@@ -425,10 +460,37 @@ fn zil_commit_entry(ctx: &ProbeContext) {
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zilog_spa);
     enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
+    // Open (or join) the pool's commit window. Concurrent committers share one
+    // window, as they share the log block writes and flushes ZFS does for them.
+    match COMMITS.get_ptr_mut(&pool) {
+        Some(window) => {
+            let window = unsafe { &mut *window };
+            if window.active == 0 {
+                *window = CommitWindow { active: 1, ..CommitWindow::default() };
+            } else {
+                window.active += 1;
+            }
+        }
+        None => {
+            let _ = COMMITS.insert(&pool, &CommitWindow { active: 1, ..CommitWindow::default() }, 0);
+        }
+    }
 }
 
 fn zil_commit_return(_ctx: &RetProbeContext) {
-    leave_and_record(Stage::ZilCommit, 0);
+    if !wanted(true) {
+        return;
+    }
+    let Some((entry, duration)) = leave(Stage::ZilCommit, thread_id()) else { return };
+    record(&stage_key(Stage::ZilCommit, 0, entry.pool, 0), duration, 0, 0);
+    let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else { return };
+    let window = unsafe { &mut *window };
+    if window.writes > 0 {
+        let key = stage_key(Stage::ZilLogWrite, window.to_log as u32, entry.pool, 0);
+        record(&key, window.max_write_ns, window.writes, 0);
+    }
+    record(&stage_key(Stage::ZilFlush, 0, entry.pool, 0), window.flush_ns, 0, 0);
+    window.active = window.active.saturating_sub(1);
 }
 
 /// Reads spa_name (the first member of spa_t) once per pool.

@@ -228,6 +228,8 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::Flush => "flush",
         Stage::WorkloadWrite => "write",
         Stage::WorkloadRead => "read",
+        Stage::ZilLogWrite => "zil_log_write",
+        Stage::ZilFlush => "zil_flush",
     }
 }
 

@@ -74,6 +74,8 @@ fn label(stage: Stage) -> &'static str {
         Stage::VdevQueueTimed => "vdev queue+disk",
         Stage::Flush => "cache flush",
         Stage::ZilCommit => "zil commit",
+        Stage::ZilLogWrite => "  log block write",
+        Stage::ZilFlush => "  flush in commit",
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
     }

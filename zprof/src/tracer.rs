@@ -463,6 +463,8 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Lz4Compress => "lz4".into(),
         Stage::ChecksumCompute => zfs_names::checksum(class),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
+        Stage::ZilLogWrite if class == 1 => "log vdev".into(),
+        Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
     }
 }
