@@ -23,8 +23,14 @@ pub enum Command {
     Probes(ProbesArgs),
     /// Attach, run a command (or wait for --duration or Ctrl-C), detach, print the stage report.
     Record(RecordArgs),
+    /// Record around a benchmark (fio, zprof-lab) and show its own result beside the stages and findings.
+    Run(RecordArgs),
     /// Render a saved recording again.
     Report(ReportArgs),
+    /// Findings from a recording: what bounds the workload, with evidence and what to do.
+    Explain(ExplainArgs),
+    /// Two recordings side by side, stage by stage, with the findings that changed.
+    Compare(CompareArgs),
 }
 
 /// Options choosing and describing the target.
@@ -57,8 +63,9 @@ pub struct RecordArgs {
     #[command(flatten)]
     /// Target selection.
     pub target: TargetArgs,
-    /// Only count this process (and processes it forks from now on).
-    #[arg(long, short = 'p', value_name = "PID", conflicts_with = "command")]
+    /// Only count this process (and processes it forks from now on): a benchmark
+    /// that is already running. Stops when it exits, or after --duration.
+    #[arg(long, short = 'p', visible_alias = "attach", value_name = "PID", conflicts_with = "command")]
     pub pid: Option<u32>,
     /// Stop after this long (e.g. 10, 10s, 500ms, 2m). Without it: until the command
     /// exits, the pid exits, or Ctrl-C.
@@ -73,6 +80,13 @@ pub struct RecordArgs {
     /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub hist_entries: u32,
+    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY].
+    /// Repeatable. Default: ssd and nvme.
+    #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
+    pub what_if: Vec<crate::explain::SlogDevice>,
+    /// Do not print findings after the report.
+    #[arg(long)]
+    pub no_explain: bool,
     /// The command to run and trace (after --). Its exit status becomes zprof's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -83,6 +97,31 @@ pub struct RecordArgs {
 pub struct ReportArgs {
     /// A recording written by `zprof record -o`.
     pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// `zprof explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// A recording written by `zprof record -o` or `zprof run -o`.
+    pub file: PathBuf,
+    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY].
+    #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
+    pub what_if: Vec<crate::explain::SlogDevice>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// `zprof compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline recording.
+    pub a: PathBuf,
+    /// The recording to compare with it.
+    pub b: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -150,6 +189,15 @@ mod tests {
         let Command::Record(args) = cli.command else { panic!("not record") };
         assert_eq!(args.command, ["ztest", "-V"]);
         assert_eq!(args.duration, Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn run_takes_attach_and_what_if() {
+        let cli = Cli::try_parse_from(["zprof", "run", "--attach", "42", "-d", "3", "--what-if", "slog=0.1ms"]).unwrap();
+        let Command::Run(args) = cli.command else { panic!("not run") };
+        assert_eq!(args.pid, Some(42));
+        assert_eq!(args.what_if.len(), 1);
+        assert!(Cli::try_parse_from(["zprof", "explain", "r.json", "--what-if", "slog=warp"]).is_err());
     }
 
     #[test]

@@ -37,8 +37,11 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Probes(args) => probes(args),
-        Command::Record(args) => record(args),
+        Command::Record(args) => record(args, false),
+        Command::Run(args) => record(args, true),
         Command::Report(args) => report_cmd(args),
+        Command::Explain(args) => explain_cmd(args),
+        Command::Compare(args) => compare_cmd(args),
     }
 }
 
@@ -98,12 +101,14 @@ struct GatedChild {
     gate: std::fs::File,
     exec_errors: std::fs::File,
     program: String,
+    /// Read end of the command's stdout, when it is captured (`zprof run`).
+    stdout: Option<std::fs::File>,
 }
 
 /// Forks `command` and holds it before exec until [`release`] is called, so the
 /// probes know its pid before it runs a single instruction of libzpool.
 /// (std's `Command::spawn` cannot do this: it waits for the exec to happen.)
-fn spawn_gated(command: &[String]) -> anyhow::Result<GatedChild> {
+fn spawn_gated(command: &[String], capture_stdout: bool) -> anyhow::Result<GatedChild> {
     use std::{ffi::CString, os::fd::FromRawFd as _};
     let args: Vec<CString> = command
         .iter()
@@ -114,9 +119,11 @@ fn spawn_gated(command: &[String]) -> anyhow::Result<GatedChild> {
     argv.push(std::ptr::null());
     let mut gate = [0i32; 2];
     let mut errors = [0i32; 2];
+    let mut output = [-1i32; 2];
     unsafe {
         if libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) != 0
             || libc::pipe2(errors.as_mut_ptr(), libc::O_CLOEXEC) != 0
+            || (capture_stdout && libc::pipe2(output.as_mut_ptr(), libc::O_CLOEXEC) != 0)
         {
             return Err(std::io::Error::last_os_error()).context("creating pipes");
         }
@@ -130,6 +137,10 @@ fn spawn_gated(command: &[String]) -> anyhow::Result<GatedChild> {
         unsafe {
             let mut byte = 0u8;
             libc::read(gate[0], &mut byte as *mut u8 as *mut libc::c_void, 1);
+            if output[1] >= 0 {
+                // dup2 clears close-on-exec on the new descriptor.
+                libc::dup2(output[1], 1);
+            }
             libc::execvp(argv[0], argv.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(errors[1], &errno as *const i32 as *const libc::c_void, 4);
@@ -139,18 +150,23 @@ fn spawn_gated(command: &[String]) -> anyhow::Result<GatedChild> {
     unsafe {
         libc::close(gate[0]);
         libc::close(errors[1]);
+        if output[1] >= 0 {
+            libc::close(output[1]);
+        }
     }
     Ok(GatedChild {
         pid: pid as u32,
         gate: unsafe { std::fs::File::from_raw_fd(gate[1]) },
         exec_errors: unsafe { std::fs::File::from_raw_fd(errors[0]) },
         program: command[0].clone(),
+        stdout: (output[0] >= 0).then(|| unsafe { std::fs::File::from_raw_fd(output[0]) }),
     })
 }
 
 impl GatedChild {
     /// Lets the command exec; fails (and reaps it) if the exec itself failed.
-    fn release(mut self) -> anyhow::Result<u32> {
+    /// Returns the pid and the captured stdout, if any.
+    fn release(mut self) -> anyhow::Result<(u32, Option<std::fs::File>)> {
         use std::io::Read as _;
         self.gate.write_all(b"g").context("releasing the command")?;
         drop(self.gate);
@@ -163,7 +179,44 @@ impl GatedChild {
             let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
             return Err(UsageError(format!("cannot run '{}': {err}", self.program)).into());
         }
-        Ok(self.pid)
+        Ok((self.pid, self.stdout))
+    }
+}
+
+/// Copies a command's stdout to ours as it comes, keeping a copy to parse.
+struct Tee {
+    buffer: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Tee {
+    fn start(mut source: std::fs::File) -> Tee {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, done) = std::sync::mpsc::channel();
+        let shared = buffer.clone();
+        std::thread::spawn(move || {
+            use std::io::Read as _;
+            let mut chunk = [0u8; 65536];
+            loop {
+                match source.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        let _ = std::io::stdout().lock().write_all(&chunk[..n]);
+                        shared.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+                    }
+                }
+            }
+            let _ = tx.send(());
+        });
+        Tee { buffer, done }
+    }
+
+    /// What the command printed. Waits a little for the end of its output: a
+    /// process it left running in the background may hold the pipe open.
+    fn finish(self) -> String {
+        let _ = self.done.recv_timeout(Duration::from_secs(5));
+        let bytes = self.buffer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -188,7 +241,9 @@ fn wait_child(pid: u32) -> Option<i32> {
     }
 }
 
-fn record(args: RecordArgs) -> anyhow::Result<i32> {
+/// `record` and `run`: `run` also captures the command's output to read the
+/// benchmark's own result from it.
+fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     if let Some(pid) = args.pid
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
     {
@@ -210,10 +265,13 @@ fn record(args: RecordArgs) -> anyhow::Result<i32> {
         Session::start(target, found, &SessionOptions { filter_pids: filter, hist_entries: args.hist_entries })?;
     let attached = session.probes().iter().filter(|p| p.attached).count();
     let mut child = None;
+    let mut tee = None;
     if !args.command.is_empty() {
-        let gated = spawn_gated(&args.command)?;
+        let gated = spawn_gated(&args.command, run_mode)?;
         session.track_pid(gated.pid)?;
-        child = Some(gated.release()?);
+        let (pid, stdout) = gated.release()?;
+        child = Some(pid);
+        tee = stdout.map(Tee::start);
     }
     let pid = child.or(args.pid);
 
@@ -221,14 +279,85 @@ fn record(args: RecordArgs) -> anyhow::Result<i32> {
     let command_exit = runtime.block_on(async { collect(&mut session, child, args.pid, args.duration, attached).await })?;
 
     let command = (!args.command.is_empty()).then(|| args.command.clone());
-    let recording = session.finish(command, command_exit, pid)?;
-    // The probes are detached here, before anything is written or printed.
+    // finish() consumes the session: the probes are detached when it returns,
+    // before anything is written or printed.
+    let mut recording = session.finish(command, command_exit, pid)?;
+    if let Some(tee) = tee {
+        recording.benchmark = crate::bench::parse(&tee.finish());
+        if recording.benchmark.is_none() {
+            eprintln!("zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)");
+        }
+    }
     if let Some(path) = &args.output {
         recording.save(path).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("recording written to {}", path.display());
     }
-    print_report(&recording, args.format)?;
+    let findings = (!args.no_explain).then(|| explain_recording(&recording, &args.what_if));
+    print_all(&recording, findings.as_deref(), args.format)?;
     Ok(command_exit.unwrap_or(0))
+}
+
+fn explain_recording(recording: &Recording, what_if: &[crate::explain::SlogDevice]) -> Vec<crate::explain::Finding> {
+    let options = crate::explain::ExplainOptions {
+        slogs: what_if.iter().enumerate().map(|(i, d)| (format!("what-if #{}", i + 1), *d)).collect(),
+        ..Default::default()
+    };
+    crate::explain::explain(recording, &options)
+}
+
+/// Prints the report, then the benchmark's result and the findings.
+fn print_all(recording: &Recording, findings: Option<&[crate::explain::Finding]>, format: Format) -> anyhow::Result<()> {
+    let built = report::build(recording);
+    let text = match format {
+        Format::Table => {
+            let mut text = report::render_table(&built);
+            if let Some(findings) = findings {
+                text.push('\n');
+                text.push_str(&crate::explain::render(findings, recording.benchmark.as_ref()));
+            }
+            text
+        }
+        Format::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({
+                "report": built,
+                "benchmark": recording.benchmark,
+                "findings": findings,
+            }))? + "\n"
+        }
+    };
+    write_stdout(&text)
+}
+
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()) {
+        // A closed pipe (zprof report | head) is not an error worth a message.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(|e| anyhow!(e)),
+    }
+}
+
+fn explain_cmd(args: crate::cli::ExplainArgs) -> anyhow::Result<i32> {
+    let recording = Recording::load(&args.file)?;
+    let findings = explain_recording(&recording, &args.what_if);
+    let text = match args.format {
+        Format::Table => crate::explain::render(&findings, recording.benchmark.as_ref()),
+        Format::Json => serde_json::to_string_pretty(&findings)? + "\n",
+    };
+    write_stdout(&text)?;
+    Ok(0)
+}
+
+fn compare_cmd(args: crate::cli::CompareArgs) -> anyhow::Result<i32> {
+    let a = Recording::load(&args.a)?;
+    let b = Recording::load(&args.b)?;
+    let comparison = crate::compare::compare(&a, &b, (args.a.display().to_string(), args.b.display().to_string()));
+    let text = match args.format {
+        Format::Table => crate::compare::render(&comparison),
+        Format::Json => serde_json::to_string_pretty(&comparison)? + "\n",
+    };
+    write_stdout(&text)?;
+    Ok(0)
 }
 
 /// Ticks the timeline each second until the command or pid ends, the duration
@@ -303,12 +432,7 @@ fn print_report(recording: &Recording, format: Format) -> anyhow::Result<()> {
         Format::Table => report::render_table(&built),
         Format::Json => serde_json::to_string_pretty(&built)? + "\n",
     };
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(text.as_bytes()) {
-        // A closed pipe (zprof report | head) is not an error worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other.map_err(|e| anyhow!(e)),
-    }
+    write_stdout(&text)
 }
 
 fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {

@@ -6,11 +6,14 @@
 //! attaches and collects, [`recording`] is the saved result, [`report`] renders it.
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod btf;
 pub mod catalogue;
 pub mod cli;
 pub mod commands;
+pub mod compare;
 pub mod elf;
+pub mod explain;
 pub mod offsets;
 pub mod recording;
 pub mod report;

@@ -57,6 +57,9 @@ pub struct Recording {
     /// zprof's own cost: each eBPF program's run count and run time.
     #[serde(default)]
     pub bpf_programs: Vec<ProgramCost>,
+    /// The benchmark's own result, when `zprof run` recognised its output.
+    #[serde(default)]
+    pub benchmark: Option<crate::bench::Benchmark>,
 }
 
 /// One eBPF program's cost during the recording (kernel BPF_STATS_RUN_TIME).
@@ -463,6 +466,7 @@ mod tests {
             txgs: vec![],
             timeline: vec![],
             bpf_programs: vec![],
+            benchmark: None,
         }
     }
 

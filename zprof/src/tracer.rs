@@ -450,6 +450,7 @@ impl Session {
             txgs,
             timeline: self.timeline.clone(),
             bpf_programs: self.program_costs(),
+            benchmark: None,
         })
     }
 }

@@ -1,0 +1,680 @@
+//! Findings: what a recording says about the workload, in words and numbers, with
+//! the evidence behind each statement and what to do about it.
+//!
+//! Each finding carries a `share`: the fraction of the workload's time it
+//! explains (time in the stages it is about, over the workload's own time: its
+//! reads, writes, tx assigns and ZIL commits), or for CPU-side stages that run in
+//! ZFS's threads (compression, checksums) the fraction of the machine's CPU time.
+//! Findings are ranked by share. Each states its confidence and the evidence it
+//! lacks, rather than guessing silently.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use zprof_common::Stage;
+
+use crate::{
+    bench,
+    recording::{HistRecord, Recording, Summary, stage_name, summarize},
+    report::{format_bytes, format_count, format_ns},
+};
+
+/// How sure a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Direct measurement, enough events.
+    High,
+    /// Measured, with a stated assumption or a model.
+    Medium,
+    /// Few events or missing evidence.
+    Low,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// Stable identifier (sync_write_bound, slog_what_if, compression, ...).
+    pub kind: String,
+    /// Pool it is about, when it is about one.
+    pub pool: String,
+    /// One sentence.
+    pub title: String,
+    /// Fraction of the workload's time (or CPU) it explains, 0..1.
+    pub share: f64,
+    /// How sure.
+    pub confidence: Confidence,
+    /// The numbers behind it.
+    pub evidence: Vec<String>,
+    /// Evidence the recording lacks.
+    pub missing: Vec<String>,
+    /// What to do.
+    pub action: String,
+    /// Key figures, for programs (name, value).
+    pub figures: Vec<(String, f64)>,
+}
+
+/// A log device to predict with (`--what-if slog=...`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlogDevice {
+    /// Latency of one log block write (ns).
+    pub write_ns: f64,
+    /// Latency of one cache flush (ns).
+    pub flush_ns: f64,
+}
+
+impl SlogDevice {
+    /// An enterprise SATA/SAS SSD: about 70 us per 4-16k write, 100 us per flush
+    /// (also the lab's `ssd` model).
+    pub const SSD: SlogDevice = SlogDevice { write_ns: 70_000.0, flush_ns: 100_000.0 };
+    /// An NVMe device with power-loss protection: about 20 us each.
+    pub const NVME: SlogDevice = SlogDevice { write_ns: 20_000.0, flush_ns: 20_000.0 };
+}
+
+/// Parses `slog=ssd`, `slog=nvme`, `slog=0.1ms` or `slog=80us,flush=50us`.
+pub fn parse_what_if(s: &str) -> Result<SlogDevice, String> {
+    let bad = || format!("invalid --what-if '{s}': use slog=ssd, slog=nvme, slog=LATENCY or slog=LATENCY,flush=LATENCY (e.g. slog=0.1ms)");
+    let spec = s.strip_prefix("slog=").ok_or_else(bad)?;
+    match spec {
+        "ssd" => return Ok(SlogDevice::SSD),
+        "nvme" => return Ok(SlogDevice::NVME),
+        _ => {}
+    }
+    let mut parts = spec.split(',');
+    let write = parse_latency(parts.next().ok_or_else(bad)?).ok_or_else(bad)?;
+    let mut flush = write;
+    for part in parts {
+        let value = part.strip_prefix("flush=").and_then(parse_latency).ok_or_else(bad)?;
+        flush = value;
+    }
+    Ok(SlogDevice { write_ns: write, flush_ns: flush })
+}
+
+fn parse_latency(s: &str) -> Option<f64> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    (value > 0.0).then_some(value * scale)
+}
+
+/// What `explain` needs to know beyond the recording.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    /// Log devices to predict with; empty means the default (ssd and nvme).
+    pub slogs: Vec<(String, SlogDevice)>,
+    /// CPUs of the machine the recording was made on (for CPU shares).
+    pub cpus: usize,
+}
+
+impl Default for ExplainOptions {
+    fn default() -> Self {
+        ExplainOptions { slogs: Vec::new(), cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
+    }
+}
+
+/// Selects histograms of a stage, optionally of one pool and one class name.
+fn pick<'a>(rec: &'a Recording, stage: Stage, pool: Option<&str>, class: Option<&str>) -> Vec<&'a HistRecord> {
+    rec.histograms
+        .iter()
+        .filter(|h| h.stage == stage_name(stage))
+        .filter(|h| pool.is_none_or(|p| h.pool == p))
+        .filter(|h| class.is_none_or(|c| h.class_name == c))
+        .collect()
+}
+
+fn stat(rec: &Recording, stage: Stage, pool: Option<&str>) -> Summary {
+    summarize(pick(rec, stage, pool, None))
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// Runs every analysis and returns the findings, most important first.
+pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
+    let seconds = rec.duration_s.max(1e-9);
+    let wall_ns = seconds * 1e9;
+    let cpu_ns = wall_ns * options.cpus.max(1) as f64;
+    let workload_ns = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::TxAssign, Stage::ZilCommit]
+        .iter()
+        .map(|s| stat(rec, *s, None).total_ns as f64)
+        .sum::<f64>()
+        .max(1.0);
+    let mut findings = Vec::new();
+
+    let pools: BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None).iter().map(|h| h.pool.clone()).collect();
+    for pool in &pools {
+        sync_write(rec, pool, workload_ns, seconds, options, &mut findings);
+    }
+    compression(rec, cpu_ns, &mut findings);
+    checksum(rec, cpu_ns, &mut findings);
+    let commit_share = stat(rec, Stage::ZilCommit, None).total_ns as f64 / workload_ns;
+    write_amplification(rec, wall_ns, commit_share, &mut findings);
+    throttle(rec, workload_ns, &mut findings);
+    reads(rec, workload_ns, &mut findings);
+    findings.sort_by(|a, b| b.share.total_cmp(&a.share));
+    findings
+}
+
+/// Findings 1 and 2: sync writes bound by ZIL commits, and what a SLOG would do.
+fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, options: &ExplainOptions, out: &mut Vec<Finding>) {
+    let commit = stat(rec, Stage::ZilCommit, Some(pool));
+    if commit.count == 0 {
+        return;
+    }
+    let writes = stat(rec, Stage::WorkloadWrite, Some(pool));
+    let assign = stat(rec, Stage::TxAssign, Some(pool));
+    let log_main = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("main pool")));
+    let log_slog = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("log vdev")));
+    let flush = stat(rec, Stage::ZilFlush, Some(pool));
+    let on_log_device = log_slog.count > log_main.count;
+    let log_write = if on_log_device { &log_slog } else { &log_main };
+
+    let c50 = commit.p50_ns as f64;
+    let t_op = writes.p50_ns as f64 + assign.p50_ns as f64;
+    // The benchmark's own counts, when known, exclude set-up writes outside its jobs.
+    let bench_totals = rec.benchmark.as_ref().map(bench::totals).filter(|t| t.0 > 0 && t.2 > 0);
+    let writes_per_commit = match bench_totals {
+        Some((bench_writes, _, bench_syncs, _, _)) => (bench_writes as f64 / bench_syncs as f64).max(1.0),
+        None if writes.count > 0 => (writes.count as f64 / commit.count as f64).max(1.0),
+        None => 1.0,
+    };
+    let commit_rate = commit.count as f64 / seconds;
+    // Little's law: concurrent committers = rate x time each spends per commit cycle.
+    let writers = (commit_rate * (commit.mean_ns + t_op * writes_per_commit) / 1e9).max(1.0);
+    let per_writer_ceiling = writes_per_commit * 1e9 / (c50 + writes_per_commit * t_op).max(1.0);
+    let share = commit.total_ns as f64 / workload_ns;
+    let other = (c50 - log_write.p50_ns as f64 - flush.p50_ns as f64).max(0.0);
+
+    let mut evidence = vec![
+        format!(
+            "{} zil_commit calls ({}/s), p50 {}, p99 {}: {} of the workload's time",
+            format_count(commit.count as f64),
+            format_count(commit_rate),
+            format_ns(commit.p50_ns),
+            format_ns(commit.p99_ns),
+            pct(share)
+        ),
+        format!(
+            "one commit per {:.1} writes; a write itself takes {} (dmu_write {} + tx assign {})",
+            writes_per_commit,
+            format_ns(t_op as u64),
+            format_ns(writes.p50_ns),
+            format_ns(assign.p50_ns)
+        ),
+    ];
+    let mut missing = Vec::new();
+    if log_write.count > 0 {
+        evidence.push(format!(
+            "a commit at p50: log block write {} on {} + cache flushes {} + other (CPU, wake-ups) {}",
+            format_ns(log_write.p50_ns),
+            if on_log_device { "the log vdev" } else { "the main pool's vdevs" },
+            format_ns(flush.p50_ns),
+            format_ns(other as u64)
+        ));
+    } else {
+        missing.push("no per-commit log write timing (needs vdev offsets)".to_owned());
+    }
+    if rec.target.kind == crate::target::TargetKind::Kernel {
+        missing.push("on the kernel target zio_flush only issues the flushes: their time is inside the log write".into());
+    }
+    evidence.push(format!(
+        "ceiling: about {} sync writes/s per writer (1 / (commit + write)); measured {}/s with about {:.1} writer(s)",
+        format_count(per_writer_ceiling),
+        format_count(bench_totals.map_or(writes.count as f64 / seconds, |t| t.3)),
+        writers
+    ));
+    let (title, action) = if on_log_device {
+        (
+            format!("sync writes are bound by ZIL commits on the log device ({} each)", format_ns(commit.p50_ns)),
+            "The log device is on the critical path: a lower-latency SLOG (NVMe with power-loss protection) shortens every commit; more concurrent writers share commits.".to_owned(),
+        )
+    } else {
+        (
+            format!(
+                "sync writes are bound by ZIL commits to the main pool ({} each, {} of the workload's time)",
+                format_ns(commit.p50_ns),
+                pct(share)
+            ),
+            "Every fsync waits for a log block write and flushes on the pool's own disks: add a log vdev (SLOG) on low-latency flash (see the what-if), or, only where losing the last seconds of acknowledged writes is acceptable, sync=disabled.".to_owned(),
+        )
+    };
+    out.push(Finding {
+        kind: "sync_write_bound".into(),
+        pool: pool.to_owned(),
+        title,
+        share,
+        confidence: if commit.count >= 100 && log_write.count > 0 { Confidence::High } else { Confidence::Medium },
+        evidence,
+        missing,
+        action,
+        figures: vec![
+            ("commit_p50_ns".into(), c50),
+            ("log_write_p50_ns".into(), log_write.p50_ns as f64),
+            ("flush_p50_ns".into(), flush.p50_ns as f64),
+            ("other_ns".into(), other),
+            ("writers".into(), writers),
+            ("per_writer_ceiling_ops".into(), per_writer_ceiling),
+        ],
+    });
+
+    if log_write.count == 0 {
+        return;
+    }
+    let devices = if options.slogs.is_empty() {
+        vec![("ssd".to_owned(), SlogDevice::SSD), ("nvme".to_owned(), SlogDevice::NVME)]
+    } else {
+        options.slogs.clone()
+    };
+    let (measured_ops, measured_by) = match bench_totals {
+        Some((_, _, _, write_iops, _)) => (write_iops, rec.benchmark.as_ref().map_or("", |b| b.tool.as_str())),
+        None => (writes.count as f64 / seconds, "zprof"),
+    };
+    let mut evidence = vec![format!(
+        "model: commit = other {} (kept) + one log write + one flush on the log device; writes/s = {:.1} writer(s) x {:.1} writes per commit / (commit + {:.1} x write {})",
+        format_ns(other as u64),
+        writers,
+        writes_per_commit,
+        writes_per_commit,
+        format_ns(t_op as u64)
+    )];
+    let mut figures = Vec::new();
+    let mut best_gain: f64 = 0.0;
+    for (name, device) in &devices {
+        let predicted_commit = other + device.write_ns + device.flush_ns;
+        let predicted_ops = writers * writes_per_commit * 1e9 / (predicted_commit + writes_per_commit * t_op);
+        let gain = predicted_ops / measured_ops.max(1e-9);
+        best_gain = best_gain.max(gain);
+        evidence.push(format!(
+            "with a {name} log device (write {}, flush {}): commit about {}, about {} sync writes/s ({:.1}x the {}/s measured by {measured_by})",
+            format_ns(device.write_ns as u64),
+            format_ns(device.flush_ns as u64),
+            format_ns(predicted_commit as u64),
+            format_count(predicted_ops),
+            gain,
+            format_count(measured_ops)
+        ));
+        figures.push((format!("predicted_ops_{name}"), predicted_ops));
+        figures.push((format!("predicted_commit_ns_{name}"), predicted_commit));
+    }
+    let first = &devices[0];
+    let predicted_commit = other + first.1.write_ns + first.1.flush_ns;
+    out.push(Finding {
+        kind: "slog_what_if".into(),
+        pool: pool.to_owned(),
+        title: if on_log_device {
+            format!("a faster log device would raise sync writes up to {best_gain:.1}x")
+        } else {
+            format!("a log device (SLOG) would raise sync writes about {best_gain:.0}x")
+        },
+        // The part of the workload's time the change would remove.
+        share: share * (1.0 - predicted_commit / c50.max(1.0)).max(0.0),
+        confidence: Confidence::Medium,
+        evidence,
+        missing: vec![
+            "assumes the log device's latencies above; the data still reaches the main pool at txg sync, which must keep up".into(),
+        ],
+        action: "Add a mirrored log vdev (zpool add POOL log mirror DEV1 DEV2) on devices with power-loss protection; check the gain with zprof compare on the same workload.".into(),
+        figures,
+    });
+}
+
+/// Finding 3: compression cost per algorithm.
+fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
+    let rows = pick(rec, Stage::Compress, None, None);
+    let algorithms: BTreeSet<&str> = rows.iter().map(|h| h.class_name.as_str()).collect();
+    if algorithms.is_empty() {
+        return;
+    }
+    let per_mib = |s: &Summary| if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
+    let lz4 = summarize(pick(rec, Stage::Compress, None, Some("lz4")));
+    let lz4_cost = (lz4.bytes >= 1 << 20).then(|| per_mib(&lz4));
+    let total: Summary = summarize(rows.iter().copied());
+    let mut evidence = Vec::new();
+    let mut nothing = Vec::new();
+    let mut saving_ns = 0.0;
+    for algorithm in &algorithms {
+        let s = summarize(pick(rec, Stage::Compress, None, Some(algorithm)));
+        let ratio = if s.bytes_out > 0 { s.bytes as f64 / s.bytes_out as f64 } else { 1.0 };
+        evidence.push(format!(
+            "{algorithm}: {} in, ratio {ratio:.2}x, {} CPU ({} per MiB, p50 {} per block)",
+            format_bytes(s.bytes as f64),
+            format_ns(s.total_ns),
+            format_ns(per_mib(&s) as u64),
+            format_ns(s.p50_ns)
+        ));
+        if ratio < 1.1 && s.bytes >= 1 << 20 {
+            nothing.push(format!("{algorithm} (ratio {ratio:.2}x)"));
+        }
+        if *algorithm != "lz4"
+            && let Some(lz4_cost) = lz4_cost
+        {
+            let with_lz4 = s.bytes as f64 / 1048576.0 * lz4_cost;
+            if with_lz4 < s.total_ns as f64 {
+                saving_ns += s.total_ns as f64 - with_lz4;
+                evidence.push(format!(
+                    "at lz4's measured {} per MiB the same data would cost {} ({} less)",
+                    format_ns(lz4_cost as u64),
+                    format_ns(with_lz4 as u64),
+                    format_ns((s.total_ns as f64 - with_lz4) as u64)
+                ));
+            }
+        }
+    }
+    let share = total.total_ns as f64 / cpu_ns;
+    let (title, action) = if !nothing.is_empty() {
+        (
+            format!("compression is paying for nothing: {} ({} of CPU)", nothing.join(", "), pct(share)),
+            "The data does not compress: compression=lz4 (which gives up early on incompressible data) or off for this dataset saves the CPU at no cost in space.".to_owned(),
+        )
+    } else {
+        (
+            format!("compression takes {} of the machine's CPU time", pct(share)),
+            if saving_ns > 0.0 {
+                "Weigh the extra ratio against the CPU: lz4 would cost less per MiB; zstd pays off where space matters more than write throughput.".to_owned()
+            } else {
+                "No action needed unless the workload is CPU-bound.".to_owned()
+            },
+        )
+    };
+    out.push(Finding {
+        kind: "compression".into(),
+        pool: String::new(),
+        title,
+        share,
+        confidence: if total.count >= 100 { Confidence::High } else { Confidence::Low },
+        evidence,
+        missing: vec!["ZFS also compresses its own metadata with lz4; those blocks are in the lz4 row".into()],
+        action,
+        figures: vec![("compress_cpu_ns".into(), total.total_ns as f64), ("lz4_saving_ns".into(), saving_ns)],
+    });
+}
+
+/// Finding 4: checksum cost per algorithm.
+fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
+    let rows = pick(rec, Stage::ChecksumCompute, None, None);
+    if rows.is_empty() {
+        return;
+    }
+    let algorithms: BTreeSet<&str> = rows.iter().map(|h| h.class_name.as_str()).collect();
+    let mut evidence = Vec::new();
+    for algorithm in &algorithms {
+        let s = summarize(pick(rec, Stage::ChecksumCompute, None, Some(algorithm)));
+        let per_mib = if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
+        evidence.push(format!(
+            "{algorithm}: {} blocks, {} checksummed, {} CPU ({} per MiB)",
+            format_count(s.count as f64),
+            format_bytes(s.bytes as f64),
+            format_ns(s.total_ns),
+            format_ns(per_mib as u64)
+        ));
+    }
+    let verify = stat(rec, Stage::ChecksumVerify, None);
+    if verify.count > 0 {
+        evidence.push(format!("verification on read: {} checks, {} CPU", format_count(verify.count as f64), format_ns(verify.total_ns)));
+    }
+    let total = summarize(rows.iter().copied());
+    let share = (total.total_ns + verify.total_ns) as f64 / cpu_ns;
+    out.push(Finding {
+        kind: "checksum".into(),
+        pool: String::new(),
+        title: format!("checksums take {} of the machine's CPU time", pct(share)),
+        share,
+        confidence: Confidence::High,
+        evidence,
+        missing: vec![],
+        action: "fletcher4 is the cheap default; sha256/sha512/skein are needed for dedup or nopwrite, and cost several times more per MiB.".into(),
+        figures: vec![("checksum_cpu_ns".into(), (total.total_ns + verify.total_ns) as f64)],
+    });
+}
+
+/// Finding 5: bytes written to leaf vdevs over bytes the workload wrote.
+fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &mut Vec<Finding>) {
+    let logical = stat(rec, Stage::WorkloadWrite, None);
+    if logical.bytes == 0 {
+        return;
+    }
+    let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
+        .into_iter()
+        .filter(|h| crate::zfs_names::io_class_is_write(h.class))
+        .collect();
+    let by_class = |name: &str| summarize(leaf.iter().copied().filter(|h| h.class_name == name));
+    let zil = by_class("sync write");
+    let txg = by_class("async write");
+    let all = summarize(leaf.iter().copied());
+    if all.bytes == 0 {
+        return;
+    }
+    let factor = all.bytes as f64 / logical.bytes as f64;
+    let vdevs: BTreeSet<u64> = leaf.iter().map(|h| h.vdev).collect();
+    let disk_busy = summarize(pick(rec, Stage::VdevDisk, None, None).into_iter().filter(|h| crate::zfs_names::io_class_is_write(h.class)))
+        .total_ns as f64
+        / (wall_ns * vdevs.len().max(1) as f64);
+    let mut evidence = vec![
+        format!(
+            "the workload wrote {}; leaf vdevs wrote {} ({factor:.2}x) over {} vdev(s)",
+            format_bytes(logical.bytes as f64),
+            format_bytes(all.bytes as f64),
+            vdevs.len()
+        ),
+        format!(
+            "ZIL (sync writes): {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
+            format_bytes(zil.bytes as f64),
+            zil.bytes as f64 / logical.bytes as f64,
+            format_bytes(txg.bytes as f64),
+            txg.bytes as f64 / logical.bytes as f64
+        ),
+    ];
+    let mut title = format!("each byte written costs {factor:.1} bytes on the leaf vdevs");
+    let mut action = "Parity, ZIL writes and metadata make up the difference; on raidz small blocks add padding.".to_owned();
+    if let Some(bench) = &rec.benchmark
+        && let Some(pool) = bench.pools.iter().find(|p| p.layout.starts_with("raidz"))
+        && pool.volblocksize > 0
+    {
+        let sector = 1u64 << pool.ashift;
+        evidence.push(format!("layout {} ashift {}, volblocksize {}", pool.layout, pool.ashift, format_bytes(pool.volblocksize as f64)));
+        if pool.volblocksize <= 4 * sector {
+            title = format!("{title}: small blocks on raidz");
+            action = format!(
+                "A {} block on {} is only {} sector(s) of data plus parity and padding: use a larger volblocksize (64k or more) or mirrors.",
+                format_bytes(pool.volblocksize as f64),
+                pool.layout,
+                pool.volblocksize / sector
+            );
+        }
+    }
+    if zil.bytes > 0 && txg.bytes > 0 {
+        evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
+    }
+    out.push(Finding {
+        kind: "write_amplification".into(),
+        pool: String::new(),
+        title,
+        // The disks' write time that the extra bytes account for, as far as the
+        // workload waits for it: not while it waits on ZIL commits (finding 1).
+        share: disk_busy.min(1.0) * (1.0 - 1.0 / factor.max(1.0)) * (1.0 - commit_share.min(1.0)),
+        confidence: Confidence::Medium,
+        evidence,
+        missing: vec!["writes of txgs that sync after the recording ends are not counted".into()],
+        action,
+        figures: vec![("write_amplification".into(), factor)],
+    });
+}
+
+/// Finding 6: the write throttle and txg sync times.
+fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
+    let wait = stat(rec, Stage::TxWait, None);
+    let synced = stat(rec, Stage::TxgWaitSynced, None);
+    let sync = stat(rec, Stage::SpaSync, None);
+    if sync.count == 0 && wait.count == 0 {
+        return;
+    }
+    const TXG_TIMEOUT_NS: u64 = 5_000_000_000;
+    let share = wait.total_ns as f64 / workload_ns;
+    let mut evidence = vec![format!(
+        "{} txgs synced, spa_sync p50 {}, max {} (zfs_txg_timeout is 5 s by default)",
+        sync.count,
+        format_ns(sync.p50_ns),
+        format_ns(sync.max_ns)
+    )];
+    if wait.count > 0 {
+        evidence.push(format!(
+            "writers waited in dmu_tx_wait {} times, {} in all ({} of the workload's time)",
+            format_count(wait.count as f64),
+            format_ns(wait.total_ns),
+            pct(share)
+        ));
+    }
+    if synced.count > 0 {
+        evidence.push(format!("txg_wait_synced: {} calls, p50 {}", synced.count, format_ns(synced.p50_ns)));
+    }
+    let slow = sync.max_ns > TXG_TIMEOUT_NS;
+    let title = if wait.count > 0 {
+        format!("the write throttle delayed writers ({} of their time)", pct(share))
+    } else if slow {
+        "txg syncs run longer than the txg timeout: the pool cannot write dirty data as fast as it arrives".to_owned()
+    } else {
+        "txg syncs keep up; writers were not throttled".to_owned()
+    };
+    out.push(Finding {
+        kind: "throttle".into(),
+        pool: String::new(),
+        title,
+        share,
+        confidence: Confidence::High,
+        evidence,
+        missing: vec!["dirty data amounts are not traced".into()],
+        action: if wait.count > 0 || slow {
+            "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
+        } else {
+            "No action needed.".into()
+        },
+        figures: vec![("tx_wait_ns".into(), wait.total_ns as f64), ("spa_sync_max_ns".into(), sync.max_ns as f64)],
+    });
+}
+
+/// Finding 7: where reads spend their time.
+fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
+    let read = stat(rec, Stage::WorkloadRead, None);
+    if read.count == 0 {
+        return;
+    }
+    let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
+        .into_iter()
+        .filter(|h| !crate::zfs_names::io_class_is_write(h.class) && h.class_name.contains("read"))
+        .collect();
+    let device = summarize(leaf.iter().copied());
+    let disk = summarize(
+        pick(rec, Stage::VdevDisk, None, None).into_iter().filter(|h| h.class_name.contains("read")),
+    );
+    let queue = summarize(
+        pick(rec, Stage::VdevQueue, None, None).into_iter().filter(|h| h.class_name.contains("read")),
+    );
+    let decompress = stat(rec, Stage::Decompress, None);
+    let verify = stat(rec, Stage::ChecksumVerify, None);
+    let per_read = |s: &Summary| s.total_ns as f64 / read.count as f64;
+    let device_part = per_read(&disk);
+    let queue_part = per_read(&queue);
+    let cpu_part = per_read(&decompress) + per_read(&verify);
+    let mean = read.mean_ns.max(1.0);
+    let (bound, action) = if device_part >= 0.5 * mean {
+        ("device-bound", "Reads wait for the disks: more ARC (or an L2ARC), faster vdevs, or a recordsize/volblocksize closer to the read size.")
+    } else if queue_part >= 0.5 * mean {
+        ("queue-bound", "Reads wait in the vdev queue behind other I/O: look at the async write and scrub load.")
+    } else if cpu_part >= 0.5 * mean {
+        ("CPU-bound", "Decompression and checksum verification dominate: a cheaper compression algorithm speeds reads up.")
+    } else {
+        ("mostly served from memory", "Most reads hit the ARC; nothing to tune on the disk side.")
+    };
+    let mut evidence = vec![
+        format!("{} reads, p50 {}, mean {}", format_count(read.count as f64), format_ns(read.p50_ns), format_ns(read.mean_ns as u64)),
+        format!(
+            "per read: disk {}, queue {}, decompression + checksum verification {}",
+            format_ns(device_part as u64),
+            format_ns(queue_part as u64),
+            format_ns(cpu_part as u64)
+        ),
+    ];
+    if read.bytes > 0 && device.bytes > 0 {
+        let amplification = device.bytes as f64 / read.bytes as f64;
+        evidence.push(format!(
+            "read amplification: leaf vdevs read {} for {} requested ({amplification:.1}x)",
+            format_bytes(device.bytes as f64),
+            format_bytes(read.bytes as f64)
+        ));
+    }
+    out.push(Finding {
+        kind: "reads".into(),
+        pool: String::new(),
+        title: format!("reads are {bound} (p50 {})", format_ns(read.p50_ns)),
+        share: read.total_ns as f64 / workload_ns,
+        confidence: if read.count >= 100 { Confidence::High } else { Confidence::Low },
+        evidence,
+        missing: vec!["ARC hits and misses are not traced; a read without disk I/O is inferred".into()],
+        action: action.into(),
+        figures: vec![("read_p50_ns".into(), read.p50_ns as f64)],
+    });
+}
+
+/// Renders findings as text.
+pub fn render(findings: &[Finding], bench: Option<&bench::Benchmark>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if let Some(bench) = bench {
+        for line in bench::describe(bench) {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out);
+    }
+    if findings.is_empty() {
+        let _ = writeln!(out, "findings: none (no ZFS activity in the recording)");
+        return out;
+    }
+    let _ = writeln!(out, "findings, by share of the workload's time (CPU share for compression and checksums):");
+    for (i, f) in findings.iter().enumerate() {
+        let pool = if f.pool.is_empty() { String::new() } else { format!(" [{}]", f.pool) };
+        let _ = writeln!(
+            out,
+            "{}. {}{} ({}, {} confidence)",
+            i + 1,
+            f.title,
+            pool,
+            pct(f.share),
+            match f.confidence {
+                Confidence::High => "high",
+                Confidence::Medium => "medium",
+                Confidence::Low => "low",
+            }
+        );
+        for e in &f.evidence {
+            let _ = writeln!(out, "   - {e}");
+        }
+        for m in &f.missing {
+            let _ = writeln!(out, "   - not measured: {m}");
+        }
+        let _ = writeln!(out, "   => {}", f.action);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_if_specs() {
+        assert_eq!(parse_what_if("slog=ssd").unwrap(), SlogDevice::SSD);
+        assert_eq!(parse_what_if("slog=0.1ms").unwrap(), SlogDevice { write_ns: 100_000.0, flush_ns: 100_000.0 });
+        assert_eq!(parse_what_if("slog=80us,flush=50us").unwrap(), SlogDevice { write_ns: 80_000.0, flush_ns: 50_000.0 });
+        assert!(parse_what_if("slog=fast").unwrap_err().contains("invalid --what-if 'slog=fast'"));
+        assert!(parse_what_if("l2arc=1ms").is_err());
+        assert!(parse_what_if("slog=0ms").is_err());
+    }
+}
