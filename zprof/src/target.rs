@@ -170,11 +170,15 @@ fn check_kernel(paths: &SystemPaths) -> Result<(), TargetError> {
     if missing.is_empty() { Ok(()) } else { Err(TargetError::KernelUnavailable(missing.join(" and "))) }
 }
 
-/// Functions of zfs.ko in kallsyms (static ones included), by name.
+/// OpenZFS's kernel modules as kallsyms names them: zfs.ko and the modules split
+/// from it (zfs_zstd_compress is in zzstd.ko, the fletcher4 code in zcommon.ko).
+const ZFS_MODULES: &[&str] = &["[zfs]", "[zzstd]", "[zcommon]", "[icp]", "[spl]", "[znvpair]", "[zlua]", "[zunicode]", "[zavl]"];
+
+/// Functions of OpenZFS's modules in kallsyms (static ones included), by name.
 fn kernel_functions(kallsyms: &Path) -> HashMap<String, u64> {
     let Ok(text) = std::fs::read_to_string(kallsyms) else { return HashMap::new() };
     text.lines()
-        .filter(|l| l.ends_with("[zfs]"))
+        .filter(|l| ZFS_MODULES.iter().any(|m| l.ends_with(m)))
         .filter_map(|l| {
             let mut parts = l.split_whitespace();
             let address = u64::from_str_radix(parts.next()?, 16).ok()?;
@@ -303,12 +307,14 @@ mod tests {
         std::fs::write(
             &path,
             "ffffffffc0001000 t zio_write_compress\t[zfs]\nffffffffc0002000 T zil_commit\t[zfs]\n\
-             ffffffffc0003000 d zfs_data\t[zfs]\nffffffff81000000 T _text\n",
+             ffffffffc0003000 d zfs_data\t[zfs]\nffffffff81000000 T _text\n\
+             ffffffffc0004000 T zfs_zstd_compress\t[zzstd]\nffffffffc0005000 T ext4_sync_file\t[ext4]\n",
         )
         .unwrap();
         let functions = kernel_functions(&path);
         std::fs::remove_file(&path).unwrap();
-        assert_eq!(functions.len(), 2);
+        assert_eq!(functions.len(), 3);
+        assert!(functions.contains_key("zfs_zstd_compress"), "zstd lives in zzstd.ko");
         assert_eq!(functions["zio_write_compress"], 0xffffffffc0001000);
     }
 }

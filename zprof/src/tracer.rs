@@ -180,7 +180,11 @@ impl Session {
             });
             match result {
                 Ok(()) => status.attached = true,
-                Err(e) => status.reason = Some(format!("attach failed: {}", short_error(&e))),
+                Err(e) => {
+                    // The whole verifier log, which the one-line reason points to.
+                    log::debug!("{}: {e:#}", point.function);
+                    status.reason = Some(format!("attach failed: {}", short_error(&e)))
+                }
             }
             probes.push(status);
         }

@@ -320,6 +320,17 @@ fn slog_prediction_matches_the_lab_and_compare_explains_it() {
     assert!(line("zil_log_write", "main pool").contains("gone"), "{table}");
     assert!(line("zil_log_write", "log vdev").contains("new"), "{table}");
     assert!(table.contains("slog_what_if"), "the what-if finding changes: {table}");
+    // zil_commit latency falls by the factor the lab's IOPS rise.
+    let (a, b): (Value, Value) = (
+        serde_json::from_str(&std::fs::read_to_string(&without).unwrap()).unwrap(),
+        serde_json::from_str(&std::fs::read_to_string(&with).unwrap()).unwrap(),
+    );
+    let commit_mean = |r: &Value| stage_field(r, "zil_commit", "total_ns") as f64 / stage_count(r, "zil_commit") as f64;
+    let lab_iops = |r: &Value| r["benchmark"]["jobs"][0]["write"]["iops"].as_f64().unwrap();
+    let latency_factor = commit_mean(&a) / commit_mean(&b);
+    let iops_factor = lab_iops(&b) / lab_iops(&a);
+    eprintln!("zil_commit mean fell {latency_factor:.1}x, the lab's IOPS rose {iops_factor:.1}x");
+    assert!((latency_factor / iops_factor - 1.0).abs() <= 0.25, "commit {latency_factor:.1}x vs IOPS {iops_factor:.1}x");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -349,5 +360,57 @@ fn run_reads_fio_results() {
     assert!(writes > 0);
     // fsync=4: one fsync every 4 writes.
     assert_eq!(job["sync"]["count"].as_u64().unwrap(), writes / 4);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn lab_findings(dir: &Path, name: &str, args: &[&str]) -> Vec<Value> {
+    let recording = dir.join(format!("{name}.json"));
+    let output = zprof()
+        .args(["run", "--target", "libzpool", "-o"])
+        .arg(&recording)
+        .arg("--")
+        .arg(lab_binary())
+        .args(["run", "--dir"])
+        .arg(dir)
+        .args(args)
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = zprof().arg("explain").arg(&recording).args(["--format", "json"]).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
+}
+
+/// fsync=1 on hdd raidz3: the sync-write finding ranks first; with sync=disabled
+/// the same job makes zil_commit calls that write nothing, and the finding is gone.
+#[test]
+fn sync_write_finding_ranks_first_and_goes_with_sync_disabled() {
+    require_root();
+    let dir = scratch("syncdisabled");
+    let job = "name=f,rw=randwrite,bs=4k,fsync=1,runtime=2";
+    let base = ["--layout", "raidz3:8", "--vdev-model", "hdd", "--volblocksize", "4k", "--job", job];
+    let findings = lab_findings(&dir, "standard", &base);
+    assert_eq!(findings[0]["kind"], "sync_write_bound", "{:#?}", findings[0]);
+    let mut disabled = base.to_vec();
+    disabled.extend(["--sync", "disabled"]);
+    let findings = lab_findings(&dir, "disabled", &disabled);
+    assert!(!findings.iter().any(|f| f["kind"] == "sync_write_bound"), "{findings:#?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// zstd on incompressible data is flagged as paying for nothing; lz4 is not.
+#[test]
+fn zstd_on_incompressible_data_is_flagged_lz4_is_not() {
+    require_root();
+    let dir = scratch("compression");
+    let job = "name=w,rw=write,bs=128k,ios=400,buffer_compress_percentage=0";
+    let flagged = |compression: &str| {
+        let findings = lab_findings(&dir, compression, &["--volblocksize", "128k", "--compression", compression, "--job", job]);
+        let finding = findings.iter().find(|f| f["kind"] == "compression").expect("no compression finding").clone();
+        finding["title"].as_str().unwrap().contains("paying for nothing")
+    };
+    assert!(flagged("zstd-3"), "zstd-3 on incompressible data should be flagged");
+    assert!(!flagged("lz4"), "lz4 should not be flagged");
     std::fs::remove_dir_all(dir).unwrap();
 }
