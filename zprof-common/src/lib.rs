@@ -201,8 +201,14 @@ pub mod counter {
     pub const VDEV_UNTIMED: u32 = 6;
     /// A forked process could not be added to the filter (map full).
     pub const TRACKED_FULL: u32 = 7;
+    /// A CPU sample whose stack could not be stored (stack map full or collision).
+    pub const STACK_LOST: u32 = 8;
+    /// A CPU sample that could not be counted (sample map full).
+    pub const SAMPLE_MAP_FULL: u32 = 9;
+    /// CPU samples taken of traced threads.
+    pub const SAMPLES: u32 = 10;
     /// Number of counters.
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 12;
 }
 
 /// Entry record kept between an entry probe and its return probe.
@@ -307,6 +313,22 @@ pub struct Offsets {
     pub pad: u32,
 }
 
+/// Key of the CPU sample counts: who was on the CPU, and where.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SampleKey {
+    /// Process (tgid).
+    pub tgid: u32,
+    /// Stack id of the user stack in `STACKS`, or a negative error.
+    pub user_stack: i32,
+    /// Stack id of the kernel stack in `STACKS`, or a negative error.
+    pub kernel_stack: i32,
+    /// Padding, always 0.
+    pub pad: u32,
+    /// Thread name (comm): the taskq a ZFS thread belongs to.
+    pub comm: [u8; 16],
+}
+
 /// Per-pool state of the ZIL commit in progress, so the vdev and flush probes
 /// can charge their time to it.
 #[repr(C)]
@@ -352,6 +374,7 @@ mod pod {
     unsafe impl aya::Pod for super::Offsets {}
     unsafe impl aya::Pod for super::Config {}
     unsafe impl aya::Pod for super::CommitWindow {}
+    unsafe impl aya::Pod for super::SampleKey {}
 }
 
 #[cfg(test)]

@@ -23,12 +23,12 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
     },
-    macros::{kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
-    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{ProbeContext, RetProbeContext, TracePointContext},
+    macros::{kprobe, kretprobe, map, perf_event, tracepoint, uprobe, uretprobe},
+    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
 };
 use zprof_common::{
-    CommitWindow, Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
+    CommitWindow, Config, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
     TxgEvent, counter, hist_bucket,
 };
 
@@ -76,6 +76,14 @@ static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(1638
 /// Loss and mismatch counters, indexed by `zprof_common::counter`.
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+/// Stacks of CPU samples (user and kernel). Size set by `--stack-storage-size`.
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
+
+/// CPU sample counts by process, thread name and stacks.
+#[map]
+static SAMPLES: HashMap<SampleKey, u64> = HashMap::with_max_entries(65536, 0);
 
 /// The ZIL commit in progress per pool (spa_t address).
 #[map]
@@ -127,11 +135,18 @@ fn bump(index: u32) {
     }
 }
 
-/// Reads a value of the traced code's memory (kernel or user, per target).
+/// Reads a value of the traced code's memory (kernel or user, per target), or
+/// `fallback` when the read fails.
+///
+/// Returns a plain value, not an `Option`: with an `Option`, LLVM may compute on
+/// the (undefined) payload of `None` and mask the result afterwards, leaving a
+/// register the verifier sees as never written ("R1 !read_ok"). Kernels from
+/// about 6.10 hide this by proving the counter lookup in `bump` non-null;
+/// 6.1 rejected vdev_stat_entry_k (found in the qemu guest, issue 4).
 #[inline(always)]
-fn read<T>(addr: u64) -> Option<T> {
+fn read_or<T>(addr: u64, fallback: T) -> T {
     if addr == 0 {
-        return None;
+        return fallback;
     }
     let ptr = addr as *const T;
     let result = if is_kernel() {
@@ -140,10 +155,10 @@ fn read<T>(addr: u64) -> Option<T> {
         unsafe { bpf_probe_read_user(ptr) }
     };
     match result {
-        Ok(value) => Some(value),
+        Ok(value) => value,
         Err(_) => {
             bump(counter::READ_FAILED);
-            None
+            fallback
         }
     }
 }
@@ -154,7 +169,7 @@ fn member_u64(base: u64, offset: &u32) -> u64 {
     if !offsets_valid() || base == 0 {
         return 0;
     }
-    read::<u64>(base + config_u32(offset) as u64).unwrap_or(0)
+    read_or::<u64>(base + config_u32(offset) as u64, 0)
 }
 
 #[inline(always)]
@@ -359,22 +374,22 @@ fn vdev_stat_entry(ctx: &ProbeContext) {
         return;
     }
     let offsets = &CONFIG.offsets;
-    let delta = read::<u64>(zio + config_u32(&offsets.zio_delta) as u64).unwrap_or(0);
-    let delay = read::<u64>(zio + config_u32(&offsets.zio_delay) as u64).unwrap_or(0);
+    let delta = read_or::<u64>(zio + config_u32(&offsets.zio_delta) as u64, 0);
+    let delay = read_or::<u64>(zio + config_u32(&offsets.zio_delay) as u64, 0);
     if delta == 0 || delay == 0 {
         // Not a leaf I/O that went through the queue (or it failed early).
         return;
     }
     // The conditions zpool iostat's histograms use: no error, and not a member
     // of an aggregated I/O (the aggregate itself is counted once).
-    let error = read::<u32>(zio + config_u32(&offsets.zio_error) as u64).unwrap_or(1);
-    let flags = read::<u32>(zio + config_u32(&offsets.zio_flags) as u64).unwrap_or(0);
+    let error = read_or::<u32>(zio + config_u32(&offsets.zio_error) as u64, 1);
+    let flags = read_or::<u32>(zio + config_u32(&offsets.zio_flags) as u64, 0);
     if error != 0 || flags & ZIO_FLAG_IO_BYPASS != 0 {
         return;
     }
-    let io_type = read::<u32>(zio + config_u32(&offsets.zio_type) as u64).unwrap_or(0);
-    let priority = read::<u32>(zio + config_u32(&offsets.zio_priority) as u64).unwrap_or(0);
-    let vd = read::<u64>(zio + config_u32(&offsets.zio_vd) as u64).unwrap_or(0);
+    let io_type = read_or::<u32>(zio + config_u32(&offsets.zio_type) as u64, 0);
+    let priority = read_or::<u32>(zio + config_u32(&offsets.zio_priority) as u64, 0);
+    let vd = read_or::<u64>(zio + config_u32(&offsets.zio_vd) as u64, 0);
     let guid = member_u64(vd, &offsets.vdev_guid);
     let pool = member_u64(zio, &offsets.zio_spa);
     let size = member_u64(zio, &offsets.zio_size);
@@ -743,6 +758,67 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
         bump(counter::TRACKED_FULL);
     }
     let _ = ctx.as_ptr();
+    0
+}
+
+/// Whether a kernel thread is one of ZFS's (taskqs and sync threads): on the
+/// kernel target compression and checksums run there, not in the workload.
+#[inline(always)]
+fn is_zfs_kernel_thread(comm: &[u8; 16]) -> bool {
+    let starts = |prefix: &[u8]| comm.len() >= prefix.len() && &comm[..prefix.len()] == prefix;
+    starts(b"z_") || starts(b"txg_") || starts(b"zil_") || starts(b"spa_") || starts(b"dp_")
+        || starts(b"arc_") || starts(b"dbu_") || starts(b"zthr") || starts(b"l2arc")
+}
+
+/// On-CPU samples (perf event at a fixed frequency on each CPU): user and kernel
+/// stacks of the traced processes, and on the kernel target of ZFS's threads.
+#[perf_event]
+pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if tgid == 0 {
+        return 0; // idle
+    }
+    let comm = aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]);
+    if config_u32(&CONFIG.filter_tgid) != 0
+        && unsafe { TRACKED.get(&tgid) }.is_none()
+        && !(is_kernel() && is_zfs_kernel_thread(&comm))
+    {
+        return 0;
+    }
+    bump(counter::SAMPLES);
+    const BPF_F_USER_STACK: u64 = 1 << 8;
+    let user_stack = match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
+        Ok(id) => id as i32,
+        Err(err) => {
+            // -EFAULT: no user stack (a kernel thread); anything else is a loss.
+            if err != -14 {
+                bump(counter::STACK_LOST);
+            }
+            err
+        }
+    };
+    let kernel_stack = match ctx.get_stackid(&STACKS, 0) {
+        Ok(id) => id as i32,
+        Err(err) => {
+            if err != -14 {
+                bump(counter::STACK_LOST);
+            }
+            err
+        }
+    };
+    let key = SampleKey { tgid, user_stack, kernel_stack, pad: 0, comm };
+    match SAMPLES.get_ptr_mut(&key) {
+        Some(count) => unsafe { *count += 1 },
+        None => {
+            if SAMPLES.insert(&key, &1, BPF_NOEXIST as u64).is_err()
+                && let Some(count) = SAMPLES.get_ptr_mut(&key)
+            {
+                unsafe { *count += 1 };
+            } else if SAMPLES.get_ptr_mut(&key).is_none() {
+                bump(counter::SAMPLE_MAP_FULL);
+            }
+        }
+    }
     0
 }
 

@@ -31,6 +31,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Two recordings side by side, stage by stage, with the findings that changed.
     Compare(CompareArgs),
+    /// A flame graph (SVG) or folded stacks from a recording: stage time or CPU samples.
+    Flamegraph(FlamegraphArgs),
 }
 
 /// Options choosing and describing the target.
@@ -80,6 +82,18 @@ pub struct RecordArgs {
     /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub hist_entries: u32,
+    /// On-CPU samples per second on each CPU, for CPU flame graphs (0: none).
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub sample_freq: u64,
+    /// Distinct stacks kept for CPU samples; raise it when the report shows lost stacks.
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(64..=1_000_000))]
+    pub stack_storage_size: u32,
+    /// Also write a flame graph (.svg, or .folded for folded stacks).
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// What the flame graph shows.
+    #[arg(long, value_enum, default_value = "stages")]
+    pub flamegraph_kind: FlameKind,
     /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY].
     /// Repeatable. Default: ssd and nvme.
     #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
@@ -125,6 +139,28 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+/// Kinds of flame graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlameKind {
+    /// Wall-clock time per stage (compression, checksum, queue, disk, ZIL...).
+    Stages,
+    /// On-CPU stack samples of the workload and ZFS's threads.
+    Cpu,
+}
+
+/// `zprof flamegraph`.
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// A recording written by `zprof record -o`.
+    pub file: PathBuf,
+    /// What to show.
+    #[arg(long, value_enum, default_value = "stages")]
+    pub kind: FlameKind,
+    /// Output: .svg for a flame graph, .folded for folded stacks (other tools).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// Report formats.

@@ -42,6 +42,11 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Report(args) => report_cmd(args),
         Command::Explain(args) => explain_cmd(args),
         Command::Compare(args) => compare_cmd(args),
+        Command::Flamegraph(args) => {
+            let recording = Recording::load(&args.file)?;
+            write_flamegraph(&recording, args.kind, &args.output)?;
+            Ok(0)
+        }
     }
 }
 
@@ -66,7 +71,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64 },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64 },
     )?;
     let statuses = session.probes().to_vec();
     drop(session);
@@ -262,7 +267,16 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         args.pid.map(|p| vec![p])
     };
     let mut session =
-        Session::start(target, found, &SessionOptions { filter_pids: filter, hist_entries: args.hist_entries })?;
+        Session::start(
+            target,
+            found,
+            &SessionOptions {
+                filter_pids: filter,
+                hist_entries: args.hist_entries,
+                sample_hz: args.sample_freq,
+                stack_entries: args.stack_storage_size,
+            },
+        )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();
     let mut child = None;
     let mut tee = None;
@@ -292,9 +306,37 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         recording.save(path).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("recording written to {}", path.display());
     }
+    if let Some(path) = &args.flamegraph {
+        write_flamegraph(&recording, args.flamegraph_kind, path)?;
+    }
     let findings = (!args.no_explain).then(|| explain_recording(&recording, &args.what_if));
     print_all(&recording, findings.as_deref(), args.format)?;
     Ok(command_exit.unwrap_or(0))
+}
+
+/// Writes a flame graph: folded stacks for a `.folded` path, SVG otherwise.
+fn write_flamegraph(recording: &Recording, kind: crate::cli::FlameKind, path: &std::path::Path) -> anyhow::Result<()> {
+    use crate::{cli::FlameKind, flamegraph};
+    let lines = match kind {
+        FlameKind::Stages => flamegraph::stage_stacks(recording),
+        FlameKind::Cpu => {
+            if recording.cpu.is_none() {
+                return Err(UsageError(
+                    "the recording has no CPU samples (it was made with --sample-freq 0)".into(),
+                )
+                .into());
+            }
+            flamegraph::cpu_stacks(recording)
+        }
+    };
+    let text = if path.extension().is_some_and(|e| e == "folded") {
+        lines.join("\n") + "\n"
+    } else {
+        flamegraph::render_svg(&lines, &flamegraph::titles(recording, kind == FlameKind::Cpu))?
+    };
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("flame graph written to {} ({})", path.display(), flamegraph::describe(&lines, kind == FlameKind::Stages));
+    Ok(())
 }
 
 fn explain_recording(recording: &Recording, what_if: &[crate::explain::SlogDevice]) -> Vec<crate::explain::Finding> {
@@ -386,11 +428,14 @@ async fn collect(
         tokio::time::Instant::now() + Duration::from_secs(1),
         Duration::from_secs(1),
     );
+    // Memory maps of sampled processes, for symbolizing stacks after they exit.
+    let mut maps_ticker = tokio::time::interval(Duration::from_millis(250));
     let mut command_exit = None;
     let mut stop_requested = false;
     loop {
         let until_deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         tokio::select! {
+            _ = maps_ticker.tick() => session.snapshot_maps(),
             _ = ticker.tick() => {
                 session.tick()?;
                 if let Some(pid) = watched_pid

@@ -60,6 +60,35 @@ pub struct Recording {
     /// The benchmark's own result, when `zprof run` recognised its output.
     #[serde(default)]
     pub benchmark: Option<crate::bench::Benchmark>,
+    /// On-CPU stack samples of the traced processes (and of ZFS's kernel threads).
+    #[serde(default)]
+    pub cpu: Option<CpuProfile>,
+}
+
+/// On-CPU samples, symbolized.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CpuProfile {
+    /// Samples per second per CPU.
+    pub frequency_hz: u64,
+    /// Samples taken of traced threads.
+    pub samples_total: u64,
+    /// Samples whose stack was lost (stack map full or hash collision; raise --stack-storage-size).
+    pub stack_lost: u64,
+    /// Samples not counted (sample map full).
+    pub sample_map_full: u64,
+    /// Frames that could not be named.
+    pub unsymbolized_frames: u64,
+    /// Distinct stacks with their sample counts.
+    pub stacks: Vec<CpuStack>,
+}
+
+/// One stack: process, thread, user frames then kernel frames, outermost first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CpuStack {
+    /// Frames, outermost first.
+    pub frames: Vec<String>,
+    /// Samples.
+    pub count: u64,
 }
 
 /// One eBPF program's cost during the recording (kernel BPF_STATS_RUN_TIME).
@@ -467,6 +496,7 @@ mod tests {
             timeline: vec![],
             bpf_programs: vec![],
             benchmark: None,
+            cpu: None,
         }
     }
 

@@ -8,7 +8,7 @@
 //! outlives zprof, whatever path it exits by.
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -16,9 +16,16 @@ use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
-    programs::{KProbe, TracePoint, UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeScope},
+    programs::{
+        KProbe, PerfEvent, TracePoint, UProbe,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        uprobe::UProbeAttachLocation,
+        uprobe::UProbeScope,
+    },
 };
-use zprof_common::{Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, Stage, TxgEvent, counter};
+use zprof_common::{
+    Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, SampleKey, Stage, TxgEvent, counter,
+};
 
 use crate::{
     catalogue::{self, Role},
@@ -27,6 +34,8 @@ use crate::{
         HistRecord, Losses, ProbeStatus, ProgramCost, Recording, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
         stage_name,
     },
+    recording::{CpuProfile, CpuStack},
+    symbols::{ProcessMaps, Symbolizer},
     target::{Target, TargetKind},
     zfs_names,
 };
@@ -41,6 +50,10 @@ pub struct SessionOptions {
     pub filter_pids: Option<Vec<u32>>,
     /// Histogram map size.
     pub hist_entries: u32,
+    /// CPU samples per second per CPU (0: no CPU sampling).
+    pub sample_hz: u64,
+    /// Stack map size (distinct stacks kept for CPU samples).
+    pub stack_entries: u32,
 }
 
 /// A loaded and attached set of probes.
@@ -63,6 +76,11 @@ pub struct Session {
     txg_events: Vec<TxgEvent>,
     timeline: Vec<TimelinePoint>,
     last_totals: TimelinePoint,
+    sample_hz: u64,
+    /// Memory maps of sampled processes, refreshed while they run.
+    process_maps: HashMap<u32, ProcessMaps>,
+    /// Process names (comm of the main thread) of sampled processes.
+    process_names: HashMap<u32, String>,
 }
 
 fn monotonic_ns() -> u64 {
@@ -113,6 +131,7 @@ impl Session {
         let mut ebpf = EbpfLoader::new()
             .override_global("CONFIG", &config, true)
             .map_max_entries("HIST", options.hist_entries)
+            .map_max_entries("STACKS", options.stack_entries)
             .load(EBPF_OBJECT)
             .context("loading zprof's eBPF object failed")?;
 
@@ -206,6 +225,23 @@ impl Session {
                 tracked.insert(pid, 1, 0)?;
             }
         }
+        if options.sample_hz > 0 {
+            let program: &mut PerfEvent =
+                ebpf.program_mut("sample_cpu").ok_or_else(|| anyhow!("sample_cpu missing"))?.try_into()?;
+            program.load()?;
+            let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("reading {path}: {e}"))?;
+            for cpu in cpus {
+                program
+                    .attach(
+                        PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                        PerfEventScope::AllProcessesOneCpu { cpu },
+                        SamplePolicy::Frequency(options.sample_hz),
+                        false,
+                    )
+                    .with_context(|| format!("attaching the CPU sampler on CPU {cpu}"))?;
+            }
+            loaded.insert("sample_cpu".into());
+        }
         log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
         let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
@@ -229,7 +265,73 @@ impl Session {
             txg_events: Vec::new(),
             timeline: Vec::new(),
             last_totals: TimelinePoint::default(),
+            sample_hz: options.sample_hz,
+            process_maps: HashMap::new(),
+            process_names: HashMap::new(),
         })
+    }
+
+    /// Snapshots the memory maps of every process with CPU samples, so their
+    /// stacks can be symbolized after they exit. Cheap; call it often.
+    pub fn snapshot_maps(&mut self) {
+        if self.sample_hz == 0 {
+            return;
+        }
+        let Some(map) = self.ebpf.map("SAMPLES") else { return };
+        let Ok(samples) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
+        let tgids: HashSet<u32> = samples.keys().filter_map(Result::ok).map(|k| k.tgid).collect();
+        for tgid in tgids {
+            if let Some(maps) = ProcessMaps::read(tgid) {
+                self.process_maps.insert(tgid, maps);
+            }
+            if let Ok(name) = std::fs::read_to_string(format!("/proc/{tgid}/comm")) {
+                self.process_names.insert(tgid, name.trim().to_owned());
+            }
+        }
+    }
+
+    /// Reads the CPU samples and symbolizes their stacks.
+    fn cpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<CpuProfile>> {
+        if self.sample_hz == 0 {
+            return Ok(None);
+        }
+        self.snapshot_maps();
+        let samples: BpfHashMap<_, SampleKey, u64> =
+            BpfHashMap::try_from(self.ebpf.map("SAMPLES").ok_or_else(|| anyhow!("SAMPLES missing"))?)?;
+        let stacks: aya::maps::StackTraceMap<_> =
+            aya::maps::StackTraceMap::try_from(self.ebpf.map("STACKS").ok_or_else(|| anyhow!("STACKS missing"))?)?;
+        let mut symbolizer = Symbolizer::default();
+        let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+        for item in samples.iter() {
+            let (key, count) = item?;
+            let end = key.comm.iter().position(|b| *b == 0).unwrap_or(16);
+            let thread = String::from_utf8_lossy(&key.comm[..end]).into_owned();
+            let process = self.process_names.get(&key.tgid).cloned().unwrap_or_else(|| thread.clone());
+            let mut frames = vec![process];
+            if thread != frames[0] {
+                frames.push(thread);
+            }
+            if key.user_stack >= 0
+                && let Ok(trace) = stacks.get(&(key.user_stack as u32), 0)
+            {
+                let maps = self.process_maps.get(&key.tgid);
+                frames.extend(trace.frames().iter().rev().map(|f| symbolizer.user(maps, f.ip)));
+            }
+            if key.kernel_stack >= 0
+                && let Ok(trace) = stacks.get(&(key.kernel_stack as u32), 0)
+            {
+                frames.extend(trace.frames().iter().rev().map(|f| symbolizer.kernel(f.ip)));
+            }
+            *merged.entry(frames).or_default() += count;
+        }
+        Ok(Some(CpuProfile {
+            frequency_hz: self.sample_hz,
+            samples_total: counters[counter::SAMPLES as usize],
+            stack_lost: counters[counter::STACK_LOST as usize],
+            sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
+            unsymbolized_frames: symbolizer.unsymbolized,
+            stacks: merged.into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
+        }))
     }
 
     /// Adds a process to the filter (used for a command started after attaching).
@@ -431,6 +533,7 @@ impl Session {
             })
             .collect();
         txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
+        let cpu = self.cpu_profile(&c)?;
         Ok(Recording {
             schema: crate::recording::SCHEMA.into(),
             version: crate::recording::VERSION,
@@ -455,6 +558,7 @@ impl Session {
             timeline: self.timeline.clone(),
             bpf_programs: self.program_costs(),
             benchmark: None,
+            cpu,
         })
     }
 }

@@ -1,0 +1,223 @@
+//! Turning sampled instruction addresses into function names: user-space
+//! addresses through the process's memory map and each mapped file's ELF symbols
+//! (libzpool's dynamic symbols, the program's own), kernel addresses through
+//! /proc/kallsyms (zfs.ko's static functions included).
+//!
+//! Processes may exit before zprof symbolizes, so their memory maps are
+//! snapshotted while they run ([`ProcessMaps::read`]).
+
+use std::{collections::HashMap, path::Path};
+
+use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+
+/// One executable mapping of a process.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub file_offset: u64,
+    /// The mapped file.
+    pub path: String,
+}
+
+/// A process's executable mappings.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessMaps {
+    /// Mappings, by start address.
+    pub mappings: Vec<Mapping>,
+}
+
+impl ProcessMaps {
+    /// Reads /proc/PID/maps (executable file mappings only).
+    pub fn read(pid: u32) -> Option<ProcessMaps> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        Some(Self::parse(&text))
+    }
+
+    /// Parses the text of a maps file.
+    pub fn parse(text: &str) -> ProcessMaps {
+        let mut mappings: Vec<Mapping> = text
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                let range = fields.next()?;
+                let perms = fields.next()?;
+                let offset = fields.next()?;
+                let _device = fields.next()?;
+                let _inode = fields.next()?;
+                let path = fields.next()?;
+                if !perms.contains('x') || !path.starts_with('/') {
+                    return None;
+                }
+                let (start, end) = range.split_once('-')?;
+                Some(Mapping {
+                    start: u64::from_str_radix(start, 16).ok()?,
+                    end: u64::from_str_radix(end, 16).ok()?,
+                    file_offset: u64::from_str_radix(offset, 16).ok()?,
+                    path: path.to_owned(),
+                })
+            })
+            .collect();
+        mappings.sort_by_key(|m| m.start);
+        ProcessMaps { mappings }
+    }
+
+    fn find(&self, address: u64) -> Option<&Mapping> {
+        let index = self.mappings.partition_point(|m| m.start <= address);
+        self.mappings[..index].last().filter(|m| address < m.end)
+    }
+}
+
+/// Function symbols of one ELF file, by virtual address.
+struct ElfSymbols {
+    /// (start, end, name), sorted by start.
+    functions: Vec<(u64, u64, String)>,
+    /// Loadable segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+impl ElfSymbols {
+    fn load(path: &Path) -> Option<ElfSymbols> {
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let mut functions: Vec<(u64, u64, String)> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                let size = s.size().max(1);
+                Some((s.address(), s.address() + size, format!("{:#}", rustc_demangle::demangle(name))))
+            })
+            .collect();
+        functions.sort_by_key(|f| (f.0, std::cmp::Reverse(f.1)));
+        functions.dedup_by_key(|f| f.0);
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (offset, size) = s.file_range();
+                (offset, size, s.address())
+            })
+            .collect();
+        Some(ElfSymbols { functions, segments })
+    }
+
+    fn lookup(&self, file_offset: u64) -> Option<&str> {
+        let (seg_offset, _, vaddr) =
+            self.segments.iter().find(|(o, size, _)| file_offset >= *o && file_offset < o + size)?;
+        let address = file_offset - seg_offset + vaddr;
+        let index = self.functions.partition_point(|f| f.0 <= address);
+        let (start, end, name) = self.functions[..index].last()?;
+        // Past the end of the nearest symbol is not inside it (stripped code).
+        (address >= *start && address < *end).then_some(name.as_str())
+    }
+}
+
+/// Kernel symbols from /proc/kallsyms.
+struct KernelSymbols {
+    /// (address, name), sorted.
+    symbols: Vec<(u64, String)>,
+}
+
+impl KernelSymbols {
+    fn load() -> KernelSymbols {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let mut symbols: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.split_whitespace();
+                let address = u64::from_str_radix(parts.next()?, 16).ok()?;
+                let kind = parts.next()?;
+                let name = parts.next()?;
+                (address != 0 && matches!(kind, "t" | "T" | "w" | "W")).then(|| (address, name.to_owned()))
+            })
+            .collect();
+        symbols.sort();
+        KernelSymbols { symbols }
+    }
+
+    fn lookup(&self, address: u64) -> Option<&str> {
+        let index = self.symbols.partition_point(|s| s.0 <= address);
+        self.symbols[..index].last().map(|s| s.1.as_str())
+    }
+}
+
+/// Symbolizes addresses; counts what it could not name.
+pub struct Symbolizer {
+    files: HashMap<String, Option<ElfSymbols>>,
+    kernel: Option<KernelSymbols>,
+    /// Frames that could not be named.
+    pub unsymbolized: u64,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Symbolizer { files: HashMap::new(), kernel: None, unsymbolized: 0 }
+    }
+}
+
+impl Symbolizer {
+    /// Names a user-space address of a process; unknown ones become
+    /// `[file+0xoffset]` or `[unknown]`.
+    pub fn user(&mut self, maps: Option<&ProcessMaps>, address: u64) -> String {
+        let Some(mapping) = maps.and_then(|m| m.find(address)) else {
+            self.unsymbolized += 1;
+            return "[unknown]".into();
+        };
+        let file_offset = address - mapping.start + mapping.file_offset;
+        let symbols = self.files.entry(mapping.path.clone()).or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path)));
+        match symbols.as_ref().and_then(|s| s.lookup(file_offset)) {
+            Some(name) => name.to_owned(),
+            None => {
+                self.unsymbolized += 1;
+                let file = mapping.path.rsplit('/').next().unwrap_or(&mapping.path);
+                format!("[{file}+{file_offset:#x}]")
+            }
+        }
+    }
+
+    /// Names a kernel address, marked `_[k]` (the flame graph convention).
+    pub fn kernel(&mut self, address: u64) -> String {
+        let kernel = self.kernel.get_or_insert_with(KernelSymbols::load);
+        match kernel.lookup(address) {
+            Some(name) => format!("{name}_[k]"),
+            None => {
+                self.unsymbolized += 1;
+                "[kernel]_[k]".into()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_maps_and_keeps_executable_file_mappings() {
+        let maps = ProcessMaps::parse(
+            "55d0c0000000-55d0c0100000 r--p 00000000 fe:00 1 /usr/bin/prog\n\
+             55d0c0100000-55d0c0200000 r-xp 00100000 fe:00 1 /usr/bin/prog\n\
+             7f0000000000-7f0000100000 rw-p 00000000 00:00 0 [heap]\n\
+             7f1000000000-7f1000200000 r-xp 00010000 fe:00 2 /lib/x86_64-linux-gnu/libzpool.so.5.0.0\n",
+        );
+        assert_eq!(maps.mappings.len(), 2);
+        let m = maps.find(0x7f1000000010).unwrap();
+        assert!(m.path.ends_with("libzpool.so.5.0.0"));
+        assert!(maps.find(0x7f0000000010).is_none());
+    }
+
+    /// Symbolizes this test binary's own code through its real memory map.
+    #[test]
+    fn names_own_function() {
+        let maps = ProcessMaps::read(std::process::id()).unwrap();
+        let address = names_own_function as *const () as u64;
+        let mut symbolizer = Symbolizer::default();
+        let name = symbolizer.user(Some(&maps), address);
+        assert!(name.contains("names_own_function"), "{name}");
+        assert_eq!(symbolizer.unsymbolized, 0);
+    }
+}
