@@ -619,6 +619,24 @@ fn workload_dmu(ctx: &ProbeContext, stage: Stage) {
     enter(stage, thread_id(), 0, arg(ctx, 3), pool, 0);
 }
 
+/// Entry-only variant: counts operations and bytes without timing them (class 1
+/// marks "count only"), one uprobe per operation instead of two.
+fn workload_count(ctx: &ProbeContext, stage: Stage) {
+    if !wanted(true) || in_zfs_internal() {
+        return;
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.objset_spa);
+    record(&stage_key(stage, 1, pool, 0), 0, arg(ctx, 3), 0);
+}
+
+fn dmu_write_count(ctx: &ProbeContext) {
+    workload_count(ctx, Stage::WorkloadWrite);
+}
+
+fn dmu_read_count(ctx: &ProbeContext) {
+    workload_count(ctx, Stage::WorkloadRead);
+}
+
 fn dmu_write_entry(ctx: &ProbeContext) {
     workload_dmu(ctx, Stage::WorkloadWrite);
 }
@@ -710,6 +728,8 @@ entry_programs! {
     tx_assign_entry_k, tx_assign_entry_u => tx_assign_entry;
     tx_wait_entry_k, tx_wait_entry_u => tx_wait_entry;
     dmu_write_entry_k, dmu_write_entry_u => dmu_write_entry;
+    dmu_write_count_k, dmu_write_count_u => dmu_write_count;
+    dmu_read_count_k, dmu_read_count_u => dmu_read_count;
     dmu_read_entry_k, dmu_read_entry_u => dmu_read_entry;
     uio_write_entry_k, uio_write_entry_u => uio_write_entry;
     uio_read_entry_k, uio_read_entry_u => uio_read_entry;

@@ -91,6 +91,9 @@ pub struct PoolArgs {
     /// Dataset logbias: latency, throughput (every write logged WR_INDIRECT).
     #[arg(long, default_value = "latency", value_parser = parse_logbias)]
     pub logbias: String,
+    /// Dataset primarycache: all, metadata (data reads always reach the vdevs), none.
+    #[arg(long, default_value = "all", value_parser = parse_primarycache)]
+    pub primarycache: String,
 }
 
 /// `run` options.
@@ -112,26 +115,87 @@ pub struct RunArgs {
 /// `scenario` options.
 #[derive(Debug, Args)]
 pub struct ScenarioArgs {
-    /// Scenario name.
+    /// Scenario name (`all`: the three, one after another).
     #[arg(value_enum)]
     pub name: Scenario,
-    /// Seconds per job.
-    #[arg(long, default_value = "10", value_parser = parse_runtime)]
-    pub runtime: f64,
-    /// Model of the data vdevs (default: the scenario's).
-    #[arg(long, value_parser = parse_model)]
-    pub vdev_model: Option<ModelParams>,
-    /// Model of the log vdevs (default: the scenario's).
-    #[arg(long, value_parser = parse_model)]
-    pub log_model: Option<ModelParams>,
+    /// Seconds per timed job (fsync-collapse: each job, default 10; volblocksize: each
+    /// random-read job, default 3; compression writes a fixed amount instead, see --size).
+    #[arg(long, value_parser = parse_runtime)]
+    pub runtime: Option<f64>,
+    /// Data per job: compression: bytes written per job (default 512m); volblocksize:
+    /// object size per reader (default 32m); fsync-collapse: the random-write extent (default 1g).
+    #[arg(long, value_parser = parse_job_size)]
+    pub size: Option<u64>,
+    /// Override the scenario's compression (fsync-collapse: off, volblocksize: lz4,
+    /// compression: run only this one instead of off, lz4, zstd-1, -3, -9, -19).
+    #[arg(long, value_parser = parse_compression)]
+    pub compression: Option<String>,
+    /// Verify the scenario's published shape afterwards: print each criterion with the
+    /// measured value and PASS/FAIL; exit 3 if one fails.
+    #[arg(long)]
+    pub check: bool,
+    /// Model of the data vdevs (default: the scenario's: hdd, compression: ssd).
+    #[arg(long, value_parser = parse_model_arg)]
+    pub vdev_model: Option<ModelArg>,
+    /// Model of the log vdevs (default: ssd).
+    #[arg(long, value_parser = parse_model_arg)]
+    pub log_model: Option<ModelArg>,
     /// Size of each sparse vdev file.
     #[arg(long, default_value = "16g", value_parser = parse_vdev_size)]
     pub vdev_size: u64,
+    /// Print job progress on stderr whatever the output format (used by `all` for
+    /// its child processes).
+    #[arg(long, hide = true)]
+    pub progress: bool,
     /// Common options.
     #[command(flatten)]
     pub common: Common,
 }
 
+/// A device model as given on the command line, kept verbatim so that `scenario all`
+/// can hand it to its child processes unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelArg {
+    /// The text given.
+    pub text: String,
+    /// What it parses to.
+    pub params: ModelParams,
+}
+
+impl ScenarioArgs {
+    /// The arguments that run scenario `name` with these options in a child process,
+    /// its report as JSON on stdout and its progress on stderr.
+    pub fn child_args(&self, name: Scenario) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = vec!["scenario".into(), name.cli_name().into()];
+        let mut opt = |k: &str, val: Option<String>| {
+            if let Some(val) = val {
+                v.push(k.into());
+                v.push(val.into());
+            }
+        };
+        opt("--runtime", self.runtime.map(|r| r.to_string()));
+        opt("--size", self.size.map(|x| x.to_string()));
+        opt("--compression", self.compression.clone());
+        opt("--vdev-model", self.vdev_model.as_ref().map(|m| m.text.clone()));
+        opt("--log-model", self.log_model.as_ref().map(|m| m.text.clone()));
+        opt("--vdev-size", Some(self.vdev_size.to_string()));
+        opt("--output-format", Some("json".into()));
+        v.push("--dir".into());
+        v.push(self.common.dir.clone().into_os_string());
+        if self.common.keep {
+            v.push("--keep".into());
+        }
+        if self.check {
+            v.push("--check".into());
+        }
+        v.push("--progress".into());
+        v
+    }
+}
+
+fn parse_model_arg(s: &str) -> Result<ModelArg, OptError> {
+    Ok(ModelArg { text: s.to_string(), params: s.parse()? })
+}
 fn parse_layout(s: &str) -> Result<Layout, OptError> {
     s.parse()
 }
@@ -162,6 +226,16 @@ fn parse_sync(s: &str) -> Result<String, OptError> {
 fn parse_logbias(s: &str) -> Result<String, OptError> {
     options::check_logbias(s).map(|()| s.to_string())
 }
+fn parse_primarycache(s: &str) -> Result<String, OptError> {
+    options::check_primarycache(s).map(|()| s.to_string())
+}
+fn parse_job_size(s: &str) -> Result<u64, OptError> {
+    let v = options::parse_size(s)?;
+    if v < 1 << 20 {
+        return Err(OptError(format!("size {s} is below 1m")));
+    }
+    Ok(v)
+}
 fn parse_runtime(s: &str) -> Result<f64, OptError> {
     let v = options::parse_duration_ns(s)? as f64 / 1e9;
     if v <= 0.0 {
@@ -178,6 +252,7 @@ impl PoolArgs {
             ("checksum", &self.checksum),
             ("sync", &self.sync),
             ("logbias", &self.logbias),
+            ("primarycache", &self.primarycache),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -271,6 +346,34 @@ mod tests {
     fn scenario_flags() {
         let cli = parse(&["scenario", "fsync-collapse", "--runtime", "2"]).unwrap();
         let Command::Scenario(s) = cli.command else { panic!() };
-        assert_eq!((s.name, s.runtime), (Scenario::FsyncCollapse, 2.0));
+        assert_eq!((s.name, s.runtime, s.check), (Scenario::FsyncCollapse, Some(2.0), false));
+        let cli = parse(&["scenario", "volblocksize", "--check", "--size", "8m", "--compression", "zstd-3"]).unwrap();
+        let Command::Scenario(s) = cli.command else { panic!() };
+        assert_eq!((s.name, s.size, s.check), (Scenario::Volblocksize, Some(8 << 20), true));
+        let plan = crate::scenario::plan(&s, s.name);
+        assert_eq!(plan.pools.len(), 8);
+        assert!(plan.pools.iter().all(|(c, j)| c.props["compression"] == "zstd-3"
+            && c.props["primarycache"] == "metadata"
+            && j[0].size == 8 << 20));
+        assert_eq!(plan.pools[7].0.volblocksize, 1 << 20);
+        let Command::Scenario(all) =
+            parse(&["scenario", "all", "--check", "--vdev-model", "hdd:rpm=5400", "--runtime", "2.5"]).unwrap().command
+        else {
+            panic!()
+        };
+        assert_eq!(all.name, Scenario::All);
+        // The child gets the same options back, verbatim, and they parse.
+        let child = all.child_args(Scenario::Volblocksize);
+        let Command::Scenario(c) = Cli::try_parse_from(std::iter::once("zprof-lab".into()).chain(child))
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!((c.name, c.runtime, c.check, c.progress), (Scenario::Volblocksize, Some(2.5), true, true));
+        assert_eq!(c.vdev_model, all.vdev_model);
+        assert_eq!(c.common.output_format, OutputFormat::Json);
+        assert!(parse(&["scenario", "compression", "--compression", "lz5"]).is_err());
+        assert!(parse(&["scenario", "nope"]).is_err());
     }
 }

@@ -194,12 +194,13 @@ fn lay_out(pool: &Pool, objs: &[c_int], size: u64, pct: u32) -> Result<u64> {
     Ok(written)
 }
 
-/// CPU time (user + system) of the whole process so far, in ns.
-pub fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// CPU time of the whole process so far (all threads), in ns: (user, system).
+pub fn process_cpu_ns() -> (u64, u64) {
+    // SAFETY: getrusage writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
 /// Runs one job to completion (or until a stop request) and reports it.
@@ -243,7 +244,9 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let sync_start = Instant::now();
     pool.sync(false);
     let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
-    let cpu_ms = (process_cpu_ns() - cpu0) as f64 / 1e6;
+    let cpu1 = process_cpu_ns();
+    let cpu_user_ms = (cpu1.0 - cpu0.0) as f64 / 1e6;
+    let cpu_ms = cpu_user_ms + (cpu1.1 - cpu0.1) as f64 / 1e6;
     drop(rings);
     let c1 = lab::counters();
     let leaves1 = pool.leaf_stats();
@@ -303,6 +306,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         leaves,
         sync_ms,
         cpu_ms,
+        cpu_user_ms,
         used_delta_bytes: account.used_bytes as i64 - account0.used_bytes as i64,
         logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
         layout_bytes,

@@ -68,14 +68,30 @@ pub struct WorkDir {
     keep: bool,
 }
 
+/// Files libzpool writes in the work directory besides the vdev files.
+const CONFIG_FILES: [&str; 2] = ["zpool.cache", "zpool.cache.tmp"];
+
 impl WorkDir {
     /// Creates `<parent>/zprof-lab-<pid>`; fails if the parent is not writable.
+    /// Names the work directories of earlier runs whose process is gone (kept
+    /// with `--keep`, or left by a run that was killed), so they can be removed.
     pub fn create(parent: &Path, keep: bool) -> Result<Self, crate::options::OptError> {
         let path = parent.join(format!("zprof-lab-{}", std::process::id()));
         std::fs::create_dir(&path).map_err(|e| {
             crate::options::OptError(format!("cannot create work directory {}: {e}", path.display()))
         })?;
-        Ok(WorkDir { path, keep })
+        let stale = stale_work_dirs(parent);
+        if !stale.is_empty() {
+            let list: Vec<String> = stale.iter().map(|p| p.display().to_string()).collect();
+            eprintln!(
+                "zprof-lab: work directories of earlier runs that are no longer running (kept with --keep, or \
+                 left by a killed run): {}; remove them with `rm -r`",
+                list.join(" ")
+            );
+        }
+        let wd = WorkDir { path, keep };
+        crash_cleanup::set_dir(&wd.path, keep);
+        Ok(wd)
     }
 
     /// Its path.
@@ -84,13 +100,144 @@ impl WorkDir {
     }
 }
 
+/// `zprof-lab-<pid>` directories under `parent` whose process no longer exists.
+pub fn stale_work_dirs(parent: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(parent) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let pid: u32 = name.to_str()?.strip_prefix("zprof-lab-")?.parse().ok()?;
+            let gone = pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists();
+            (gone && e.file_type().ok()?.is_dir()).then(|| e.path())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 impl Drop for WorkDir {
     fn drop(&mut self) {
+        crash_cleanup::clear();
         if self.keep {
             eprintln!("zprof-lab: kept {}", self.path.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
         }
+    }
+}
+
+/// Removing the work directory when the process dies of a fatal signal: libzpool
+/// aborts on a failed assertion (SIGABRT), and a bug can crash it (SIGSEGV, SIGBUS).
+///
+/// The handler may only use async-signal-safe calls, so everything it needs is
+/// prepared beforehand as C strings in an immutable list that is replaced as a
+/// whole (atomically) whenever a file is added; replaced lists are leaked, since
+/// the handler may be reading one (a few per run). The handler unlinks the known
+/// files, removes the directory, says so on stderr with write(2), then re-raises
+/// the signal with its default action, so the exit status still tells the crash.
+mod crash_cleanup {
+    use std::ffi::{CString, c_int};
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    struct List {
+        dir: CString,
+        keep: bool,
+        files: Vec<CString>,
+    }
+
+    static CURRENT: AtomicPtr<List> = AtomicPtr::new(std::ptr::null_mut());
+    /// Serialises updates (never taken in the handler).
+    static UPDATE: Mutex<()> = Mutex::new(());
+
+    fn cstr(p: &Path) -> CString {
+        CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default()
+    }
+
+    fn publish(list: Option<List>) {
+        let new = list.map(|l| Box::into_raw(Box::new(l))).unwrap_or(std::ptr::null_mut());
+        // The old list is leaked on purpose (see the module doc).
+        CURRENT.swap(new, Ordering::AcqRel);
+    }
+
+    fn current() -> Option<&'static List> {
+        // SAFETY: published lists are never freed.
+        unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The work directory to clean up (and its config files); installs the handler.
+    pub fn set_dir(dir: &Path, keep: bool) {
+        let _g = UPDATE.lock().unwrap_or_else(|e| e.into_inner());
+        let files = super::CONFIG_FILES.iter().map(|f| cstr(&dir.join(f))).collect();
+        publish(Some(List { dir: cstr(dir), keep, files }));
+        install();
+    }
+
+    /// A file the handler must remove.
+    pub fn add_file(f: &Path) {
+        let _g = UPDATE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = current() {
+            let mut files = l.files.clone();
+            files.push(cstr(f));
+            publish(Some(List { dir: l.dir.clone(), keep: l.keep, files }));
+        }
+    }
+
+    /// Nothing left to clean up (the work directory is being removed normally).
+    pub fn clear() {
+        let _g = UPDATE.lock().unwrap_or_else(|e| e.into_inner());
+        publish(None);
+    }
+
+    fn say(parts: &[&[u8]]) {
+        for p in parts {
+            // SAFETY: write(2) is async-signal-safe; the slices are valid.
+            unsafe { libc::write(2, p.as_ptr().cast(), p.len()) };
+        }
+    }
+
+    extern "C" fn on_fatal(sig: c_int) {
+        if let Some(l) = current() {
+            let dir = l.dir.as_bytes();
+            if l.keep {
+                say(&[b"zprof-lab: crashed; work directory kept (--keep): ", dir, b"\n"]);
+            } else {
+                for f in &l.files {
+                    // SAFETY: unlink/rmdir are async-signal-safe; NUL-terminated paths.
+                    unsafe { libc::unlink(f.as_ptr()) };
+                }
+                // SAFETY: as above.
+                if unsafe { libc::rmdir(l.dir.as_ptr()) } == 0 {
+                    say(&[b"zprof-lab: crashed (fatal signal); removed the work directory ", dir, b"\n"]);
+                } else {
+                    say(&[b"zprof-lab: crashed (fatal signal); could not remove the work directory ", dir, b"\n"]);
+                }
+            }
+        }
+        // SAFETY: back to the default action, then die of the same signal.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+
+    fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            for sig in [libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+                // SAFETY: the handler only makes async-signal-safe calls. SA_RESETHAND
+                // makes a second fault inside it fatal at once; SA_ONSTACK is harmless.
+                unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = on_fatal as *const () as usize;
+                    sa.sa_flags = libc::SA_RESETHAND | libc::SA_ONSTACK;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    libc::sigaction(sig, &sa, std::ptr::null_mut());
+                }
+            }
+        });
     }
 }
 
@@ -245,6 +392,7 @@ impl<'lab> Pool<'lab> {
             info_done: None,
         };
         for f in &files {
+            crash_cleanup::add_file(f);
             let file = std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
             pool.files.push(f.clone());
             file.set_len(cfg.vdev_size).with_context(|| format!("sizing {}", f.display()))?;

@@ -239,6 +239,15 @@ impl DeviceState {
 
     /// An I/O arrives at `now`: it starts when a channel is free and completes
     /// after its service time. Returns the completion time.
+    ///
+    /// Requests reach the model when the host has finished them, and host
+    /// threads finish in any order, so neighbouring requests that ZFS issued
+    /// together can arrive here in reverse order. A real disk has them in its
+    /// queue together and serves them in rotational order (NCQ/TCQ), so a near
+    /// request that lies *behind* the previous one and arrives while the device
+    /// is still busy is charged as streaming (transfer only), and the head stays
+    /// at the furthest end. An idle device has no queue to reorder: a request
+    /// behind the head then waits for the platter, as [`ModelParams::service_ns`] says.
     pub fn submit(&mut self, p: &ModelParams, now: u64, offset: u64, size: u64) -> u64 {
         let (i, free) = self
             .busy_until
@@ -247,12 +256,16 @@ impl DeviceState {
             .enumerate()
             .min_by_key(|&(_, t)| t)
             .unwrap_or((0, 0));
-        let gap = self
+        let near = self
             .last_end
             .map(|end| offset as i64 - end as i64)
-            .filter(|d| d.unsigned_abs() <= NEAR_BYTES)
-            .map(|d| (d, now.saturating_sub(free)));
-        self.last_end = Some(offset + size);
+            .filter(|d| d.unsigned_abs() <= NEAR_BYTES);
+        let reordered = p.kind == ModelKind::Hdd && free > now && near.is_some_and(|d| d < 0);
+        let gap = if reordered { Some((0, 0)) } else { near.map(|d| (d, now.saturating_sub(free))) };
+        self.last_end = Some(match (reordered, self.last_end) {
+            (true, Some(end)) => end.max(offset + size),
+            _ => offset + size,
+        });
         let done = now.max(free) + p.service_ns(size, gap);
         self.busy_until[i] = done;
         done
@@ -499,6 +512,28 @@ mod tests {
         // Idle device, later arrival, adjacent, no rotation modelled: starts at arrival.
         let e = d.submit(&p, 10_000_000, (10 << 20) + 1000, 1000);
         assert_eq!(e, 10_000_000 + 1000);
+    }
+
+    #[test]
+    fn hdd_serves_queued_neighbours_in_rotational_order() {
+        let p: ModelParams = "hdd:seek=1ms,rpm=6000,rate=1000000000".parse().unwrap();
+        let mut d = DeviceState::new(&p);
+        // 4096 bytes at 1e9 B/s = 4,096 ns. ZFS issued A=[0,4k) and B=[4k,8k); the host
+        // finished B first. B arrives on an idle device: far from nothing, seek + half turn.
+        let b = d.submit(&p, 0, 4096, 4096);
+        assert_eq!(b, 1_000_000 + 5_000_000 + 4096);
+        // A arrives while the disk is still busy with B: in the disk's queue it would have
+        // gone first, so it costs its transfer only, not a revolution.
+        let a = d.submit(&p, 10, 0, 4096);
+        assert_eq!(a, b + 4096);
+        // The head is still after B: C=[8k,12k) arriving while busy streams on.
+        let c = d.submit(&p, 20, 8192, 4096);
+        assert_eq!(c, a + 4096);
+        // Behind the head on an idle device: no queue to reorder, wait for the platter
+        // (one turn = 10 ms, minus the 1 ms idle, minus the 12k we are behind, mod a turn).
+        let late = c + 1_000_000;
+        let e = d.submit(&p, late, 0, 4096);
+        assert_eq!(e, late + (10_000_000 - 1_000_000 - 12_288) + 4096);
     }
 
     #[test]

@@ -199,6 +199,14 @@ pub fn check_logbias(v: &str) -> Result<(), OptError> {
     }
 }
 
+/// Validates the primarycache property.
+pub fn check_primarycache(v: &str) -> Result<(), OptError> {
+    match v {
+        "all" | "metadata" | "none" => Ok(()),
+        _ => err(format!("unknown primarycache '{v}' (all, metadata, none)")),
+    }
+}
+
 /// Validates a volblocksize: a power of two from 512 B to 1 MiB.
 pub fn check_volblocksize(v: u64) -> Result<(), OptError> {
     if v.is_power_of_two() && (512..=1 << 20).contains(&v) {
@@ -409,6 +417,7 @@ mod tests {
             assert!(check_compression(bad).is_err(), "{bad}");
         }
         assert!(check_sync("always").is_ok() && check_sync("sometimes").is_err());
+        assert!(check_primarycache("metadata").is_ok() && check_primarycache("data").is_err());
         assert!(check_volblocksize(8192).is_ok() && check_volblocksize(12288).is_err());
     }
 

@@ -82,7 +82,8 @@ pub struct PoolInfo {
     pub log_vdevs: u32,
     /// Model of the log vdevs.
     pub log_model: ModelParams,
-    /// Dataset properties set at creation (`compression`, `checksum`, `sync`, `logbias`).
+    /// Dataset properties set at creation (`compression`, `checksum`, `sync`, `logbias`,
+    /// `primarycache`).
     pub properties: BTreeMap<String, String>,
     /// Block size of the data objects (volblocksize).
     pub volblocksize: u64,
@@ -212,6 +213,10 @@ pub struct JobReport {
     /// to the end of its job-end sync, in ms. Data generation is not included.
     #[serde(default)]
     pub cpu_ms: f64,
+    /// The user-mode part of `cpu_ms` (compression and checksums run in user mode;
+    /// system time is mostly the host I/O on the vdev files).
+    #[serde(default)]
+    pub cpu_user_ms: f64,
     /// Change of the dataset's used (referenced) bytes during the job.
     #[serde(default)]
     pub used_delta_bytes: i64,

@@ -60,6 +60,7 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
         jobs: Vec::new(),
         totals: Totals::default(),
         interrupted: false,
+        checks: Vec::new(),
     };
     let lab = match Lab::init(&workdir) {
         Ok(l) => l,

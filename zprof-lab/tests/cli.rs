@@ -161,3 +161,92 @@ fn sigint_stops_reports_and_cleans_up() {
     assert_eq!(entries(&dir), 0, "files removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn reads_of_compressed_blocks_with_primarycache_metadata() {
+    // The volblocksize scenario's read side: objects laid out with the job's data,
+    // and every 4k read fetching its whole (compressed) 64k block from the vdevs.
+    let dir = scratch("pcache");
+    let out = lab()
+        .args(["run", "--vdev-size", "1g", "--compression", "lz4", "--volblocksize", "64k"])
+        .args(["--primarycache", "metadata", "--output-format", "json", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=r,rw=randread,bs=4k,size=8m,ios=100,buffer_compress_percentage=75"])
+        .output()
+        .unwrap();
+    let r = json(&out);
+    let j = &r.jobs[0];
+    assert_eq!(j.layout_bytes, 8 << 20);
+    assert!(j.pool.compressratio > 2.0, "laid out with 75% data: {}", j.pool.compressratio);
+    assert_eq!(r.pools[0].properties["primarycache"], "metadata");
+    // 100 reads of 4k, each reading a compressed 64k block (>= 16k on disk): no ARC hits.
+    assert!(j.leaf_read_bytes >= 100 * (16 << 10), "leaf reads {}", j.leaf_read_bytes);
+    assert_eq!((j.used_delta_bytes, j.logical_used_delta_bytes), (0, 0), "reads change no space");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scenario_check_reports_criteria_and_new_fields() {
+    // A one-algorithm, 1 MiB compression scenario: quick, but the whole --check path.
+    let dir = scratch("check");
+    let out = lab()
+        .args(["scenario", "compression", "--compression", "lz4", "--size", "1m", "--check"])
+        .args(["--vdev-size", "1g", "--output-format", "json", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let r = json(&out);
+    assert_eq!(r.scenario.as_deref(), Some("Compression"));
+    assert_eq!(r.jobs.len(), 2);
+    assert_eq!(r.checks.len(), 2, "{:?}", r.checks);
+    assert!(r.checks.iter().all(|c| c.pass), "{:?}", r.checks);
+    for j in &r.jobs {
+        assert_eq!(j.write.io_bytes, 1 << 20);
+        assert!(j.cpu_ms > 0.0 && j.sync_ms > 0.0, "{}: cpu {} sync {}", j.jobname, j.cpu_ms, j.sync_ms);
+        assert!(j.logical_used_delta_bytes >= 1 << 20, "{}", j.logical_used_delta_bytes);
+    }
+    let (random, pct75) = (&r.jobs[0], &r.jobs[1]);
+    assert!(pct75.used_delta_bytes * 2 < random.used_delta_bytes, "75% data takes far less space");
+    // The text form prints one line per criterion and the verdict.
+    let out = lab()
+        .args(["scenario", "compression", "--compression", "lz4", "--size", "1m", "--check"])
+        .args(["--vdev-size", "1g", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("check compression:") && text.contains("PASS: 2 of 2 criteria passed"), "{text}");
+    assert_eq!(entries(&dir), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn abort_removes_the_work_directory() {
+    // libzpool aborts the process on a failed assertion; the lab's handler must still
+    // remove the vdev files and the work directory (and the process still die of SIGABRT).
+    let dir = scratch("abort");
+    let child = lab()
+        .args(["run", "--vdev-size", "1g", "--logs", "1", "--output-format", "json", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=long,rw=randwrite,bs=4k,size=16m,runtime=60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while entries(&dir) == 0 || std::fs::read_dir(&dir).unwrap().flatten().all(|e| entries(&e.path()) < 3) {
+        assert!(std::time::Instant::now() < deadline, "pool never appeared");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGABRT) };
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("removed the work directory"), "{err}");
+    assert_eq!(entries(&dir), 0, "work directory removed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,6 +30,10 @@ pub enum Role {
     NeedsOffsets,
     /// Attached only when offsets are missing, to replace a `NeedsOffsets` point.
     FallbackWithoutOffsets,
+    /// A probe pair per workload operation. Uprobes cost about 1-2 us per hit, so
+    /// on libzpool the pair is attached only with `--per-op-latency`; otherwise the
+    /// named entry-only program (if any) counts operations and bytes.
+    PerOp(Option<&'static str>),
 }
 
 /// One function probed for a stage.
@@ -72,16 +76,16 @@ const fn point(
     ProbePoint { group, function, entry, ret, targets, role }
 }
 
-use Role::{FallbackWithoutOffsets, NeedsOffsets, Primary};
+use Role::{FallbackWithoutOffsets, NeedsOffsets, PerOp, Primary};
 use Targets::{Both, Kernel, Libzpool};
 
 /// OpenZFS 2.1 (also valid for 2.0, 2.2 and 2.3 for these functions).
 pub const OPENZFS_2_1: &[ProbePoint] = &[
-    point("workload", "dmu_write", "dmu_write_entry", Some("write_return"), Libzpool, Primary),
-    point("workload", "dmu_read", "dmu_read_entry", Some("read_return"), Libzpool, Primary),
+    point("workload", "dmu_write", "dmu_write_entry", Some("write_return"), Libzpool, PerOp(Some("dmu_write_count"))),
+    point("workload", "dmu_read", "dmu_read_entry", Some("read_return"), Libzpool, PerOp(Some("dmu_read_count"))),
     point("workload", "dmu_write_uio_dnode", "uio_write_entry", Some("write_return"), Kernel, Primary),
     point("workload", "dmu_read_uio_dnode", "uio_read_entry", Some("read_return"), Kernel, Primary),
-    point("throttle", "dmu_tx_assign", "tx_assign_entry", Some("tx_assign_return"), Both, Primary),
+    point("throttle", "dmu_tx_assign", "tx_assign_entry", Some("tx_assign_return"), Both, PerOp(None)),
     point("throttle", "dmu_tx_wait", "tx_wait_entry", Some("tx_wait_return"), Both, Primary),
     point("compression", "zio_compress_data", "compress_entry", Some("compress_return"), Both, Primary),
     point("compression", "zfs_zstd_compress", "zstd_entry", Some("zstd_return"), Both, Primary),

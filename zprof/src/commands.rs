@@ -71,7 +71,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64 },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, per_op_latency: false },
     )?;
     let statuses = session.probes().to_vec();
     drop(session);
@@ -92,7 +92,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
         for p in statuses.iter().filter(|p| p.group == *group) {
             let kind = if p.returns { "entry+return" } else { "entry" };
             match &p.reason {
-                None => println!("  {:<22} {:<13} attached", p.function, kind),
+                None => println!("  {:<22} {:<13} attached{}", p.function, kind, p.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()),
                 Some(reason) => println!("  {:<22} {:<13} no: {reason}", p.function, kind),
             }
         }
@@ -275,6 +275,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
                 hist_entries: args.hist_entries,
                 sample_hz: args.sample_freq,
                 stack_entries: args.stack_storage_size,
+                per_op_latency: args.per_op_latency,
             },
         )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();

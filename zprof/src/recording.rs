@@ -129,6 +129,9 @@ pub struct ProbeStatus {
     pub attached: bool,
     /// Why not, when it was not.
     pub reason: Option<String>,
+    /// How it was attached, when not as the catalogue says (entry only...).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Loss and mismatch counters: nothing is lost silently.

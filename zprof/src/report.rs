@@ -271,7 +271,9 @@ pub fn render_table(report: &Report) -> String {
     );
     for row in &report.rows {
         let s = &row.summary;
-        let time = format_ns;
+        // Rows counted at entry only have no latency to show.
+        let timed = row.detail != crate::tracer::COUNT_ONLY;
+        let time = |ns: u64| if timed { format_ns(ns) } else { "-".to_owned() };
         let _ = write!(out, "{:<19} {:<16} ", row.label, truncate(&row.detail, 16));
         if per_pool {
             let _ = write!(out, "{:<14} ", truncate(&row.pool, 14));
@@ -286,7 +288,7 @@ pub fn render_table(report: &Report) -> String {
             time(s.p99_ns),
             time(s.max_ns),
             time(s.total_ns),
-            format!("{:.1}", row.busy * 100.0),
+            if timed { format!("{:.1}", row.busy * 100.0) } else { "-".to_owned() },
             row.note
         );
     }

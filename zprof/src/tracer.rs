@@ -54,6 +54,8 @@ pub struct SessionOptions {
     pub sample_hz: u64,
     /// Stack map size (distinct stacks kept for CPU samples).
     pub stack_entries: u32,
+    /// Time every workload operation (a probe pair per op) even on uprobes.
+    pub per_op_latency: bool,
 }
 
 /// A loaded and attached set of probes.
@@ -153,6 +155,7 @@ impl Session {
                 returns: point.ret.is_some(),
                 attached: false,
                 reason: None,
+                note: None,
             };
             let has_offsets = offsets.offsets.valid != 0;
             match point.role {
@@ -168,6 +171,22 @@ impl Session {
                 }
                 _ => {}
             }
+            // Per-operation pairs on uprobes: entry-only counting unless asked.
+            let (entry, ret) = match point.role {
+                Role::PerOp(count_only) if !kernel && !options.per_op_latency => match count_only {
+                    Some(program) => {
+                        status.returns = false;
+                        status.note = Some("counted at entry only; --per-op-latency adds the return probe (about 1-2 us per operation)".into());
+                        (program, None)
+                    }
+                    None => {
+                        status.reason = Some("not needed: a probe pair per operation (about 2-4 us each on uprobes); dmu_tx_wait measures throttling; --per-op-latency adds it".into());
+                        probes.push(status);
+                        continue;
+                    }
+                },
+                _ => (point.entry, point.ret),
+            };
             let Some(&location) = target.functions.get(point.function) else {
                 status.reason = Some(format!("{} not found in {}", point.function, target.object));
                 probes.push(status);
@@ -193,7 +212,7 @@ impl Session {
                 }
                 Ok(())
             };
-            let result = attach(point.entry).and_then(|()| match point.ret {
+            let result = attach(entry).and_then(|()| match ret {
                 Some(ret) => attach(ret),
                 None => Ok(()),
             });
@@ -563,6 +582,9 @@ impl Session {
     }
 }
 
+/// Class name of workload rows counted at entry only (no latency).
+pub const COUNT_ONLY: &str = "count only";
+
 /// The words for a stage's class number.
 pub fn class_name(stage: Stage, class: u32) -> String {
     match stage {
@@ -573,6 +595,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::ChecksumCompute => zfs_names::checksum(class),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
+        Stage::WorkloadWrite | Stage::WorkloadRead if class == 1 => COUNT_ONLY.into(),
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
     }
