@@ -61,7 +61,10 @@ pub enum ElfError {
 
 /// Reads the defined function symbols (dynamic and static tables) and build-id.
 pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
-    let data = std::fs::read(path)
+    let file_handle = std::fs::File::open(path)
+        .map_err(|source| ElfError::Read { path: path.display().to_string(), source })?;
+    // SAFETY: read-only map of a library file; zprof does not modify it.
+    let data = unsafe { memmap2::Mmap::map(&file_handle) }
         .map_err(|source| ElfError::Read { path: path.display().to_string(), source })?;
     let file = object::File::parse(&*data)
         .map_err(|source| ElfError::Parse { path: path.display().to_string(), source })?;

@@ -63,6 +63,20 @@ pub struct Recording {
     /// On-CPU stack samples of the traced processes (and of ZFS's kernel threads).
     #[serde(default)]
     pub cpu: Option<CpuProfile>,
+    /// zprof's own attach/detach time and memory.
+    #[serde(default)]
+    pub self_cost: Option<SelfCost>,
+}
+
+/// What zprof itself cost outside its eBPF programs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SelfCost {
+    /// From loading the eBPF object to every probe attached, ms.
+    pub attach_ms: f64,
+    /// Closing every link and program, ms.
+    pub detach_ms: f64,
+    /// zprof's peak resident memory (VmHWM), KiB.
+    pub peak_rss_kib: u64,
 }
 
 /// On-CPU samples, symbolized.
@@ -500,6 +514,7 @@ mod tests {
             bpf_programs: vec![],
             benchmark: None,
             cpu: None,
+            self_cost: None,
         }
     }
 

@@ -243,14 +243,23 @@ fn cost_line(recording: &Recording) -> Option<String> {
     let time: u64 = recording.bpf_programs.iter().map(|p| p.run_time_ns).sum();
     let seconds = recording.duration_s.max(1e-9);
     let busiest = recording.bpf_programs.iter().max_by_key(|p| p.run_count)?;
-    Some(format!(
+    let mut line = format!(
         "zprof's own cost: {} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself (uprobes: about 1 us)",
         format_count(runs as f64 / seconds),
         format_ns(time / runs),
         time as f64 / 1e9 / seconds * 100.0,
         busiest.program,
         format_count(busiest.run_count as f64 / seconds),
-    ))
+    );
+    if let Some(cost) = recording.self_cost {
+        line.push_str(&format!(
+            "; attach {:.0} ms, detach {:.0} ms, peak RSS {:.1} MiB",
+            cost.attach_ms,
+            cost.detach_ms,
+            cost.peak_rss_kib as f64 / 1024.0
+        ));
+    }
+    Some(line)
 }
 
 /// Renders the report as a table.

@@ -81,7 +81,10 @@ struct ElfSymbols {
 
 impl ElfSymbols {
     fn load(path: &Path) -> Option<ElfSymbols> {
-        let data = std::fs::read(path).ok()?;
+        // Mapped, not read: a debug build of a program carries hundreds of MiB of
+        // DWARF that zprof never touches, and reading it would count in its RSS.
+        let file_handle = std::fs::File::open(path).ok()?;
+        let data = unsafe { memmap2::Mmap::map(&file_handle) }.ok()?;
         let file = object::File::parse(&*data).ok()?;
         let mut functions: Vec<(u64, u64, String)> = file
             .symbols()

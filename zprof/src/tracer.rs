@@ -31,7 +31,7 @@ use crate::{
     catalogue::{self, Role},
     offsets::FoundOffsets,
     recording::{
-        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
+        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
         stage_name,
     },
     recording::{CpuProfile, CpuStack},
@@ -79,6 +79,8 @@ pub struct Session {
     timeline: Vec<TimelinePoint>,
     last_totals: TimelinePoint,
     sample_hz: u64,
+    /// Time from loading the object to every probe attached.
+    attach_ms: f64,
     /// Memory maps of sampled processes, refreshed while they run.
     process_maps: HashMap<u32, ProcessMaps>,
     /// Process names (comm of the main thread) of sampled processes.
@@ -130,6 +132,7 @@ impl Session {
         let rlimit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
         unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlimit) };
 
+        let load_started = Instant::now();
         let mut ebpf = EbpfLoader::new()
             .override_global("CONFIG", &config, true)
             .map_max_entries("HIST", options.hist_entries)
@@ -278,6 +281,7 @@ impl Session {
             probes,
             warnings,
             started: Instant::now(),
+            attach_ms: load_started.elapsed().as_secs_f64() * 1e3,
             started_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             started_ktime_ns: monotonic_ns(),
             events,
@@ -553,6 +557,20 @@ impl Session {
             .collect();
         txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
         let cpu = self.cpu_profile(&c)?;
+        let bpf_programs = self.program_costs();
+        let attach_ms = self.attach_ms;
+        // Detach now (closing every link and program) and time it. Each uprobe
+        // takes about 80 ms on Linux 6.18: the kernel unregisters it under a
+        // global mutex and waits for an RCU grace period each time, whatever
+        // the number of threads closing them (measured; uprobe_multi links
+        // would share one wait, but aya 0.14 cannot load them).
+        let detach_started = Instant::now();
+        drop(self.ebpf);
+        let detach_ms = detach_started.elapsed().as_secs_f64() * 1e3;
+        let peak_rss_kib = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+            .unwrap_or(0);
         Ok(Recording {
             schema: crate::recording::SCHEMA.into(),
             version: crate::recording::VERSION,
@@ -575,9 +593,10 @@ impl Session {
             histograms,
             txgs,
             timeline: self.timeline.clone(),
-            bpf_programs: self.program_costs(),
+            bpf_programs,
             benchmark: None,
             cpu,
+            self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib }),
         })
     }
 }
@@ -612,3 +631,4 @@ fn short_error(err: &anyhow::Error) -> String {
     let verdict: Vec<&str> = lines.iter().rev().take(4).rev().copied().collect();
     format!("{} ... {} (run with RUST_LOG=debug for the verifier log)", lines[0], verdict.join(" | "))
 }
+
