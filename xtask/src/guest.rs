@@ -47,6 +47,14 @@ pub enum GuestCommand {
     /// Build if needed, run the kernel-target test on both module variants, and
     /// check zprof's figures against fio and `zpool iostat`.
     Test(TestArgs),
+    /// Check the results of an earlier run of the test script again (no boot).
+    Check {
+        /// The run's results directory (e.g. target/guest/test-btf/results).
+        results: PathBuf,
+        /// The module variant that run used.
+        #[arg(long, value_enum)]
+        variant: Variant,
+    },
 }
 
 /// Options shared by every guest command.
@@ -55,6 +63,9 @@ pub struct BuildArgs {
     /// Put a release build of zprof in the guest (default: the debug build).
     #[arg(long)]
     pub release: bool,
+    /// Put this zprof binary in the guest instead of building one.
+    #[arg(long, value_name = "PATH")]
+    pub zprof: Option<PathBuf>,
 }
 
 /// `guest run`.
@@ -126,7 +137,8 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
             let artifacts = build::build(&args.build)?;
             let out = args.out.clone().unwrap_or_else(|| run_dir(&format!("run-{}", args.variant)));
             let command = if args.command.is_empty() { vec!["zfs-kernel-test.sh".to_owned()] } else { args.command };
-            let outcome = run::run(&artifacts, args.variant, &command, &out, Duration::from_secs(args.timeout))?;
+            let outcome =
+                run::run(&artifacts, args.variant, &command, &out, Duration::from_secs(args.timeout), run::Echo::All)?;
             eprintln!(
                 "xtask: guest: exit status {} after {:.0?}; console log {}, results in {}",
                 outcome.status,
@@ -140,6 +152,10 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
             Ok(())
         }
         GuestCommand::Test(args) => test(&args),
+        GuestCommand::Check { results, variant } => {
+            eprintln!("xtask: guest check, {variant}:\n{}", check::check(&results, variant)?);
+            Ok(())
+        }
     }
 }
 
@@ -158,13 +174,16 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     for variant in variants {
         let out = run_dir(&format!("test-{variant}"));
         let command = vec!["zfs-kernel-test.sh".to_owned(), format!("--runtime={}", args.runtime)];
-        let outcome = run::run(&artifacts, variant, &command, &out, Duration::from_secs(900))
+        let outcome = run::run(&artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps)
             .with_context(|| format!("guest run with the {variant} modules"))?;
         if outcome.status != 0 {
+            let output = std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
+            let lines: Vec<&str> = output.lines().collect();
             failures.push(format!(
-                "{variant}: the guest test script failed with exit status {} (see {})",
+                "{variant}: the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
                 outcome.status,
-                outcome.console.display()
+                outcome.console.display(),
+                lines[lines.len().saturating_sub(15)..].join("\n")
             ));
             continue;
         }
@@ -212,4 +231,14 @@ fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// The guest step of `cargo xtask test`: both variants, default settings.
+/// `ZPROF_SKIP_GUEST=1` skips it (saying so); CI never sets it.
+pub fn test_step() -> anyhow::Result<()> {
+    if std::env::var_os("ZPROF_SKIP_GUEST").is_some_and(|v| v != "0") {
+        eprintln!("xtask: guest test SKIPPED because ZPROF_SKIP_GUEST is set: the kernel target was not tested");
+        return Ok(());
+    }
+    test(&TestArgs { build: BuildArgs { release: false, zprof: None }, runtime: 8, variant: None })
 }

@@ -13,6 +13,9 @@ use std::{
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+mod bench;
+mod guest;
+
 #[derive(Parser)]
 #[command(name = "xtask", about = "zprof project tasks")]
 struct Cli {
@@ -32,6 +35,18 @@ enum Task {
     },
     /// Run every test (unit and root integration tests) and print the summary.
     Test,
+    /// Overhead benchmark: the lab's jobs alone, under zprof and under bpftrace (same probes).
+    Bench {
+        /// Rounds of (alone, zprof, bpftrace) after the warm-up.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Only this job (4k-async, 4k-fsync-hdd, 128k-zstd).
+        #[arg(long)]
+        job: Option<String>,
+    },
+    /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
+    #[command(subcommand)]
+    Guest(guest::GuestCommand),
 }
 
 fn workspace_root() -> PathBuf {
@@ -72,12 +87,14 @@ fn demo(runtime: u32) -> anyhow::Result<()> {
     let zprof = root.join("target/release/zprof");
     let lab = root.join("target/release/zprof-lab");
     let recording = root.join("target/demo-fsync-collapse.zprof.json");
+    // `zprof run` reads the lab's JSON result and prints it beside the stage
+    // table and the findings (sync-write bound, SLOG what-if...).
     run(Command::new(&zprof)
-        .args(["record", "--target", "libzpool", "-o"])
+        .args(["run", "--target", "libzpool", "-o"])
         .arg(&recording)
         .arg("--")
         .arg(&lab)
-        .args(["scenario", "fsync-collapse", "--runtime", &runtime.to_string()]))?;
+        .args(["scenario", "fsync-collapse", "--runtime", &runtime.to_string(), "--output-format", "json"]))?;
     eprintln!("xtask: the recording is {}; render it again with `zprof report {}`", recording.display(), recording.display());
     Ok(())
 }
@@ -88,12 +105,15 @@ fn test() -> anyhow::Result<()> {
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
     let nextest = Command::new("cargo").args(["nextest", "--version"]).output().map(|o| o.status.success());
-    if nextest.unwrap_or(false) {
+    let tests = if nextest.unwrap_or(false) {
         // One test at a time: the root tests share the machine's uprobes and 2 cores.
         run(cargo().args(["nextest", "run", "--no-fail-fast", "-j", "1"]))
     } else {
         run(cargo().args(["test", "--no-fail-fast", "--", "--test-threads=1"]))
-    }
+    };
+    // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first use).
+    let kernel = guest::test_step();
+    tests.and(kernel)
 }
 
 fn main() -> ExitCode {
@@ -102,6 +122,10 @@ fn main() -> ExitCode {
         Task::Setup => setup(),
         Task::Demo { runtime } => demo(runtime),
         Task::Test => test(),
+        Task::Bench { rounds, job } => setup()
+            .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
+            .and_then(|()| bench::bench(&workspace_root(), rounds, job.as_deref())),
+        Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -103,11 +103,14 @@ pub enum Stage {
     ZilLogWrite = 19,
     /// Per zil_commit: time spent in cache flushes (zio_flush) during the commit.
     ZilFlush = 20,
+    /// Per zil_commit: the rest (CPU, taskq hand-offs, wake-ups): the commit's
+    /// duration less its log block write and its flushes.
+    ZilOther = 21,
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 20] = [
+    pub const ALL: [Stage; 21] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::TxAssign,
@@ -126,6 +129,7 @@ impl Stage {
         Stage::ZilCommit,
         Stage::ZilLogWrite,
         Stage::ZilFlush,
+        Stage::ZilOther,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
     ];
@@ -305,12 +309,12 @@ pub struct Offsets {
     pub zio_error: u32,
     /// zio_t.io_flags (enum zio_flag; the low 32 bits hold ZIO_FLAG_IO_BYPASS).
     pub zio_flags: u32,
+    /// zio_t.io_timestamp (hrtime_t: when the I/O was queued).
+    pub zio_timestamp: u32,
     /// vdev_t.vdev_top (pointer to the top-level vdev).
     pub vdev_top: u32,
     /// vdev_t.vdev_islog (set on log top-level vdevs).
     pub vdev_islog: u32,
-    /// Padding, always 0.
-    pub pad: u32,
 }
 
 /// Key of the CPU sample counts: who was on the CPU, and where.

@@ -30,9 +30,10 @@ pub enum Role {
     NeedsOffsets,
     /// Attached only when offsets are missing, to replace a `NeedsOffsets` point.
     FallbackWithoutOffsets,
-    /// A probe pair per workload operation. Uprobes cost about 1-2 us per hit, so
-    /// on libzpool the pair is attached only with `--per-op-latency`; otherwise the
-    /// named entry-only program (if any) counts operations and bytes.
+    /// A probe pair per call of a high-rate function (a workload operation, a
+    /// block checksum). Uprobes cost about 1-2 us per hit, so on libzpool the
+    /// pair is attached only with `--full-timing`; otherwise the named entry-only
+    /// program (if any) counts calls and bytes.
     PerOp(Option<&'static str>),
 }
 
@@ -91,9 +92,10 @@ pub const OPENZFS_2_1: &[ProbePoint] = &[
     point("compression", "zfs_zstd_compress", "zstd_entry", Some("zstd_return"), Both, Primary),
     point("compression", "lz4_compress_zfs", "lz4_entry", Some("lz4_return"), Both, Primary),
     point("compression", "zio_decompress_data", "decompress_entry", Some("decompress_return"), Both, Primary),
-    point("checksum", "zio_checksum_compute", "checksum_entry", Some("checksum_return"), Both, Primary),
+    point("checksum", "zio_checksum_compute", "checksum_entry", Some("checksum_return"), Both, PerOp(Some("checksum_count"))),
     point("checksum", "zio_checksum_error", "verify_entry", Some("verify_return"), Both, Primary),
-    point("vdev", "vdev_stat_update", "vdev_stat_entry", None, Both, NeedsOffsets),
+    point("vdev", "vdev_stat_update", "vdev_stat_entry", None, Kernel, NeedsOffsets),
+    point("vdev", "vdev_queue_io_done", "vdev_done_entry", None, Libzpool, NeedsOffsets),
     point("vdev", "vdev_queue_io", "vdev_queue_entry", None, Both, FallbackWithoutOffsets),
     point("vdev", "vdev_queue_io_done", "vdev_queue_done_entry", None, Both, FallbackWithoutOffsets),
     point("flush", "zio_flush", "flush_entry", Some("flush_return"), Both, Primary),

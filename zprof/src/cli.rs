@@ -88,11 +88,13 @@ pub struct RecordArgs {
     /// Distinct stacks kept for CPU samples; raise it when the report shows lost stacks.
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(64..=1_000_000))]
     pub stack_storage_size: u32,
-    /// Time every workload read/write and tx assign (a uprobe pair per operation,
-    /// about 2-4 us each on libzpool). Without it they are counted at entry only.
-    /// Kprobes are cheap: the kernel target always times them.
+    /// Time every call of the high-rate functions: workload reads/writes, tx
+    /// assigns, block checksums (a uprobe pair per call, about 2-4 us each on
+    /// libzpool). Without it they are counted at entry only, and checksum CPU
+    /// time comes from the CPU samples. Kprobes are cheap: the kernel target
+    /// always times them.
     #[arg(long)]
-    pub per_op_latency: bool,
+    pub full_timing: bool,
     /// Also write a flame graph (.svg, or .folded for folded stacks).
     #[arg(long, value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,

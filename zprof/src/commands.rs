@@ -71,7 +71,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, per_op_latency: false },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false },
     )?;
     let statuses = session.probes().to_vec();
     drop(session);
@@ -275,7 +275,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
                 hist_entries: args.hist_entries,
                 sample_hz: args.sample_freq,
                 stack_entries: args.stack_storage_size,
-                per_op_latency: args.per_op_latency,
+                full_timing: args.full_timing,
             },
         )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();

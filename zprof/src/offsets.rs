@@ -67,6 +67,7 @@ const NEEDED: &[(&str, &str)] = &[
     ("dmu_tx", "tx_pool"),
     ("zio", "io_error"),
     ("zio", "io_flags"),
+    ("zio", "io_timestamp"),
     ("vdev", "vdev_top"),
     ("vdev", "vdev_islog"),
 ];
@@ -77,7 +78,7 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> 
     for (slot, (structure, member)) in values.iter_mut().zip(NEEDED) {
         *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
     }
-    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, vdev_top, vdev_islog] =
+    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog] =
         values;
     Ok(Offsets {
         valid: 1,
@@ -95,9 +96,9 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> 
         dmu_tx_pool,
         zio_error,
         zio_flags,
+        zio_timestamp,
         vdev_top,
         vdev_islog,
-        pad: 0,
     })
 }
 

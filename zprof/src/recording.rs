@@ -279,6 +279,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::WorkloadRead => "read",
         Stage::ZilLogWrite => "zil_log_write",
         Stage::ZilFlush => "zil_flush",
+        Stage::ZilOther => "zil_other",
     }
 }
 

@@ -76,6 +76,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::ZilCommit => "zil commit",
         Stage::ZilLogWrite => "  log block write",
         Stage::ZilFlush => "  flush in commit",
+        Stage::ZilOther => "  cpu, wake-ups",
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
     }
@@ -281,7 +282,7 @@ pub fn render_table(report: &Report) -> String {
     for row in &report.rows {
         let s = &row.summary;
         // Rows counted at entry only have no latency to show.
-        let timed = row.detail != crate::tracer::COUNT_ONLY;
+        let timed = !row.detail.ends_with(crate::tracer::COUNT_ONLY);
         let time = |ns: u64| if timed { format_ns(ns) } else { "-".to_owned() };
         let _ = write!(out, "{:<19} {:<16} ", row.label, truncate(&row.detail, 16));
         if per_pool {

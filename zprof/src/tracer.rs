@@ -55,7 +55,7 @@ pub struct SessionOptions {
     /// Stack map size (distinct stacks kept for CPU samples).
     pub stack_entries: u32,
     /// Time every workload operation (a probe pair per op) even on uprobes.
-    pub per_op_latency: bool,
+    pub full_timing: bool,
 }
 
 /// A loaded and attached set of probes.
@@ -176,14 +176,14 @@ impl Session {
             }
             // Per-operation pairs on uprobes: entry-only counting unless asked.
             let (entry, ret) = match point.role {
-                Role::PerOp(count_only) if !kernel && !options.per_op_latency => match count_only {
+                Role::PerOp(count_only) if !kernel && !options.full_timing => match count_only {
                     Some(program) => {
                         status.returns = false;
-                        status.note = Some("counted at entry only; --per-op-latency adds the return probe (about 1-2 us per operation)".into());
+                        status.note = Some("counted at entry only; --full-timing adds the return probe (about 1-2 us per call)".into());
                         (program, None)
                     }
                     None => {
-                        status.reason = Some("not needed: a probe pair per operation (about 2-4 us each on uprobes); dmu_tx_wait measures throttling; --per-op-latency adds it".into());
+                        status.reason = Some("not needed: a probe pair per operation (about 2-4 us each on uprobes); dmu_tx_wait measures throttling; --full-timing adds it".into());
                         probes.push(status);
                         continue;
                     }
@@ -601,8 +601,10 @@ impl Session {
     }
 }
 
-/// Class name of workload rows counted at entry only (no latency).
+/// Class name (or suffix) of rows counted at entry only (no latency).
 pub const COUNT_ONLY: &str = "count only";
+/// The class bit the eBPF side sets on rows counted at entry only.
+pub const COUNT_ONLY_CLASS: u32 = 0x100;
 
 /// The words for a stage's class number.
 pub fn class_name(stage: Stage, class: u32) -> String {
@@ -611,10 +613,13 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Decompress => zfs_names::compression(class & 0xff, 0),
         Stage::ZstdCompress => format!("zstd-{class}"),
         Stage::Lz4Compress => "lz4".into(),
-        Stage::ChecksumCompute => zfs_names::checksum(class),
+        Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
-        Stage::WorkloadWrite | Stage::WorkloadRead if class == 1 => COUNT_ONLY.into(),
+        Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
+        Stage::ChecksumCompute if class & COUNT_ONLY_CLASS != 0 => {
+            format!("{}, {COUNT_ONLY}", zfs_names::checksum(class & 0xff))
+        }
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
     }

@@ -51,7 +51,8 @@ const IO_TYPE: &[&str] = &["null", "read", "write", "free", "claim", "ioctl", "t
 pub fn compression(algorithm: u32, level: u32) -> String {
     match COMPRESSION.get(algorithm as usize) {
         Some(&"zstd") if (1..=19).contains(&level) => format!("zstd-{level}"),
-        Some(&"zstd") if level == 0 => "zstd".to_owned(),
+        // 0 and 255 (ZIO_COMPLEVEL_DEFAULT) both mean the default level.
+        Some(&"zstd") if level == 0 || level == 255 => "zstd".to_owned(),
         Some(&"zstd") => format!("zstd-level{level}"),
         Some(name) => (*name).to_owned(),
         None => format!("compress-{algorithm}"),

@@ -143,14 +143,21 @@ fn every_libzpool_stage_attaches() {
     assert!(output.status.success(), "{}", stderr(&output));
     let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(doc["zfs_version"], "2.1.11");
+    let attached = |f: &str| doc["probes"].as_array().unwrap().iter().any(|p| p["function"] == f && p["attached"] == true);
+    for f in ["vdev_queue_io_done", "zil_commit", "spa_sync", "zio_compress_data", "zio_checksum_compute", "dmu_write", "zio_flush"] {
+        assert!(attached(f), "{f} not attached");
+    }
     for probe in doc["probes"].as_array().unwrap() {
         let function = probe["function"].as_str().unwrap();
         // Fallbacks are not needed with offsets; the per-operation tx assign pair
-        // is left out by default on uprobes (--per-op-latency adds it).
-        let optional = matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign");
-        assert_eq!(probe["attached"].as_bool().unwrap(), !optional, "{probe}");
-        if optional {
-            assert!(probe["reason"].as_str().unwrap().starts_with("not needed"), "{probe}");
+        // is left out by default on uprobes (--full-timing adds it). Anything
+        // else must attach.
+        match probe["reason"].as_str() {
+            None => assert!(probe["attached"].as_bool().unwrap(), "{probe}"),
+            Some(reason) => {
+                assert!(reason.starts_with("not needed"), "{probe}");
+                assert!(matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign"), "{probe}");
+            }
         }
     }
 }
@@ -420,14 +427,14 @@ fn zstd_on_incompressible_data_is_flagged_lz4_is_not() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// --per-op-latency times every write and tx assign (a uprobe pair each).
+/// --full-timing times every write and tx assign (a uprobe pair each).
 #[test]
-fn per_op_latency_times_writes_and_tx_assign() {
+fn full_timing_times_writes_and_tx_assign() {
     require_root();
     let dir = scratch("perop");
     let path = dir.join("rec.json");
     let output = zprof()
-        .args(["record", "--target", "libzpool", "--per-op-latency", "--no-explain", "-o"])
+        .args(["record", "--target", "libzpool", "--full-timing", "--no-explain", "-o"])
         .arg(&path)
         .arg("--")
         .arg(lab_binary())

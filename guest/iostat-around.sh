@@ -1,0 +1,13 @@
+#!/bin/sh
+# iostat-around.sh POOL DIR CMD...: runs CMD between two `zpool iostat -wp POOL`
+# snapshots, DIR/iostat-before.txt and DIR/iostat-after.txt, and exits with
+# CMD's status. zprof records this script, so its vdev histograms and the
+# snapshots' difference cover the same I/Os (taken outside the recording, the
+# snapshots would also catch a txg sync that zprof missed).
+pool=$1 dir=$2
+shift 2
+zpool iostat -wp "$pool" > "$dir/iostat-before.txt" || exit 125
+"$@"
+rc=$?
+zpool iostat -wp "$pool" > "$dir/iostat-after.txt" || exit 125
+exit $rc

@@ -1,0 +1,144 @@
+#!/bin/sh
+# The kernel-target test, run inside the guest by `cargo xtask guest test`.
+# It only runs things and keeps what they said under /results; the host checks
+# the figures (xtask/src/guest/check.rs). It fails by itself only when a step
+# cannot run at all.
+#
+#   /results/zfs-functions.txt   every zfs.ko text symbol in /proc/kallsyms
+#   /results/probes.json         zprof probes --target kernel --format json
+#   /results/CONFIG/             one pool per CONFIG: rec.json (zprof), fio.json,
+#                                iostat-before.txt / iostat-after.txt (zpool iostat -wp,
+#                                taken inside the recording by iostat-around.sh)
+#   /results/sigterm/            a recording stopped by SIGTERM
+#   /results/detach.txt          kprobes registered after each zprof exit
+set -u
+RUNTIME=8
+for arg in "$@"; do
+    case $arg in
+        --runtime=*) RUNTIME=${arg#*=} ;;
+        *) echo "zfs-kernel-test: unknown argument $arg"; exit 2 ;;
+    esac
+done
+R=/results
+V=/tmp/vdev
+mkdir -p $R $V
+
+fail() { echo "zfs-kernel-test: FAILED: $*"; exit 1; }
+step() { echo "== $* ($(cut -d' ' -f1 /proc/uptime) s)"; }
+
+# kprobes registered: kprobe_events lists those made through tracefs,
+# debugfs's kprobes/list every kprobe, including perf-made ones (aya's). The
+# guest kernel registers none of its own.
+kprobes_left() {
+    echo "kprobe_events=$(grep -c . /sys/kernel/tracing/kprobe_events)" \
+        "kprobes_list=$(grep -c . /sys/kernel/debug/kprobes/list)"
+}
+
+# make_pool NAME raidz1|mirror log|nolog COMPRESSION: sparse files in tmpfs.
+make_pool() {
+    name=$1 layout=$2 log=$3 compression=$4
+    case $layout in raidz1) n=4 ;; mirror) n=2 ;; *) fail "layout $layout" ;; esac
+    devs=""
+    for i in $(seq 1 $n); do
+        truncate -s 2G $V/$name-$i
+        devs="$devs $V/$name-$i"
+    done
+    if [ "$log" = log ]; then
+        truncate -s 1G $V/$name-log
+        devs="$devs log $V/$name-log"
+    fi
+    zpool create -f -o ashift=12 -o cachefile=none -O compression="$compression" \
+        -O mountpoint=legacy "$name" $layout $devs || fail "zpool create $name"
+    mkdir -p /mnt/$name
+    mount -t zfs "$name" /mnt/$name || fail "mount $name"
+}
+
+destroy_pool() {
+    umount /mnt/$1
+    zpool destroy "$1" || fail "zpool destroy $1"
+    rm -f $V/$1-*
+}
+
+# The fio job: 4k random writes, an fsync after each (fsync=1).
+job() {
+    echo "--name=fsync --filename=/mnt/$1/fio.dat --rw=randwrite --bs=4k --size=64m" \
+        "--ioengine=psync --fsync=1 --buffer_compress_percentage=50 --refill_buffers"
+}
+
+# run_config NAME LAYOUT LOG COMPRESSION
+run_config() {
+    name=$1
+    d=$R/$name
+    mkdir -p $d
+    step "$name: $2, $3, compression=$4"
+    make_pool "$@"
+    echo "layout=$2 log=$3 compression=$4 runtime=$RUNTIME" > $d/config
+    zpool status "$name" > $d/zpool-status.txt
+    # Lay the file out first, outside the recording, so every write and fsync
+    # zprof sees is one fio counts.
+    fio $(job $name) --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout on $name"
+    zpool sync "$name"
+    zprof record --target kernel -o $d/rec.json -- iostat-around.sh "$name" $d \
+        fio $(job $name) --runtime=$RUNTIME --time_based --output-format=json --output=$d/fio.json \
+        > $d/report.txt 2> $d/zprof.err
+    rc=$?
+    echo "$name: $(kprobes_left)" >> $R/detach.txt
+    cat $d/report.txt
+    [ $rc -eq 0 ] || fail "zprof record on $name exited with $rc: $(cat $d/zprof.err)"
+    destroy_pool "$name"
+}
+
+# wait_tracing FILE: until zprof says it is tracing (it has attached by then).
+wait_tracing() {
+    for i in $(seq 1 120); do
+        grep -q Tracing "$1" && return 0
+        sleep 1
+    done
+    fail "zprof did not start tracing within 120 s: $(cat $1)"
+}
+
+step "zfs $(cat /sys/module/zfs/version), module BTF: $(test -e /sys/kernel/btf/zfs && echo yes || echo no)"
+awk '$4 == "[zfs]" && ($2 == "t" || $2 == "T") { print $3 }' /proc/kallsyms | sort -u > $R/zfs-functions.txt
+echo "zfs.ko text symbols in kallsyms: $(wc -l < $R/zfs-functions.txt)"
+echo "before zprof: $(kprobes_left)" > $R/detach.txt
+
+step "zprof probes"
+zprof probes --target kernel --format json > $R/probes.json 2> $R/probes.err || fail "zprof probes: $(cat $R/probes.err)"
+echo "probes: $(kprobes_left)" >> $R/detach.txt
+zprof probes --target kernel | tee $R/probes.txt
+
+run_config rz1-off raidz1 nolog off
+run_config rz1-log-zstd raidz1 log zstd
+run_config mir-lz4 mirror nolog lz4
+run_config mir-log-off mirror log off
+
+step "SIGTERM: zprof stops, detaches, reports and stops fio"
+d=$R/sigterm
+mkdir -p $d
+make_pool term raidz1 nolog off
+fio $(job term) --create_only=1 > /dev/null 2>&1
+zprof record --target kernel -o $d/rec.json -- \
+    fio $(job term) --runtime=600 --time_based --output-format=json --output=$d/fio.json \
+    > $d/report.txt 2> $d/zprof.err &
+pid=$!
+wait_tracing $d/zprof.err
+sleep 2
+echo "sigterm-during: $(kprobes_left)" >> $R/detach.txt
+kill -TERM $pid
+wait $pid
+echo "zprof exit status after SIGTERM: $?" | tee $d/exit
+echo "sigterm-after: $(kprobes_left)" >> $R/detach.txt
+destroy_pool term
+
+step "SIGKILL: the kernel drops zprof's probes with its file descriptors"
+zprof record --target kernel -- sleep 600 > /dev/null 2> $R/sigkill.err &
+pid=$!
+wait_tracing $R/sigkill.err
+echo "sigkill-during: $(kprobes_left)" >> $R/detach.txt
+kill -KILL $pid
+wait $pid
+sleep 1
+echo "sigkill-after: $(kprobes_left)" >> $R/detach.txt
+
+cat $R/detach.txt
+step "done"

@@ -1,0 +1,256 @@
+//! `cargo xtask bench`: what zprof costs the workload, against bpftrace with the
+//! same probes (bench/zprof-equivalent.bt) and against the workload alone.
+//!
+//! A benchmark, not a test: it reports; it does not fail on a threshold. Runs
+//! alternate (alone, zprof, bpftrace, in a rotating order, after a warm-up) so
+//! that drift on a shared machine cancels out; each traced run is compared with
+//! the unprobed run next to it, and the medians of those pairwise ratios are
+//! reported. zprof's own figures (events/s, BPF run time, lost events, attach and
+//! detach time, peak RSS) come from its recording.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+/// One benchmark job: a lab run and what it measures.
+struct Job {
+    name: &'static str,
+    what: &'static str,
+    lab_args: &'static [&'static str],
+}
+
+const JOBS: &[Job] = &[
+    Job {
+        name: "4k-async",
+        what: "4k random async writes (the highest probe rate the lab produces)",
+        lab_args: &["run", "--layout", "stripe:1", "--job", "name=a,rw=randwrite,bs=4k,runtime=5"],
+    },
+    Job {
+        name: "4k-fsync-hdd",
+        what: "4k random writes, fsync=1, raidz1 of 3 emulated HDDs",
+        lab_args: &[
+            "run", "--layout", "raidz1:3", "--vdev-model", "hdd", "--volblocksize", "4k", "--job",
+            "name=f,rw=randwrite,bs=4k,fsync=1,runtime=5",
+        ],
+    },
+    Job {
+        name: "128k-zstd",
+        what: "128k sequential writes, zstd-3, 50%-compressible data",
+        lab_args: &[
+            "run", "--compression", "zstd-3", "--volblocksize", "128k", "--job",
+            "name=z,rw=write,bs=128k,runtime=5,buffer_compress_percentage=50",
+        ],
+    },
+];
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Alone,
+    Zprof,
+    Bpftrace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Alone => "alone",
+            Mode::Zprof => "zprof",
+            Mode::Bpftrace => "bpftrace",
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone)]
+struct RunResult {
+    mode: Mode,
+    /// The lab's job throughput (ops/s).
+    iops: f64,
+    /// zprof only: its recording.
+    recording: Option<Value>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
+}
+
+/// The first JSON document in a run's stdout: the lab's (zprof or bpftrace print after it).
+fn first_json(text: &str) -> anyhow::Result<Value> {
+    let start = text.find("\n{").map(|i| i + 1).or_else(|| text.starts_with('{').then_some(0)).context("no JSON in the lab's output")?;
+    let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+    Ok(stream.next().context("no JSON document")??)
+}
+
+fn run_once(root: &Path, job: &Job, mode: Mode, scratch: &Path, script: &Path) -> anyhow::Result<RunResult> {
+    let lab = root.join("target/release/zprof-lab");
+    let zprof = root.join("target/release/zprof");
+    let mut lab_args: Vec<String> = job.lab_args.iter().map(|s| s.to_string()).collect();
+    lab_args.extend(["--dir".into(), scratch.display().to_string(), "--output-format".into(), "json".into()]);
+    let recording_path = scratch.join("bench.zprof.json");
+    let output = match mode {
+        Mode::Alone => Command::new(&lab).args(&lab_args).output(),
+        Mode::Zprof => Command::new(&zprof)
+            .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+            .arg(&recording_path)
+            .arg("--")
+            .arg(&lab)
+            .args(&lab_args)
+            .output(),
+        Mode::Bpftrace => {
+            let command = std::iter::once(lab.display().to_string()).chain(lab_args.iter().cloned()).collect::<Vec<_>>().join(" ");
+            Command::new("bpftrace").arg(script).arg("-c").arg(command).output()
+        }
+    }
+    .with_context(|| format!("running {} {}", job.name, mode.name()))?;
+    if !output.status.success() {
+        bail!("{} under {} failed: {}", job.name, mode.name(), String::from_utf8_lossy(&output.stderr));
+    }
+    let lab_json = first_json(&String::from_utf8_lossy(&output.stdout))?;
+    let job_json = &lab_json["jobs"][0];
+    let iops = job_json["write"]["iops"].as_f64().unwrap_or(0.0) + job_json["read"]["iops"].as_f64().unwrap_or(0.0);
+    let recording = if mode == Mode::Zprof {
+        Some(serde_json::from_str(&std::fs::read_to_string(&recording_path)?)?)
+    } else {
+        None
+    };
+    Ok(RunResult { mode, iops, recording })
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+        .unwrap_or_default();
+    let kernel = Command::new("uname").arg("-r").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu_model": cpu,
+        "kernel": kernel,
+    })
+}
+
+/// Sums zprof's eBPF program runs and run time from a recording.
+fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64) {
+    let duration = recording["duration_s"].as_f64().unwrap_or(1.0).max(1e-9);
+    let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
+    let runs: u64 = programs.iter().map(|p| p["run_count"].as_u64().unwrap_or(0)).sum();
+    let run_ns: u64 = programs.iter().map(|p| p["run_time_ns"].as_u64().unwrap_or(0)).sum();
+    let cost = &recording["self_cost"];
+    let losses = &recording["losses"];
+    let lost = ["entry_map_full", "return_without_entry", "hist_map_full", "ringbuf_full"]
+        .iter()
+        .map(|k| losses[*k].as_u64().unwrap_or(0))
+        .sum::<u64>()
+        + recording["cpu"]["stack_lost"].as_u64().unwrap_or(0);
+    (
+        runs as f64 / duration,
+        if runs > 0 { run_ns as f64 / runs as f64 } else { 0.0 },
+        cost["attach_ms"].as_f64().unwrap_or(f64::NAN),
+        cost["detach_ms"].as_f64().unwrap_or(f64::NAN),
+        cost["peak_rss_kib"].as_f64().unwrap_or(f64::NAN) / 1024.0,
+        run_ns as f64 / 1e9 / duration,
+        lost,
+    )
+}
+
+/// Runs the benchmark; writes target/bench/bench.json and prints a table.
+pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()> {
+    let script_source = std::fs::read_to_string(root.join("bench/zprof-equivalent.bt"))?;
+    let libzpool = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .context("libzpool.so.5 not found: run cargo xtask setup")?;
+    let out_dir = root.join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let script = out_dir.join("zprof-equivalent.bt");
+    std::fs::write(&script, script_source.replace("LIB", libzpool))?;
+    let scratch: PathBuf = std::env::temp_dir().join(format!("zprof-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let modes = [Mode::Alone, Mode::Zprof, Mode::Bpftrace];
+    let mut results = Vec::new();
+    for job in JOBS.iter().filter(|j| only.is_none_or(|o| o == j.name)) {
+        eprintln!("bench: {} ({}): warm-up", job.name, job.what);
+        for mode in modes {
+            run_once(root, job, mode, &scratch, &script)?;
+        }
+        let mut runs: Vec<Vec<RunResult>> = Vec::new();
+        for round in 0..pairs {
+            // Rotate the order so no mode always runs first after the others.
+            let order: Vec<Mode> = (0..3).map(|i| modes[(i + round) % 3]).collect();
+            let mut round_results = Vec::new();
+            for mode in order {
+                let r = run_once(root, job, mode, &scratch, &script)?;
+                eprintln!("bench: {} round {} {:>8}: {:.0} ops/s", job.name, round + 1, mode.name(), r.iops);
+                round_results.push(r);
+            }
+            runs.push(round_results);
+        }
+        let by = |round: &[RunResult], mode: Mode| round.iter().find(|r| r.mode == mode).cloned().expect("every mode runs each round");
+        let alone = median(runs.iter().map(|r| by(r, Mode::Alone).iops).collect());
+        let zprof = median(runs.iter().map(|r| by(r, Mode::Zprof).iops).collect());
+        let bpftrace = median(runs.iter().map(|r| by(r, Mode::Bpftrace).iops).collect());
+        // Pairwise: each traced run against the unprobed run of the same round.
+        let zprof_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Zprof).iops / by(r, Mode::Alone).iops).collect());
+        let bpftrace_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Bpftrace).iops / by(r, Mode::Alone).iops).collect());
+        let costs: Vec<_> = runs.iter().filter_map(|r| by(r, Mode::Zprof).recording.map(|rec| zprof_costs(&rec))).collect();
+        let pick = |f: fn(&(f64, f64, f64, f64, f64, f64, u64)) -> f64| median(costs.iter().map(f).collect());
+        let lost: u64 = costs.iter().map(|c| c.6).sum();
+        results.push(json!({
+            "job": job.name,
+            "what": job.what,
+            "lab_args": job.lab_args,
+            "rounds": pairs,
+            "alone_ops": alone,
+            "zprof_ops": zprof,
+            "bpftrace_ops": bpftrace,
+            "zprof_loss": zprof_loss,
+            "bpftrace_loss": bpftrace_loss,
+            "zprof_events_per_s": pick(|c| c.0),
+            "zprof_ns_per_event": pick(|c| c.1),
+            "zprof_bpf_cpu_fraction": pick(|c| c.5),
+            "zprof_attach_ms": pick(|c| c.2),
+            "zprof_detach_ms": pick(|c| c.3),
+            "zprof_peak_rss_mib": pick(|c| c.4),
+            "zprof_lost_events": lost,
+            "all_runs": runs.iter().map(|r| r.iter().map(|x| json!({"mode": x.mode.name(), "ops": x.iops})).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        }));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let doc = json!({ "machine": machine(), "results": results });
+    let path = out_dir.join("bench.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    println!(
+        "{:<14} {:>10} {:>10} {:>7} {:>10} {:>7} {:>10} {:>8} {:>6} {:>8} {:>8} {:>6}",
+        "job", "alone/s", "zprof/s", "loss", "bpftr./s", "loss", "events/s", "ns/evt", "lost", "attach", "detach", "RSS"
+    );
+    for r in doc["results"].as_array().unwrap() {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:<14} {:>10.0} {:>10.0} {:>6.1}% {:>10.0} {:>6.1}% {:>10.0} {:>8.0} {:>6} {:>6.0}ms {:>6.0}ms {:>4.0}MiB",
+            r["job"].as_str().unwrap_or(""),
+            f("alone_ops"),
+            f("zprof_ops"),
+            f("zprof_loss") * 100.0,
+            f("bpftrace_ops"),
+            f("bpftrace_loss") * 100.0,
+            f("zprof_events_per_s"),
+            f("zprof_ns_per_event"),
+            r["zprof_lost_events"],
+            f("zprof_attach_ms"),
+            f("zprof_detach_ms"),
+            f("zprof_peak_rss_mib"),
+        );
+    }
+    println!("machine: {}; results in {}", doc["machine"], path.display());
+    Ok(())
+}

@@ -1,0 +1,634 @@
+//! `guest build`: everything the guest boots from, made once and cached.
+//!
+//! Steps, each skipped when its stamp file says its inputs are unchanged and its
+//! outputs exist (a stamp holds the names of the input packages and the recipe
+//! version, readable with `cat`):
+//!
+//! 1. download the Debian packages (`apt-get download`, never installed here):
+//!    the kernel image, its headers and kbuild; qemu with whatever of its
+//!    dependencies the host lacks (unless qemu-system-x86 is installed already);
+//!    busybox-static, the OpenZFS 2.1.11 user space and zfs-dkms for the source;
+//! 2. unpack them with `dpkg -x` (kernel, qemu, userland);
+//! 3. extract vmlinux from vmlinuz (its BTF is the base for the modules' BTF);
+//! 4. build the zfs modules for the guest kernel, unstripped (configure + make
+//!    in a copy of the dkms source, about 3 minutes on 2 cores);
+//! 5. two variants of the 9 modules: `btf` (pahole -J against vmlinux, then
+//!    strip --strip-debug) and `nobtf` (strip only, as dkms installs them);
+//! 6. the base initramfs (busybox, zpool/zfs/zinject, fio and their libraries)
+//!    and one small archive of modules per variant.
+//!
+//! zprof and the guest scripts are not here: `run` packs them at each boot, so a
+//! change to zprof rebuilds nothing of this.
+
+use std::{
+    collections::BTreeMap,
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Instant,
+};
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+
+use super::{BuildArgs, Variant, cache_dir, cpio, fresh_dir};
+use crate::run;
+
+/// Bump when a step's recipe changes, so caches built by the old recipe are redone.
+const RECIPE: u32 = 1;
+
+/// The 9 modules of OpenZFS 2.1 (zfs.ko and what it depends on).
+const MODULES: [&str; 9] = ["spl", "znvpair", "zcommon", "icp", "zavl", "zlua", "zzstd", "zunicode", "zfs"];
+
+/// User-space packages unpacked for the guest (all OpenZFS 2.1.11 from contrib,
+/// plus busybox). zfs-dkms is here for its module source.
+const USERLAND_PACKAGES: &[&str] = &[
+    "busybox-static",
+    "zfsutils-linux",
+    "libzfs4linux",
+    "libnvpair3linux",
+    "libuutil3linux",
+    "libzpool5linux",
+    "zfs-test",
+    "zfs-dkms",
+];
+
+/// Host packages the builder installs when missing (harmless to the host: pahole).
+const HOST_PACKAGES: &[(&str, &str)] = &[("pahole", "dwarves"), ("xz", "xz-utils"), ("make", "make"), ("gcc-12", "gcc-12")];
+
+/// What `run` needs to boot a guest.
+pub struct Artifacts {
+    /// Kernel release, e.g. 6.1.0-57-amd64.
+    pub kver: String,
+    /// The kernel image.
+    pub vmlinuz: PathBuf,
+    /// How to start qemu.
+    pub qemu: Qemu,
+    /// busybox, zfs tools, fio.
+    pub base_cpio: PathBuf,
+    /// The modules archive of each variant.
+    pub modules_cpio: BTreeMap<String, PathBuf>,
+    /// The zprof binary to put in the guest.
+    pub zprof: PathBuf,
+    /// busybox on the host, for the payload's tools (tar).
+    pub cache: PathBuf,
+}
+
+impl Artifacts {
+    /// One line for logs.
+    pub fn summary(&self) -> String {
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len() / 1_000_000).unwrap_or(0);
+        let modules: Vec<String> =
+            self.modules_cpio.iter().map(|(v, p)| format!("{v} {} MB", size(p))).collect();
+        format!(
+            "kernel {}, base initramfs {} MB, modules {}, zprof {}, cache {}",
+            self.kver,
+            size(&self.base_cpio),
+            modules.join(", "),
+            self.zprof.display(),
+            self.cache.display()
+        )
+    }
+
+    /// The modules archive for a variant.
+    pub fn modules(&self, variant: Variant) -> &Path {
+        &self.modules_cpio[&variant.to_string()]
+    }
+}
+
+/// A qemu binary, and where its libraries and firmware are when it was unpacked.
+pub struct Qemu {
+    /// qemu-system-x86_64.
+    pub binary: PathBuf,
+    /// LD_LIBRARY_PATH for an unpacked qemu.
+    pub lib_dir: Option<PathBuf>,
+    /// `-L` directories (bios, option ROMs).
+    pub firmware: Vec<PathBuf>,
+}
+
+/// Runs every step that is not cached and returns what the guest boots from.
+pub fn build(args: &BuildArgs) -> anyhow::Result<Artifacts> {
+    // zprof first: cargo and the module build never compete for the 2 cores.
+    let zprof = match &args.zprof {
+        Some(path) => {
+            ensure!(path.is_file(), "--zprof {}: no such file", path.display());
+            std::path::absolute(path)?
+        }
+        None => build_zprof(args.release)?,
+    };
+    host_packages()?;
+    let kver = kernel_release()?;
+    let cache = cache_dir().join(&kver);
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    // One builder at a time per cache (two module builds would starve each other).
+    let lock = std::fs::File::create(cache.join(".lock"))?;
+    lock.lock().context("locking the guest cache")?;
+    let steps = Steps { dir: cache.clone() };
+
+    let debs = cache.join("debs");
+    std::fs::create_dir_all(&debs)?;
+    let kernel_pkgs = kernel_packages(&kver)?;
+    let kernel_debs = download(&debs, &kernel_pkgs)?;
+    let userland_debs = download(&debs, &USERLAND_PACKAGES.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
+    let qemu_debs = match host_qemu() {
+        Some(_) => Vec::new(),
+        None => download(&debs, &qemu_packages()?)?,
+    };
+
+    let kernel_dir = cache.join("kernel");
+    let kernel_key = stamp_key(&kernel_debs);
+    steps.step("kernel", &kernel_key, &[&kernel_dir], || {
+        unpack(&kernel_debs, &kernel_dir)?;
+        fix_headers_makefile(&kernel_dir, &kver)
+    })?;
+    let vmlinuz = kernel_dir.join(format!("boot/vmlinuz-{kver}"));
+    let vmlinux = cache.join("vmlinux");
+    steps.step("vmlinux", &kernel_key, &[&vmlinux], || extract_vmlinux(&vmlinuz, &vmlinux))?;
+
+    let qemu = match host_qemu() {
+        Some(binary) => Qemu { binary, lib_dir: None, firmware: Vec::new() },
+        None => {
+            let dir = cache.join("qemu");
+            steps.step("qemu", &stamp_key(&qemu_debs), &[&dir], || {
+                unpack(&qemu_debs, &dir)?;
+                check_libraries(&dir.join("usr/bin/qemu-system-x86_64"), &[dir.join("usr/lib/x86_64-linux-gnu")])
+            })?;
+            Qemu {
+                binary: dir.join("usr/bin/qemu-system-x86_64"),
+                lib_dir: Some(dir.join("usr/lib/x86_64-linux-gnu")),
+                firmware: vec![dir.join("usr/share/qemu"), dir.join("usr/share/seabios")],
+            }
+        }
+    };
+
+    let userland = cache.join("userland");
+    let userland_key = stamp_key(&userland_debs);
+    steps.step("userland", &userland_key, &[&userland], || unpack(&userland_debs, &userland))?;
+
+    let zfs_build = cache.join("zfs-build");
+    let zfs_key = format!("{kernel_key}\n{userland_key}");
+    steps.step("zfs-modules", &zfs_key, &[&zfs_build.join("module/zfs/zfs.ko")], || {
+        build_modules(&userland, &kernel_dir, &kver, &zfs_build)
+    })?;
+
+    let pahole = tool_version("pahole", "--version")?;
+    let mut modules_cpio = BTreeMap::new();
+    for variant in Variant::ALL {
+        let dir = cache.join(format!("modules-{variant}"));
+        let archive = cache.join(format!("modules-{variant}.cpio"));
+        let key = format!("{zfs_key}\npahole {pahole}");
+        steps.step(&format!("modules-{variant}"), &key, &[&archive], || {
+            module_variant(&zfs_build, &vmlinux, variant, &dir)?;
+            let root = cache.join(format!("modules-{variant}-root"));
+            fresh_dir(&root)?;
+            let into = root.join("lib/modules/zfs");
+            std::fs::create_dir_all(into.parent().unwrap())?;
+            copy_tree(&dir, &into)?;
+            cpio::write_tree(&root, &archive)?;
+            std::fs::remove_dir_all(&root)?;
+            Ok(())
+        })?;
+        modules_cpio.insert(variant.to_string(), archive);
+    }
+
+    let base_cpio = cache.join("base.cpio");
+    let fio_version = package_version("fio").unwrap_or_else(|| "absent".into());
+    let base_key = format!("{userland_key}\nfio {fio_version}\nlibc {}", package_version("libc6").unwrap_or_default());
+    steps.step("initramfs", &base_key, &[&base_cpio], || {
+        let root = cache.join("base-root");
+        fresh_dir(&root)?;
+        base_tree(&userland, &root)?;
+        cpio::write_tree(&root, &base_cpio)?;
+        std::fs::remove_dir_all(&root)?;
+        Ok(())
+    })?;
+
+    Ok(Artifacts { kver, vmlinuz, qemu, base_cpio, modules_cpio, zprof, cache })
+}
+
+/// Cached steps of one cache directory.
+struct Steps {
+    dir: PathBuf,
+}
+
+impl Steps {
+    /// Runs `work` unless `NAME.stamp` holds `key` and every output exists.
+    fn step(&self, name: &str, key: &str, outputs: &[&Path], work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let key = format!("recipe {RECIPE}\n{key}\n");
+        let stamp = self.dir.join(format!("{name}.stamp"));
+        let cached = std::fs::read_to_string(&stamp).is_ok_and(|s| s == key) && outputs.iter().all(|o| o.exists());
+        if cached {
+            eprintln!("xtask: guest: {name}: cached");
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&stamp);
+        eprintln!("xtask: guest: {name}: building");
+        let started = Instant::now();
+        work().with_context(|| format!("guest build step '{name}'"))?;
+        std::fs::write(&stamp, key)?;
+        eprintln!("xtask: guest: {name}: done in {:.1?}", started.elapsed());
+        Ok(())
+    }
+}
+
+fn stamp_key(debs: &[PathBuf]) -> String {
+    let mut names: Vec<String> = debs.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names.join("\n")
+}
+
+fn build_zprof(release: bool) -> anyhow::Result<PathBuf> {
+    let mut cmd = crate::cargo();
+    cmd.args(["build", "-p", "zprof", "--bin", "zprof"]);
+    if release {
+        cmd.arg("--release");
+    }
+    run(&mut cmd)?;
+    let path = super::target_dir().join(if release { "release" } else { "debug" }).join("zprof");
+    ensure!(path.exists(), "cargo built zprof but {} is missing", path.display());
+    Ok(path)
+}
+
+/// Installs the few host tools the build needs (idempotent: checks first).
+fn host_packages() -> anyhow::Result<()> {
+    let missing: Vec<&str> =
+        HOST_PACKAGES.iter().filter(|(tool, _)| which(tool).is_none()).map(|(_, package)| *package).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: guest: installing {} (host tools for the module build)", missing.join(" "));
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(tool)).find(|p| p.is_file())
+}
+
+fn capture(cmd: &mut Command) -> anyhow::Result<String> {
+    let output = cmd.stderr(Stdio::inherit()).output().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    ensure!(output.status.success(), "{:?} failed with {}", cmd, output.status);
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn tool_version(tool: &str, flag: &str) -> anyhow::Result<String> {
+    Ok(capture(Command::new(tool).arg(flag))?.trim().to_owned())
+}
+
+fn package_version(package: &str) -> Option<String> {
+    let out = Command::new("dpkg-query").args(["-W", "-f=${Status} ${Version}", package]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.strip_prefix("install ok installed ").map(str::to_owned)
+}
+
+/// The guest kernel release: `$ZPROF_GUEST_KERNEL`, else the one Debian's
+/// `linux-image-amd64` points at (the generic flavour: the cloud kernel's
+/// vermagic differs from the headers').
+fn kernel_release() -> anyhow::Result<String> {
+    if let Ok(kver) = std::env::var("ZPROF_GUEST_KERNEL") {
+        return Ok(kver);
+    }
+    let text = capture(Command::new("apt-cache").args(["depends", "linux-image-amd64"]))?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Depends: linux-image-"))
+        .map(|k| k.trim().to_owned())
+        .ok_or_else(|| anyhow!("apt-cache knows no linux-image-amd64; run apt-get update, or set ZPROF_GUEST_KERNEL=6.1.0-NN-amd64"))
+}
+
+/// The image, its headers and the headers' kbuild/common packages.
+fn kernel_packages(kver: &str) -> anyhow::Result<Vec<String>> {
+    let headers = format!("linux-headers-{kver}");
+    let text = capture(Command::new("apt-cache").args(["depends", &headers]))?;
+    let mut packages = vec![format!("linux-image-{kver}"), headers];
+    for line in text.lines() {
+        if let Some(dep) = line.trim().strip_prefix("Depends: ")
+            && (dep.starts_with("linux-headers-") || dep.starts_with("linux-kbuild-"))
+        {
+            packages.push(dep.trim().to_owned());
+        }
+    }
+    ensure!(packages.len() >= 4, "unexpected dependencies of {}: {text}", packages[1]);
+    Ok(packages)
+}
+
+/// qemu-system-x86_64 when the host has it installed (then nothing is downloaded).
+fn host_qemu() -> Option<PathBuf> {
+    package_version("qemu-system-x86")?;
+    Some(PathBuf::from("/usr/bin/qemu-system-x86_64"))
+}
+
+/// qemu-system-x86 and what apt would install with it. Installing it for real
+/// would remove a newer qemu-utils backport, so it is only unpacked.
+fn qemu_packages() -> anyhow::Result<Vec<String>> {
+    let text = capture(Command::new("apt-get").args(["install", "-s", "--no-install-recommends", "qemu-system-x86"]))?;
+    let packages: Vec<String> =
+        text.lines().filter_map(|l| l.strip_prefix("Inst ")).filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
+    ensure!(packages.iter().any(|p| p == "qemu-system-x86"), "apt-get would not install qemu-system-x86:\n{text}");
+    Ok(packages)
+}
+
+/// The .deb of each package in `dir`, downloading those not there yet.
+fn download(dir: &Path, packages: &[String]) -> anyhow::Result<Vec<PathBuf>> {
+    let find = |package: &str| -> Option<PathBuf> {
+        let prefix = format!("{package}_");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with(&prefix) && name.ends_with(".deb")
+            })
+            .collect();
+        found.sort();
+        found.pop()
+    };
+    let missing: Vec<&String> = packages.iter().filter(|p| find(p).is_none()).collect();
+    if !missing.is_empty() {
+        let fetch = |dir: &Path| {
+            Command::new("apt-get")
+                .current_dir(dir)
+                // The files land in the cache, which the _apt user may not reach.
+                .args(["download", "-q", "-o", "APT::Sandbox::User=root"])
+                .args(&missing)
+                .stdout(Stdio::null())
+                .status()
+        };
+        eprintln!("xtask: guest: downloading {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "));
+        if !fetch(dir)?.success() {
+            eprintln!("xtask: guest: apt-get download failed; updating the package lists and retrying");
+            run(Command::new("apt-get").args(["update", "-qq"]))?;
+            ensure!(fetch(dir)?.success(), "apt-get download failed (is the contrib component enabled? `cargo xtask setup` does that)");
+        }
+    }
+    packages.iter().map(|p| find(p).ok_or_else(|| anyhow!("{p}: downloaded, but no {p}_*.deb in {}", dir.display()))).collect()
+}
+
+fn unpack(debs: &[PathBuf], into: &Path) -> anyhow::Result<()> {
+    fresh_dir(into)?;
+    eprintln!("xtask: guest: dpkg -x of {} packages into {}", debs.len(), into.display());
+    for deb in debs {
+        quiet(Command::new("dpkg").arg("-x").arg(deb).arg(into))?;
+    }
+    Ok(())
+}
+
+/// Runs a command without echoing it (for the many per-file steps).
+fn quiet(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    ensure!(status.success(), "{cmd:?} failed with {status}");
+    Ok(())
+}
+
+/// Debian's headers Makefile includes the common headers by absolute path; point
+/// it at the unpacked copy.
+fn fix_headers_makefile(kernel_dir: &Path, kver: &str) -> anyhow::Result<()> {
+    let makefile = kernel_dir.join(format!("usr/src/linux-headers-{kver}/Makefile"));
+    let text = std::fs::read_to_string(&makefile).with_context(|| format!("reading {}", makefile.display()))?;
+    let fixed = text.replace("include /usr/src/", &format!("include {}/usr/src/", kernel_dir.display()));
+    ensure!(fixed != text, "{} has no 'include /usr/src/...' line to redirect", makefile.display());
+    std::fs::write(&makefile, fixed)?;
+    Ok(())
+}
+
+/// vmlinux is the xz stream inside vmlinuz (Debian compresses with xz); its .BTF
+/// is the base the modules' BTF is encoded against.
+fn extract_vmlinux(vmlinuz: &Path, out: &Path) -> anyhow::Result<()> {
+    let image = std::fs::read(vmlinuz).with_context(|| format!("reading {}", vmlinuz.display()))?;
+    let magic = b"\xfd7zXZ\x00";
+    let start = image
+        .windows(magic.len())
+        .position(|w| w == magic)
+        .ok_or_else(|| anyhow!("{} has no xz stream (not a Debian amd64 kernel?)", vmlinuz.display()))?;
+    let mut xz = Command::new("xz")
+        .args(["-dc", "--single-stream"])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(out)?)
+        .spawn()
+        .context("starting xz")?;
+    let mut stdin = xz.stdin.take().unwrap();
+    let payload = image[start..].to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&payload));
+    let status = xz.wait()?;
+    // xz stops reading after the stream; the rest of the image is not its business.
+    let _ = writer.join();
+    ensure!(status.success(), "xz failed to decompress the kernel in {}", vmlinuz.display());
+    let head = std::fs::read(out)?.get(..4).map(|h| h.to_vec()).unwrap_or_default();
+    ensure!(head == b"\x7fELF", "what xz extracted from {} is not an ELF file", vmlinuz.display());
+    Ok(())
+}
+
+/// Every shared library `binary` loads is found (else names the missing ones).
+fn check_libraries(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<()> {
+    let missing: Vec<String> = ldd(binary, lib_dirs)?.into_iter().filter(|(_, p)| p.is_none()).map(|(n, _)| n).collect();
+    ensure!(missing.is_empty(), "{} needs libraries that are neither installed nor unpacked: {}", binary.display(), missing.join(", "));
+    Ok(())
+}
+
+/// `ldd`: each library's name and resolved path (`None`: not found).
+fn ldd(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> {
+    let path = lib_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
+    let text = capture(Command::new("ldd").arg(binary).env("LD_LIBRARY_PATH", path))?;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some((name, rest)) = line.split_once(" => ") {
+            let path = rest.split(" (").next().unwrap_or("").trim();
+            out.push((name.to_owned(), (!path.is_empty() && path != "not found").then(|| PathBuf::from(path))));
+        } else if line.starts_with('/') {
+            let path = line.split(" (").next().unwrap_or("").trim();
+            out.push((path.to_owned(), Some(PathBuf::from(path))));
+        }
+    }
+    Ok(out)
+}
+
+/// configure + make of the dkms source against the unpacked headers. The result
+/// keeps its debug info (pahole reads it); the variants strip it.
+fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> anyhow::Result<()> {
+    let source = std::fs::read_dir(userland.join("usr/src"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("zfs-")))
+        .ok_or_else(|| anyhow!("zfs-dkms unpacked no /usr/src/zfs-*"))?;
+    fresh_dir(out)?;
+    run(Command::new("cp").arg("-a").arg(source.join(".")).arg(out))?;
+    let headers = kernel_dir.join(format!("usr/src/linux-headers-{kver}"));
+    let common = std::fs::read_dir(kernel_dir.join("usr/src"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-common")))
+        .ok_or_else(|| anyhow!("no linux-headers-*-common in {}", kernel_dir.display()))?;
+    let log = out.join("build.log");
+    eprintln!("xtask: guest: configure + make of {} (about 3 minutes on 2 cores; log {})", source.display(), log.display());
+    let logged = |cmd: &mut Command| -> anyhow::Result<()> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let status = cmd.current_dir(out).stdout(file.try_clone()?).stderr(file).status()?;
+        if !status.success() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            bail!(
+                "{:?} failed with {status}; last lines of {}:\n{}",
+                cmd.get_program(),
+                log.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        Ok(())
+    };
+    logged(
+        Command::new("./configure")
+            .arg("--with-config=kernel")
+            .arg(format!("--with-linux={}", common.display()))
+            .arg(format!("--with-linux-obj={}", headers.display())),
+    )?;
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    logged(Command::new("make").arg(format!("-j{jobs}")))?;
+    Ok(())
+}
+
+/// The 9 built modules, by name.
+fn built_modules(zfs_build: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![zfs_build.join("module")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "ko") {
+                found.insert(path.file_stem().unwrap().to_string_lossy().into_owned(), path);
+            }
+        }
+    }
+    MODULES
+        .iter()
+        .map(|m| found.remove(*m).map(|p| (m.to_string(), p)).ok_or_else(|| anyhow!("{m}.ko was not built")))
+        .collect()
+}
+
+/// `depends=` of a module's .modinfo.
+fn module_depends(ko: &Path) -> anyhow::Result<Vec<String>> {
+    let bytes = std::fs::read(ko)?;
+    let key = b"\0depends=";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .ok_or_else(|| anyhow!("{} has no depends= in its modinfo", ko.display()))?;
+    let rest = &bytes[at + key.len()..];
+    let value = &rest[..rest.iter().position(|b| *b == 0).unwrap_or(0)];
+    Ok(String::from_utf8_lossy(value).split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+}
+
+/// Module names in an order insmod accepts (each after what it depends on).
+fn load_order(deps: &BTreeMap<String, Vec<String>>) -> anyhow::Result<Vec<String>> {
+    let mut order: Vec<String> = Vec::new();
+    while order.len() < deps.len() {
+        let before = order.len();
+        for (name, needs) in deps {
+            if !order.contains(name) && needs.iter().all(|n| order.contains(n)) {
+                order.push(name.clone());
+            }
+        }
+        ensure!(order.len() > before, "module dependencies form a cycle or name a module not built: {deps:?}");
+    }
+    Ok(order)
+}
+
+fn module_variant(zfs_build: &Path, vmlinux: &Path, variant: Variant, out: &Path) -> anyhow::Result<()> {
+    fresh_dir(out)?;
+    let mut deps = BTreeMap::new();
+    for (name, source) in built_modules(zfs_build)? {
+        let ko = out.join(format!("{name}.ko"));
+        std::fs::copy(&source, &ko)?;
+        if variant == Variant::Btf {
+            // The flags the 6.1 kernel's own module build passes to pahole 1.24.
+            quiet(Command::new("pahole")
+                .args(["-J", "--btf_gen_floats", "-j", "--lang_exclude=rust", "--btf_base"])
+                .arg(vmlinux)
+                .arg(&ko))?;
+        }
+        quiet(Command::new("strip").arg("--strip-debug").arg(&ko))?;
+        deps.insert(name, module_depends(&ko)?);
+    }
+    let order = load_order(&deps)?;
+    std::fs::write(out.join("order"), order.join("\n") + "\n")?;
+    Ok(())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `binary` to `guest_path` under `root` with every library it loads, at
+/// the path the guest's loader will look for it.
+pub fn install_binary(root: &Path, binary: &Path, guest_path: &str, lib_dirs: &[PathBuf], strip_prefix: &Path) -> anyhow::Result<()> {
+    let put = |host: &Path, guest: &Path| -> anyhow::Result<()> {
+        let dest = root.join(guest.strip_prefix("/").unwrap_or(guest));
+        std::fs::create_dir_all(dest.parent().unwrap())?;
+        std::fs::copy(host, &dest).with_context(|| format!("copying {} to the guest tree", host.display()))?;
+        Ok(())
+    };
+    put(binary, Path::new(guest_path))?;
+    for (name, path) in ldd(binary, lib_dirs)? {
+        let path = path.ok_or_else(|| anyhow!("{} needs {name}, which is not found", binary.display()))?;
+        let guest = match path.strip_prefix(strip_prefix) {
+            Ok(inside) => Path::new("/").join(inside),
+            Err(_) => path.clone(),
+        };
+        put(&path, &guest)?;
+    }
+    Ok(())
+}
+
+/// busybox, the OpenZFS tools and fio, with their libraries and a minimal /etc.
+fn base_tree(userland: &Path, root: &Path) -> anyhow::Result<()> {
+    for dir in ["bin", "sbin", "usr/bin", "proc", "sys", "dev", "tmp", "run", "mnt", "root", "etc/zfs", "var/tmp"] {
+        std::fs::create_dir_all(root.join(dir))?;
+    }
+    std::fs::copy(userland.join("bin/busybox"), root.join("bin/busybox"))?;
+    let lib_dirs = [userland.join("lib/x86_64-linux-gnu"), userland.join("usr/lib/x86_64-linux-gnu")];
+    for tool in ["sbin/zpool", "sbin/zfs", "sbin/zinject"] {
+        install_binary(root, &userland.join(tool), &format!("/{tool}"), &lib_dirs, userland)?;
+    }
+    let fio = which("fio").ok_or_else(|| anyhow!("fio is not installed on the host (`cargo xtask setup` installs it)"))?;
+    install_binary(root, &fio, "/usr/bin/fio", &[], userland)?;
+    std::os::unix::fs::symlink("/proc/self/mounts", root.join("etc/mtab"))?;
+    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
+    std::fs::write(root.join("etc/group"), "root:x:0:\n")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_order_puts_dependencies_first() {
+        let deps: BTreeMap<String, Vec<String>> = [
+            ("zfs", vec!["spl", "zcommon"]),
+            ("zcommon", vec!["znvpair", "spl"]),
+            ("znvpair", vec!["spl"]),
+            ("spl", vec![]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+        .collect();
+        let order = load_order(&deps).unwrap();
+        let at = |m: &str| order.iter().position(|x| x == m).unwrap();
+        assert!(at("spl") < at("znvpair") && at("znvpair") < at("zcommon") && at("zcommon") < at("zfs"));
+    }
+
+    #[test]
+    fn load_order_rejects_a_missing_dependency() {
+        let deps: BTreeMap<String, Vec<String>> = [("zfs".to_owned(), vec!["nope".to_owned()])].into_iter().collect();
+        assert!(load_order(&deps).is_err());
+    }
+}

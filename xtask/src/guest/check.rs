@@ -1,0 +1,505 @@
+//! Checks of one guest test run (guest/zfs-kernel-test.sh's `/results`).
+//!
+//! What must hold, on both module variants:
+//! - every probe point attaches (`zprof probes --target kernel`), except the one
+//!   each variant leaves out by design: the fallback pair with BTF, and
+//!   vdev_stat_update (which needs struct offsets) without;
+//! - per pool: zprof's zil_commit count equals fio's fsync count and its write
+//!   count fio's writes, within [`FIO_ALLOWANCE`];
+//! - with BTF: the vdev queue/disk split per priority is there, and its
+//!   percentiles agree with `zpool iostat -w` over the same run within one
+//!   power-of-two bucket; without BTF: the recording's warnings name the vdev
+//!   stage as degraded, and the fallback timing is there instead;
+//! - no kprobe is left registered after zprof exits, SIGTERM and SIGKILL included
+//!   (and some are registered while it runs, so the check can fail).
+
+use std::{collections::BTreeMap, fmt::Write as _, path::Path};
+
+use anyhow::{Context as _, anyhow, bail, ensure};
+use serde_json::Value;
+use zprof_common::{HIST_BUCKETS, hist_bucket_low};
+
+use super::Variant;
+
+/// fio counts an I/O when it completes; with `--time_based` the job stops at
+/// its deadline, and the write or fsync in progress then is issued (zprof sees
+/// it) but not counted. So zprof may see one more of each; two leaves room for
+/// fio's final fsync at close. Nothing else can count: zprof follows fio's
+/// processes only, and the test's own commands run outside the recording.
+pub const FIO_ALLOWANCE: u64 = 2;
+
+/// Pool configurations the guest script runs (directory names under /results).
+const CONFIGS: [&str; 4] = ["rz1-off", "rz1-log-zstd", "mir-lz4", "mir-log-off"];
+
+/// Percentiles compared with `zpool iostat -w`.
+const PERCENTILES: [f64; 3] = [0.50, 0.90, 0.99];
+
+/// zio_type and zio_priority numbers (the same from OpenZFS 2.0 to 2.3).
+const ZIO_TYPE_WRITE: u64 = 2;
+const PRIORITY_SYNC_WRITE: u64 = 1;
+const PRIORITY_ASYNC_WRITE: u64 = 3;
+
+/// Static functions of the zio pipeline that libzpool does not export, looked
+/// up in the guest's kallsyms for the report.
+const STATIC_FUNCTIONS: &[&str] = &[
+    "zio_write_compress",
+    "zio_checksum_generate",
+    "zio_vdev_io_start",
+    "zio_vdev_io_done",
+    "zil_lwb_write_issue",
+    "zil_lwb_flush_vdevs_done",
+    "vdev_disk_io_start",
+    "vdev_file_io_start",
+    "zvol_write",
+    "zvol_read",
+    "zpl_fsync",
+    "zfs_fsync",
+    "zfs_write",
+    "zfs_read",
+];
+
+/// Checks one run; returns a summary of what was measured, or every failure.
+pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
+    let mut failures: Vec<String> = Vec::new();
+    let mut summary = String::new();
+
+    match check_probes(&read_json(&results.join("probes.json"))?, variant) {
+        Ok(line) => writeln!(summary, "  probes: {line}")?,
+        Err(e) => failures.push(format!("probes: {e:#}")),
+    }
+    for config in CONFIGS {
+        match check_config(&results.join(config), variant) {
+            Ok(line) => writeln!(summary, "  {config}: {line}")?,
+            Err(e) => failures.push(format!("{config}: {e:#}")),
+        }
+    }
+    match check_detach(&std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?) {
+        Ok(line) => writeln!(summary, "  detach: {line}")?,
+        Err(e) => failures.push(format!("detach: {e:#}")),
+    }
+    match check_sigterm(&results.join("sigterm")) {
+        Ok(line) => writeln!(summary, "  sigterm: {line}")?,
+        Err(e) => failures.push(format!("sigterm: {e:#}")),
+    }
+    let functions = std::fs::read_to_string(results.join("zfs-functions.txt")).unwrap_or_default();
+    writeln!(summary, "  kallsyms: {} zfs.ko functions; {}", functions.lines().count(), kallsyms_report(&functions))?;
+    if failures.is_empty() {
+        Ok(summary.trim_end().to_owned())
+    } else {
+        bail!("{} check(s) failed:\n    {}", failures.len(), failures.join("\n    "))
+    }
+}
+
+/// Which of [`STATIC_FUNCTIONS`] kallsyms has, by exact name or only as a
+/// compiler clone (`zvol_write.isra.0`: GCC changed its arguments, so a probe on
+/// it would misread them).
+fn kallsyms_report(functions: &str) -> String {
+    let mut present = Vec::new();
+    let mut cloned = Vec::new();
+    let mut absent = Vec::new();
+    for f in STATIC_FUNCTIONS {
+        if functions.lines().any(|l| l == *f) {
+            present.push(f.to_string());
+        } else if let Some(clone) = functions.lines().find(|l| l.strip_prefix(f).is_some_and(|rest| rest.starts_with('.'))) {
+            cloned.push(format!("{f} (as {clone})"));
+        } else {
+            absent.push(f.to_string());
+        }
+    }
+    let list = |v: Vec<String>| if v.is_empty() { "none".to_owned() } else { v.join(" ") };
+    format!("present: {}; only as clones: {}; absent: {}", list(present), list(cloned), list(absent))
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Every point attached, except those the variant leaves out by design.
+fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
+    let probes = doc["probes"].as_array().ok_or_else(|| anyhow!("no probes array"))?;
+    let mut bad = Vec::new();
+    let mut attached = 0;
+    for p in probes {
+        let function = p["function"].as_str().unwrap_or("?");
+        let reason = p["reason"].as_str().unwrap_or("");
+        let expected_absent = match variant {
+            Variant::Btf => reason.starts_with("not needed"),
+            Variant::Nobtf => reason.starts_with("needs struct offsets"),
+        };
+        if p["attached"] == true {
+            attached += 1;
+        } else if !expected_absent {
+            bad.push(format!("{function}: {reason}"));
+        }
+    }
+    let must_attach: &[&str] = match variant {
+        Variant::Btf => &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode"],
+        Variant::Nobtf => &["vdev_queue_io", "vdev_queue_io_done", "zil_commit", "dmu_write_uio_dnode"],
+    };
+    for f in must_attach {
+        if !probes.iter().any(|p| p["function"] == *f && p["attached"] == true) {
+            bad.push(format!("{f} is not attached"));
+        }
+    }
+    ensure!(bad.is_empty(), "not attached: {}", bad.join("; "));
+    Ok(format!("{attached} of {} attached ({})", probes.len(), doc["offsets"].as_str().unwrap_or("")))
+}
+
+fn histograms<'a>(recording: &'a Value, stage: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    recording["histograms"].as_array().into_iter().flatten().filter(move |h| h["stage"] == stage)
+}
+
+fn stage_count(recording: &Value, stage: &str) -> u64 {
+    histograms(recording, stage).map(|h| h["count"].as_u64().unwrap_or(0)).sum()
+}
+
+fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
+    let rec = read_json(&dir.join("rec.json"))?;
+    let fio = read_json(&dir.join("fio.json"))?;
+    let mut bad = Vec::new();
+    ensure!(rec["target"]["kind"] == "kernel", "the recording's target is {}", rec["target"]["kind"]);
+    if rec["command_exit"] != 0 {
+        bad.push(format!("fio exited with {}", rec["command_exit"]));
+    }
+    let job = &fio["jobs"][0];
+    let fio_writes = job["write"]["total_ios"].as_u64().ok_or_else(|| anyhow!("fio.json has no write.total_ios"))?;
+    let fio_fsyncs = job["sync"]["total_ios"].as_u64().ok_or_else(|| anyhow!("fio.json has no sync.total_ios"))?;
+    let commits = stage_count(&rec, "zil_commit");
+    let writes = stage_count(&rec, "write");
+    ensure!(fio_writes > 100, "fio issued only {fio_writes} writes: too few to compare");
+    if commits.abs_diff(fio_fsyncs) > FIO_ALLOWANCE {
+        bad.push(format!("zil_commit count {commits} differs from fio's {fio_fsyncs} fsyncs by more than {FIO_ALLOWANCE}"));
+    }
+    if writes.abs_diff(fio_writes) > FIO_ALLOWANCE {
+        bad.push(format!("write count {writes} differs from fio's {fio_writes} writes by more than {FIO_ALLOWANCE}"));
+    }
+    let losses = &rec["losses"];
+    for counter in ["entry_map_full", "hist_map_full", "read_failed", "ringbuf_full"] {
+        if losses[counter].as_u64().unwrap_or(0) != 0 {
+            bad.push(format!("losses.{counter} = {}", losses[counter]));
+        }
+    }
+    let config = std::fs::read_to_string(dir.join("config")).unwrap_or_default();
+    for algorithm in ["lz4", "zstd"] {
+        if config.contains(&format!("compression={algorithm}"))
+            && !histograms(&rec, "compress").any(|h| h["class_name"].as_str().is_some_and(|c| c.starts_with(algorithm)))
+        {
+            bad.push(format!("compression={algorithm}, but no {algorithm} compress histogram"));
+        }
+    }
+    let mut line = format!(
+        "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
+    );
+    match variant {
+        Variant::Btf => match compare_iostat(&rec, dir) {
+            Ok(text) => write!(line, "; {text}")?,
+            Err(e) => bad.push(format!("{e:#}")),
+        },
+        Variant::Nobtf => {
+            let warnings: Vec<&str> = rec["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            if !warnings.iter().any(|w| w.contains("no struct offsets") && w.contains("vdev")) {
+                bad.push(format!("no warning names the degraded vdev stage: {warnings:?}"));
+            }
+            if stage_count(&rec, "vdev_disk") != 0 {
+                bad.push("a vdev_disk histogram without offsets".into());
+            }
+            let timed = stage_count(&rec, "vdev_queue_timed");
+            if timed == 0 {
+                bad.push("no fallback vdev_queue_timed histogram".into());
+            }
+            write!(line, "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)")?;
+        }
+    }
+    ensure!(bad.is_empty(), "{}", bad.join("; "));
+    Ok(line)
+}
+
+/// Power-of-two histogram (index j: [2^j, 2^(j+1)) ns; 0 and 1 ns in bucket 0),
+/// as `zpool iostat -w` prints it.
+type Pow2 = BTreeMap<usize, u64>;
+
+/// The power-of-two bucket of a zprof bucket (its 8 sub-buckets per power of two
+/// share their power of two's edges).
+fn pow2_of_zprof_bucket(index: usize) -> usize {
+    let low = hist_bucket_low(index.min(HIST_BUCKETS - 1));
+    if low <= 1 { 0 } else { 63 - low.leading_zeros() as usize }
+}
+
+/// zprof's histograms of `stage` whose class matches, merged into powers of two.
+fn zprof_pow2(rec: &Value, stage: &str, class: impl Fn(u64) -> bool) -> Pow2 {
+    let mut out = Pow2::new();
+    for h in histograms(rec, stage).filter(|h| class(h["class"].as_u64().unwrap_or(0))) {
+        for pair in h["buckets"].as_array().into_iter().flatten() {
+            let (Some(index), Some(count)) = (pair[0].as_u64(), pair[1].as_u64()) else { continue };
+            *out.entry(pow2_of_zprof_bucket(index as usize)).or_default() += count;
+        }
+    }
+    out
+}
+
+/// The bucket holding the `p` quantile.
+fn percentile_bucket(hist: &Pow2, p: f64) -> Option<usize> {
+    let total: u64 = hist.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((p * total as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for (bucket, count) in hist {
+        seen += count;
+        if seen >= rank {
+            return Some(*bucket);
+        }
+    }
+    hist.keys().last().copied()
+}
+
+/// One histogram column of `zpool iostat -w`, e.g. ("disk_wait", "write").
+///
+/// Row j holds the I/Os of [2^j, 2^(j+1)) ns (ZFS's L_HISTO: highbit64 - 1),
+/// labelled with its upper edge (1ns, 3ns, 7ns, ... 1us, 2us ...).
+fn iostat_column(text: &str, group: &str, op: &str) -> anyhow::Result<Pow2> {
+    let lines: Vec<&str> = text.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains("total_wait") && l.contains("disk_wait"))
+        .ok_or_else(|| anyhow!("no zpool iostat -w header"))?;
+    // The first line starts with the pool name, the second with "latency".
+    let groups: Vec<&str> = lines[top].split_whitespace().filter(|w| w.ends_with("_wait")).collect();
+    let names: Vec<&str> = lines.get(top + 1).ok_or_else(|| anyhow!("truncated header"))?.split_whitespace().skip(1).collect();
+    // The *_wait groups have a read and a write column; the others (scrub, trim,
+    // rebuild) one each, named in the second line.
+    let mut columns: Vec<(String, String)> = Vec::new();
+    for g in &groups {
+        columns.push((g.to_string(), "read".to_owned()));
+        columns.push((g.to_string(), "write".to_owned()));
+    }
+    for extra in names.iter().skip(columns.len()) {
+        columns.push((extra.to_string(), extra.to_string()));
+    }
+    ensure!(
+        names.len() == columns.len() && columns.iter().zip(&names).all(|((_, op), name)| op == name),
+        "unexpected zpool iostat -w header: {:?} / {:?}",
+        lines[top],
+        lines[top + 1]
+    );
+    let col = columns
+        .iter()
+        .position(|(g, o)| g == group && o == op)
+        .ok_or_else(|| anyhow!("no {group} {op} column in zpool iostat -w"))?;
+    let mut out = Pow2::new();
+    let mut previous = 0.0;
+    let rows = lines[top + 2..]
+        .iter()
+        .skip_while(|l| l.starts_with('-'))
+        .take_while(|l| !l.starts_with('-') && !l.trim().is_empty());
+    let mut n_rows = 0;
+    for (row, line) in rows.enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        ensure!(words.len() == columns.len() + 1, "zpool iostat -w row {line:?} has {} columns", words.len());
+        let label = parse_nicetime(words[0]).ok_or_else(|| anyhow!("zpool iostat -w row label {:?}", words[0]))?;
+        ensure!(row == 0 || label > previous, "zpool iostat -w rows out of order at {}", words[0]);
+        previous = label;
+        let count: u64 = words[col + 1].parse().with_context(|| format!("zpool iostat -w row {line:?}"))?;
+        if count > 0 {
+            out.insert(row, count);
+        }
+        n_rows += 1;
+    }
+    ensure!(n_rows > 20, "zpool iostat -w has only {n_rows} histogram rows");
+    Ok(out)
+}
+
+/// "15ns", "2us", "1s" (zfs_nicetime), or a plain number (-p), in ns.
+fn parse_nicetime(label: &str) -> Option<f64> {
+    let split = label.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(label.len());
+    let (number, unit) = label.split_at(split);
+    let scale = match unit {
+        "" | "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    Some(number.parse::<f64>().ok()? * scale)
+}
+
+fn minus(after: &Pow2, before: &Pow2) -> Pow2 {
+    after
+        .iter()
+        .map(|(b, n)| (*b, n.saturating_sub(before.get(b).copied().unwrap_or(0))))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// zprof's vdev histograms against `zpool iostat -w` taken around the recording.
+fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
+    let before = std::fs::read_to_string(dir.join("iostat-before.txt")).context("reading iostat-before.txt")?;
+    let after = std::fs::read_to_string(dir.join("iostat-after.txt")).context("reading iostat-after.txt")?;
+    let is_write = |class: u64| class >> 8 == ZIO_TYPE_WRITE;
+    let priority = |p: u64| move |class: u64| class >> 8 == ZIO_TYPE_WRITE && class & 0xff == p;
+    let mut bad = Vec::new();
+    let mut text = Vec::new();
+    // The split per priority class must be there.
+    for (stage, p, name) in [
+        ("vdev_disk", PRIORITY_SYNC_WRITE, "sync write"),
+        ("vdev_disk", PRIORITY_ASYNC_WRITE, "async write"),
+        ("vdev_queue", PRIORITY_SYNC_WRITE, "sync write"),
+        ("vdev_queue", PRIORITY_ASYNC_WRITE, "async write"),
+    ] {
+        if zprof_pow2(rec, stage, priority(p)).is_empty() {
+            bad.push(format!("no {stage} histogram for {name}"));
+        }
+    }
+    /// What is compared, which zprof classes, and the zpool iostat column.
+    type Comparison<'a> = (&'a str, Box<dyn Fn(u64) -> bool>, &'a str, &'a str);
+    let comparisons: [Comparison; 3] = [
+        ("disk write", Box::new(is_write), "disk_wait", "write"),
+        ("sync-write queue", Box::new(priority(PRIORITY_SYNC_WRITE)), "syncq_wait", "write"),
+        ("async-write queue", Box::new(priority(PRIORITY_ASYNC_WRITE)), "asyncq_wait", "write"),
+    ];
+    for (what, class, group, op) in comparisons {
+        let stage = if group == "disk_wait" { "vdev_disk" } else { "vdev_queue" };
+        let ours = zprof_pow2(rec, stage, class);
+        let theirs = minus(&iostat_column(&after, group, op)?, &iostat_column(&before, group, op)?);
+        let (n_ours, n_theirs): (u64, u64) = (ours.values().sum(), theirs.values().sum());
+        let mut cells = Vec::new();
+        for p in PERCENTILES {
+            let (a, b) = (percentile_bucket(&ours, p), percentile_bucket(&theirs, p));
+            cells.push(format!("p{:.0} 2^{}/2^{}", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
+            match (a, b) {
+                (Some(a), Some(b)) if a.abs_diff(b) <= 1 => {}
+                _ => bad.push(format!("{what} p{:.0}: zprof bucket 2^{} ns, zpool iostat 2^{} ns", p * 100.0, fmt_bucket(a), fmt_bucket(b))),
+            }
+        }
+        text.push(format!("{what} ({n_ours} I/Os zprof, {n_theirs} iostat; zprof/iostat ns) {}", cells.join(" ")));
+    }
+    ensure!(bad.is_empty(), "{}", bad.join("; "));
+    Ok(text.join("; "))
+}
+
+fn fmt_bucket(b: Option<usize>) -> String {
+    b.map(|b| b.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// No kprobe outlives zprof; some exist while it runs.
+fn check_detach(text: &str) -> anyhow::Result<String> {
+    let mut bad = Vec::new();
+    let mut during = 0;
+    let mut after = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (label, values) = line.split_once(':').ok_or_else(|| anyhow!("malformed line {line:?}"))?;
+        let value = |key: &str| -> anyhow::Result<u64> {
+            values
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .ok_or_else(|| anyhow!("no {key} in {line:?}"))?
+                .parse()
+                .map_err(|e| anyhow!("{line:?}: {e}"))
+        };
+        let (events, zfs) = (value("kprobe_events")?, value("kprobes_list")?);
+        if label.ends_with("-during") {
+            during += 1;
+            if zfs == 0 {
+                bad.push(format!("{label}: no kprobe registered while zprof runs (the check could not fail)"));
+            }
+        } else {
+            after += 1;
+            if events != 0 || zfs != 0 {
+                bad.push(format!("{label}: {events} kprobe_events and {zfs} kprobes left after zprof exited"));
+            }
+        }
+    }
+    ensure!(during >= 2 && after >= 4, "detach.txt has {during} 'during' and {after} 'after' lines; the script stopped early?");
+    ensure!(bad.is_empty(), "{}", bad.join("; "));
+    Ok(format!("no kprobe left after {after} zprof exits (SIGTERM and SIGKILL included)"))
+}
+
+/// SIGTERM: zprof stopped fio, detached, and wrote its recording.
+fn check_sigterm(dir: &Path) -> anyhow::Result<String> {
+    let rec = read_json(&dir.join("rec.json")).context("no recording after SIGTERM")?;
+    let commits = stage_count(&rec, "zil_commit");
+    ensure!(commits > 0, "the recording stopped by SIGTERM has no zil_commit");
+    ensure!(!rec["command_exit"].is_null(), "fio had not exited when zprof finished");
+    let exit = std::fs::read_to_string(dir.join("exit")).unwrap_or_default();
+    Ok(format!("recording written ({commits} zil_commits, fio exit {}), {}", rec["command_exit"], exit.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape of OpenZFS 2.1's `zpool iostat -w POOL` (rows 8.. cut for brevity,
+    /// so the row-count check is relaxed through a longer copy below).
+    const IOSTAT_HEAD: &str = "
+rz1-off      total_wait     disk_wait    syncq_wait    asyncq_wait
+latency      read  write   read  write   read  write   read  write  scrub   trim
+----------  -----  -----  -----  -----  -----  -----  -----  -----  -----  -----
+1ns             0      0      0      0      0      5      0      0      0      0
+3ns             0      0      0      0      0      0      0      0      0      0
+7ns             0      0      0      0      0      0      0      0      0      0
+15ns            0      0      0      2      0      0      0      0      0      0
+31ns            0      7      0      9      0      0      0      0      0      0
+";
+
+    fn iostat_sample() -> String {
+        let mut text = IOSTAT_HEAD.to_owned();
+        for (i, label) in ["63ns", "127ns", "255ns", "511ns", "1us", "2us", "4us", "8us", "16us", "32us", "65us", "131us", "262us", "524us", "1ms", "2ms", "4ms", "8ms", "16ms", "33ms", "67ms", "134ms", "268ms", "536ms", "1s", "2s", "4s", "8s", "17s", "34s", "68s", "137s"].iter().enumerate() {
+            let n = if i == 10 { 4 } else { 0 };
+            text.push_str(&format!("{label:<10}      0      0      0      {n}      0      0      0      0      0      0\n"));
+        }
+        text.push_str("--------------------------------------------------------------------------------\n");
+        text
+    }
+
+    #[test]
+    fn iostat_columns_are_found_by_header() {
+        let text = iostat_sample();
+        let disk = iostat_column(&text, "disk_wait", "write").unwrap();
+        // "65us" (65,535 ns, the upper edge) is row 15: [2^15, 2^16) ns.
+        assert_eq!(disk, Pow2::from([(3, 2), (4, 9), (15, 4)]));
+        assert_eq!(iostat_column(&text, "syncq_wait", "write").unwrap(), Pow2::from([(0, 5)]));
+        assert!(iostat_column(&text, "nope_wait", "write").is_err());
+        assert!(iostat_column(IOSTAT_HEAD, "disk_wait", "write").is_err(), "too few rows");
+    }
+
+    #[test]
+    fn kallsyms_report_names_clones() {
+        let report = kallsyms_report("zio_write_compress\nzvol_write.isra.0\nzvol_write_task\n");
+        assert!(report.contains("present: zio_write_compress;"), "{report}");
+        assert!(report.contains("zvol_write (as zvol_write.isra.0)"), "{report}");
+        assert!(report.contains("absent: zio_checksum_generate"), "{report}");
+    }
+
+    #[test]
+    fn zprof_buckets_merge_into_powers_of_two() {
+        assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(0)), 0);
+        assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(1)), 0);
+        for value in [2u64, 3, 15, 16, 1000, 65_535, 65_536, 1 << 30] {
+            let expected = 63 - value.leading_zeros() as usize;
+            assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(value)), expected, "{value}");
+        }
+    }
+
+    #[test]
+    fn percentiles_pick_the_bucket_holding_the_rank() {
+        let hist = Pow2::from([(3, 50), (4, 40), (10, 10)]);
+        assert_eq!(percentile_bucket(&hist, 0.5), Some(3));
+        assert_eq!(percentile_bucket(&hist, 0.9), Some(4));
+        assert_eq!(percentile_bucket(&hist, 0.99), Some(10));
+        assert_eq!(percentile_bucket(&Pow2::new(), 0.5), None);
+    }
+
+    #[test]
+    fn detach_check_needs_a_positive_control() {
+        let good = "probes: kprobe_events=0 kprobes_list=0\na: kprobe_events=0 kprobes_list=0\n\
+                    b: kprobe_events=0 kprobes_list=0\nc: kprobe_events=0 kprobes_list=0\n\
+                    sigterm-during: kprobe_events=0 kprobes_list=40\nsigkill-during: kprobe_events=0 kprobes_list=40\n";
+        assert!(check_detach(good).is_ok());
+        let left = good.replace("c: kprobe_events=0 kprobes_list=0", "c: kprobe_events=0 kprobes_list=3");
+        assert!(check_detach(&left).unwrap_err().to_string().contains("left after"));
+        let blind = good.replace("kprobes_list=40", "kprobes_list=0");
+        assert!(check_detach(&blind).unwrap_err().to_string().contains("could not fail"));
+    }
+}
