@@ -104,6 +104,9 @@ fn test() -> anyhow::Result<()> {
     // The integration tests drive the real binaries of both packages.
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
+    // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
+    // use). First, so that the test runner's summary is the last thing printed.
+    let kernel = guest::test_step();
     let nextest = Command::new("cargo").args(["nextest", "--version"]).output().map(|o| o.status.success());
     let tests = if nextest.unwrap_or(false) {
         // One test at a time: the root tests share the machine's uprobes and 2 cores.
@@ -111,9 +114,10 @@ fn test() -> anyhow::Result<()> {
     } else {
         run(cargo().args(["test", "--no-fail-fast", "--", "--test-threads=1"]))
     };
-    // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first use).
-    let kernel = guest::test_step();
-    tests.and(kernel)
+    if let Err(err) = &kernel {
+        eprintln!("xtask: the kernel-target (guest) tests failed: {err:#}");
+    }
+    kernel.and(tests)
 }
 
 fn main() -> ExitCode {

@@ -457,6 +457,10 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     let mut evidence = Vec::new();
     for algorithm in &algorithms {
         let s = summarize(pick(rec, Stage::ChecksumCompute, None, Some(algorithm)));
+        if s.total_ns == 0 {
+            evidence.push(format!("{algorithm}: {} blocks, {} checksummed", format_count(s.count as f64), format_bytes(s.bytes as f64)));
+            continue;
+        }
         let per_mib = if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
         evidence.push(format!(
             "{algorithm}: {} blocks, {} checksummed, {} CPU ({} per MiB)",
@@ -466,22 +470,35 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
             format_ns(per_mib as u64)
         ));
     }
+    // Blocks counted at entry only (the default on uprobes) have no timing:
+    // their CPU time comes from the on-CPU samples inside checksum functions.
+    let timed_ns = summarize(rows.iter().copied()).total_ns;
+    let sampled_ns = if timed_ns == 0 { cpu_time_in(rec, |f| f.contains("checksum") || f.contains("fletcher")) } else { None };
+    if let Some((ns, samples)) = sampled_ns {
+        let mib = summarize(rows.iter().copied()).bytes as f64 / 1048576.0;
+        evidence.push(format!(
+            "CPU from {samples} on-CPU samples inside checksum functions: about {} ({} per MiB); blocks are counted, not timed, unless --full-timing",
+            format_ns(ns as u64),
+            format_ns((ns / mib.max(1e-9)) as u64)
+        ));
+    }
     let verify = stat(rec, Stage::ChecksumVerify, None);
     if verify.count > 0 {
         evidence.push(format!("verification on read: {} checks, {} CPU", format_count(verify.count as f64), format_ns(verify.total_ns)));
     }
     let total = summarize(rows.iter().copied());
-    let share = (total.total_ns + verify.total_ns) as f64 / cpu_ns;
+    let compute_ns = if timed_ns > 0 { total.total_ns as f64 } else { sampled_ns.map_or(0.0, |(ns, _)| ns) };
+    let share = (compute_ns + verify.total_ns as f64) / cpu_ns;
     out.push(Finding {
         kind: "checksum".into(),
         pool: String::new(),
         title: format!("checksums take {} of the machine's CPU time", pct(share)),
         share,
-        confidence: Confidence::High,
+        confidence: if timed_ns > 0 { Confidence::High } else { Confidence::Medium },
         evidence,
         missing: vec![],
         action: "fletcher4 is the cheap default; sha256/sha512/skein are needed for dedup or nopwrite, and cost several times more per MiB.".into(),
-        figures: vec![("checksum_cpu_ns".into(), (total.total_ns + verify.total_ns) as f64)],
+        figures: vec![("checksum_cpu_ns".into(), compute_ns + verify.total_ns as f64)],
     });
 }
 
@@ -669,6 +686,14 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
         action: action.into(),
         figures: vec![("read_p50_ns".into(), read.p50_ns as f64)],
     });
+}
+
+/// CPU time in frames matching `pred`, estimated from the on-CPU samples:
+/// (ns, samples), or None without samples.
+fn cpu_time_in(rec: &Recording, pred: impl Fn(&str) -> bool) -> Option<(f64, u64)> {
+    let cpu = rec.cpu.as_ref().filter(|c| c.frequency_hz > 0)?;
+    let samples: u64 = cpu.stacks.iter().filter(|s| s.frames.iter().any(|f| pred(f))).map(|s| s.count).sum();
+    Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples))
 }
 
 /// Renders findings as text.

@@ -270,7 +270,7 @@ pub fn render_table(report: &Report) -> String {
     let _ = writeln!(out, "{}", report.workload);
     let _ = writeln!(out);
     let per_pool = report.rows.iter().any(|r| !r.pool.is_empty());
-    let _ = write!(out, "{:<19} {:<16} ", "STAGE", "DETAIL");
+    let _ = write!(out, "{:<19} {:<22} ", "STAGE", "DETAIL");
     if per_pool {
         let _ = write!(out, "{:<14} ", "POOL");
     }
@@ -284,7 +284,7 @@ pub fn render_table(report: &Report) -> String {
         // Rows counted at entry only have no latency to show.
         let timed = !row.detail.ends_with(crate::tracer::COUNT_ONLY);
         let time = |ns: u64| if timed { format_ns(ns) } else { "-".to_owned() };
-        let _ = write!(out, "{:<19} {:<16} ", row.label, truncate(&row.detail, 16));
+        let _ = write!(out, "{:<19} {:<22} ", row.label, truncate(&row.detail, 22));
         if per_pool {
             let _ = write!(out, "{:<14} ", truncate(&row.pool, 14));
         }

@@ -613,13 +613,13 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Decompress => zfs_names::compression(class & 0xff, 0),
         Stage::ZstdCompress => format!("zstd-{class}"),
         Stage::Lz4Compress => "lz4".into(),
-        Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
         Stage::ChecksumCompute if class & COUNT_ONLY_CLASS != 0 => {
             format!("{}, {COUNT_ONLY}", zfs_names::checksum(class & 0xff))
         }
+        Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
     }
