@@ -95,6 +95,11 @@ pub struct RecordArgs {
     /// always times them.
     #[arg(long)]
     pub full_timing: bool,
+    /// Leave these stage groups out (comma-separated: workload, throttle,
+    /// compression, checksum, vdev, flush, zil, txg), e.g. to take the per-write
+    /// uprobe off a benchmark that reports its own throughput.
+    #[arg(long, value_delimiter = ',', value_parser = parse_group)]
+    pub skip: Vec<String>,
     /// Also write a flame graph (.svg, or .folded for folded stacks).
     #[arg(long, value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,
@@ -179,6 +184,16 @@ pub enum Format {
     Json,
 }
 
+/// Parses a stage group name (`--skip`).
+pub fn parse_group(s: &str) -> Result<String, String> {
+    if crate::catalogue::GROUPS.iter().any(|(g, _)| *g == s) {
+        Ok(s.to_owned())
+    } else {
+        let names: Vec<&str> = crate::catalogue::GROUPS.iter().map(|(g, _)| *g).collect();
+        Err(format!("unknown stage group '{s}': use {}", names.join(", ")))
+    }
+}
+
 /// Parses `--target`.
 pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     s.parse()
@@ -241,6 +256,15 @@ mod tests {
         assert_eq!(args.pid, Some(42));
         assert_eq!(args.what_if.len(), 1);
         assert!(Cli::try_parse_from(["zprof", "explain", "r.json", "--what-if", "slog=warp"]).is_err());
+    }
+
+    #[test]
+    fn skip_takes_known_groups() {
+        let cli = Cli::try_parse_from(["zprof", "record", "--skip", "workload,checksum", "-d", "1"]).unwrap();
+        let Command::Record(args) = cli.command else { panic!("not record") };
+        assert_eq!(args.skip, ["workload", "checksum"]);
+        let err = Cli::try_parse_from(["zprof", "record", "--skip", "disks"]).unwrap_err().to_string();
+        assert!(err.contains("unknown stage group 'disks'"), "{err}");
     }
 
     #[test]

@@ -71,7 +71,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new() },
     )?;
     let statuses = session.probes().to_vec();
     drop(session);
@@ -276,6 +276,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
                 sample_hz: args.sample_freq,
                 stack_entries: args.stack_storage_size,
                 full_timing: args.full_timing,
+                skip: args.skip.clone(),
             },
         )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();

@@ -228,6 +228,7 @@ pub fn build(recording: &Recording) -> Report {
             .iter()
             // A fallback that was not needed is not a gap in the measurement.
             .filter(|p| !p.attached && !p.reason.as_deref().unwrap_or("").starts_with("not needed"))
+            .filter(|p| !p.reason.as_deref().unwrap_or("").starts_with("left out"))
             .map(|p| format!("{} ({}): {}", p.function, p.group, p.reason.as_deref().unwrap_or("not attached")))
             .collect(),
         warnings: recording.warnings.clone(),

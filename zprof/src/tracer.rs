@@ -56,6 +56,8 @@ pub struct SessionOptions {
     pub stack_entries: u32,
     /// Time every workload operation (a probe pair per op) even on uprobes.
     pub full_timing: bool,
+    /// Stage groups to leave out.
+    pub skip: Vec<String>,
 }
 
 /// A loaded and attached set of probes.
@@ -160,6 +162,11 @@ impl Session {
                 reason: None,
                 note: None,
             };
+            if options.skip.iter().any(|g| g == point.group) {
+                status.reason = Some(format!("left out with --skip {}", point.group));
+                probes.push(status);
+                continue;
+            }
             let has_offsets = offsets.offsets.valid != 0;
             match point.role {
                 Role::NeedsOffsets if !has_offsets => {
