@@ -1,5 +1,8 @@
-//! `cargo xtask bench`: what zprof costs the workload, against bpftrace with the
-//! same probes (bench/zprof-equivalent.bt) and against the workload alone.
+//! `cargo xtask bench`: what zprof costs the workload, against the workload alone
+//! and against bpftrace gathering the same information two ways:
+//! bench/naive.bt (a probe pair on each timed function, leaf timings at
+//! vdev_stat_update: the straightforward script) and bench/same-probes.bt
+//! (exactly zprof's default probe set: the implementations compared alone).
 //!
 //! A benchmark, not a test: it reports; it does not fail on a threshold. Runs
 //! alternate (alone, zprof, bpftrace, in a rotating order, after a warm-up) so
@@ -27,7 +30,7 @@ const JOBS: &[Job] = &[
     Job {
         name: "4k-async",
         what: "4k random async writes (the highest probe rate the lab produces)",
-        lab_args: &["run", "--layout", "stripe:1", "--job", "name=a,rw=randwrite,bs=4k,runtime=5"],
+        lab_args: &["run", "--layout", "stripe:1", "--job", "name=a,rw=randwrite,bs=4k,runtime=8"],
     },
     Job {
         name: "4k-fsync-hdd",
@@ -51,8 +54,13 @@ const JOBS: &[Job] = &[
 enum Mode {
     Alone,
     Zprof,
+    /// bench/naive.bt
     Bpftrace,
+    /// bench/same-probes.bt
+    BpftraceSame,
 }
+
+const MODES: [Mode; 4] = [Mode::Alone, Mode::Zprof, Mode::Bpftrace, Mode::BpftraceSame];
 
 impl Mode {
     fn name(self) -> &'static str {
@@ -60,6 +68,7 @@ impl Mode {
             Mode::Alone => "alone",
             Mode::Zprof => "zprof",
             Mode::Bpftrace => "bpftrace",
+            Mode::BpftraceSame => "bpftrace-same",
         }
     }
 }
@@ -90,7 +99,7 @@ fn first_json(text: &str) -> anyhow::Result<Value> {
     Ok(stream.next().context("no JSON document")??)
 }
 
-fn run_once(root: &Path, job: &Job, mode: Mode, scratch: &Path, script: &Path) -> anyhow::Result<RunResult> {
+fn run_once(root: &Path, job: &Job, mode: Mode, scratch: &Path, scripts: &(PathBuf, PathBuf)) -> anyhow::Result<RunResult> {
     let lab = root.join("target/release/zprof-lab");
     let zprof = root.join("target/release/zprof");
     let mut lab_args: Vec<String> = job.lab_args.iter().map(|s| s.to_string()).collect();
@@ -105,8 +114,9 @@ fn run_once(root: &Path, job: &Job, mode: Mode, scratch: &Path, script: &Path) -
             .arg(&lab)
             .args(&lab_args)
             .output(),
-        Mode::Bpftrace => {
+        Mode::Bpftrace | Mode::BpftraceSame => {
             let command = std::iter::once(lab.display().to_string()).chain(lab_args.iter().cloned()).collect::<Vec<_>>().join(" ");
+            let script = if mode == Mode::Bpftrace { &scripts.0 } else { &scripts.1 };
             Command::new("bpftrace").arg(script).arg("-c").arg(command).output()
         }
     }
@@ -139,8 +149,9 @@ fn machine() -> Value {
     })
 }
 
-/// Sums zprof's eBPF program runs and run time from a recording.
-fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64) {
+/// Sums zprof's eBPF program runs and run time from a recording; the last two
+/// are tracing events lost and CPU-sample stacks lost (stack-map collisions).
+fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64, u64) {
     let duration = recording["duration_s"].as_f64().unwrap_or(1.0).max(1e-9);
     let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
     let runs: u64 = programs.iter().map(|p| p["run_count"].as_u64().unwrap_or(0)).sum();
@@ -150,8 +161,8 @@ fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64) {
     let lost = ["entry_map_full", "return_without_entry", "hist_map_full", "ringbuf_full"]
         .iter()
         .map(|k| losses[*k].as_u64().unwrap_or(0))
-        .sum::<u64>()
-        + recording["cpu"]["stack_lost"].as_u64().unwrap_or(0);
+        .sum::<u64>();
+    let stacks_lost = recording["cpu"]["stack_lost"].as_u64().unwrap_or(0);
     (
         runs as f64 / duration,
         if runs > 0 { run_ns as f64 / runs as f64 } else { 0.0 },
@@ -160,36 +171,43 @@ fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64) {
         cost["peak_rss_kib"].as_f64().unwrap_or(f64::NAN) / 1024.0,
         run_ns as f64 / 1e9 / duration,
         lost,
+        stacks_lost,
     )
 }
 
 /// Runs the benchmark; writes target/bench/bench.json and prints a table.
 pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()> {
-    let script_source = std::fs::read_to_string(root.join("bench/zprof-equivalent.bt"))?;
+
     let libzpool = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
         .iter()
         .find(|p| Path::new(p).exists())
         .context("libzpool.so.5 not found: run cargo xtask setup")?;
     let out_dir = root.join("target/bench");
     std::fs::create_dir_all(&out_dir)?;
-    let script = out_dir.join("zprof-equivalent.bt");
-    std::fs::write(&script, script_source.replace("LIB", libzpool))?;
+    let mut script_paths = Vec::new();
+    for name in ["naive.bt", "same-probes.bt"] {
+        let source = std::fs::read_to_string(root.join("bench").join(name))?;
+        let path = out_dir.join(name);
+        std::fs::write(&path, source.replace("LIB", libzpool))?;
+        script_paths.push(path);
+    }
+    let scripts = (script_paths[0].clone(), script_paths[1].clone());
     let scratch: PathBuf = std::env::temp_dir().join(format!("zprof-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let modes = [Mode::Alone, Mode::Zprof, Mode::Bpftrace];
+    let modes = MODES;
     let mut results = Vec::new();
     for job in JOBS.iter().filter(|j| only.is_none_or(|o| o == j.name)) {
         eprintln!("bench: {} ({}): warm-up", job.name, job.what);
         for mode in modes {
-            run_once(root, job, mode, &scratch, &script)?;
+            run_once(root, job, mode, &scratch, &scripts)?;
         }
         let mut runs: Vec<Vec<RunResult>> = Vec::new();
         for round in 0..pairs {
             // Rotate the order so no mode always runs first after the others.
-            let order: Vec<Mode> = (0..3).map(|i| modes[(i + round) % 3]).collect();
+            let order: Vec<Mode> = (0..modes.len()).map(|i| modes[(i + round) % modes.len()]).collect();
             let mut round_results = Vec::new();
             for mode in order {
-                let r = run_once(root, job, mode, &scratch, &script)?;
+                let r = run_once(root, job, mode, &scratch, &scripts)?;
                 eprintln!("bench: {} round {} {:>8}: {:.0} ops/s", job.name, round + 1, mode.name(), r.iops);
                 round_results.push(r);
             }
@@ -199,12 +217,15 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
         let alone = median(runs.iter().map(|r| by(r, Mode::Alone).iops).collect());
         let zprof = median(runs.iter().map(|r| by(r, Mode::Zprof).iops).collect());
         let bpftrace = median(runs.iter().map(|r| by(r, Mode::Bpftrace).iops).collect());
+        let bpftrace_same = median(runs.iter().map(|r| by(r, Mode::BpftraceSame).iops).collect());
+        let bpftrace_same_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::BpftraceSame).iops / by(r, Mode::Alone).iops).collect());
         // Pairwise: each traced run against the unprobed run of the same round.
         let zprof_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Zprof).iops / by(r, Mode::Alone).iops).collect());
         let bpftrace_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Bpftrace).iops / by(r, Mode::Alone).iops).collect());
         let costs: Vec<_> = runs.iter().filter_map(|r| by(r, Mode::Zprof).recording.map(|rec| zprof_costs(&rec))).collect();
-        let pick = |f: fn(&(f64, f64, f64, f64, f64, f64, u64)) -> f64| median(costs.iter().map(f).collect());
+        let pick = |f: fn(&(f64, f64, f64, f64, f64, f64, u64, u64)) -> f64| median(costs.iter().map(f).collect());
         let lost: u64 = costs.iter().map(|c| c.6).sum();
+        let stacks_lost: u64 = costs.iter().map(|c| c.7).sum();
         results.push(json!({
             "job": job.name,
             "what": job.what,
@@ -215,6 +236,8 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
             "bpftrace_ops": bpftrace,
             "zprof_loss": zprof_loss,
             "bpftrace_loss": bpftrace_loss,
+            "bpftrace_same_ops": bpftrace_same,
+            "bpftrace_same_loss": bpftrace_same_loss,
             "zprof_events_per_s": pick(|c| c.0),
             "zprof_ns_per_event": pick(|c| c.1),
             "zprof_bpf_cpu_fraction": pick(|c| c.5),
@@ -222,6 +245,7 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
             "zprof_detach_ms": pick(|c| c.3),
             "zprof_peak_rss_mib": pick(|c| c.4),
             "zprof_lost_events": lost,
+            "zprof_cpu_sample_stacks_lost": stacks_lost,
             "all_runs": runs.iter().map(|r| r.iter().map(|x| json!({"mode": x.mode.name(), "ops": x.iops})).collect::<Vec<_>>()).collect::<Vec<_>>(),
         }));
     }
@@ -230,19 +254,19 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
     let path = out_dir.join("bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
     println!(
-        "{:<14} {:>10} {:>10} {:>7} {:>10} {:>7} {:>10} {:>8} {:>6} {:>8} {:>8} {:>6}",
-        "job", "alone/s", "zprof/s", "loss", "bpftr./s", "loss", "events/s", "ns/evt", "lost", "attach", "detach", "RSS"
+        "{:<14} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>5} {:>7} {:>8} {:>6}",
+        "job", "alone/s", "zprof/s", "zprof", "naive.bt", "same.bt", "events/s", "ns/evt", "lost", "attach", "detach", "RSS"
     );
     for r in doc["results"].as_array().unwrap() {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:<14} {:>10.0} {:>10.0} {:>6.1}% {:>10.0} {:>6.1}% {:>10.0} {:>8.0} {:>6} {:>6.0}ms {:>6.0}ms {:>4.0}MiB",
+            "{:<14} {:>9.0} {:>9.0} {:>6.1}% {:>6.1}% {:>6.1}% {:>9.0} {:>7.0} {:>5} {:>5.0}ms {:>6.0}ms {:>4.0}MiB",
             r["job"].as_str().unwrap_or(""),
             f("alone_ops"),
             f("zprof_ops"),
             f("zprof_loss") * 100.0,
-            f("bpftrace_ops"),
             f("bpftrace_loss") * 100.0,
+            f("bpftrace_same_loss") * 100.0,
             f("zprof_events_per_s"),
             f("zprof_ns_per_event"),
             r["zprof_lost_events"],
@@ -251,6 +275,7 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
             f("zprof_peak_rss_mib"),
         );
     }
+    println!("loss = throughput lost against the workload alone (median of pairwise ratios over {pairs} rounds; negative = within noise); lost = tracing events lost by zprof (CPU-sample stacks lost to stack-map collisions are in the JSON)");
     println!("machine: {}; results in {}", doc["machine"], path.display());
     Ok(())
 }

@@ -246,12 +246,16 @@ fn cost_line(recording: &Recording) -> Option<String> {
     let seconds = recording.duration_s.max(1e-9);
     let busiest = recording.bpf_programs.iter().max_by_key(|p| p.run_count)?;
     let mut line = format!(
-        "zprof's own cost: {} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself (uprobes: about 1 us)",
+        "zprof's own cost: {} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself ({})",
         format_count(runs as f64 / seconds),
         format_ns(time / runs),
         time as f64 / 1e9 / seconds * 100.0,
         busiest.program,
         format_count(busiest.run_count as f64 / seconds),
+        match recording.target.kind {
+            crate::target::TargetKind::Kernel => "kprobes: about 20-45 ns",
+            crate::target::TargetKind::Libzpool => "uprobes: about 1 us",
+        },
     );
     if let Some(cost) = recording.self_cost {
         line.push_str(&format!(
