@@ -48,6 +48,9 @@ pub struct BenchJob {
     pub write: Option<BenchOps>,
     /// fsync/fdatasync calls (fio's "sync"), or ZIL commits (the lab).
     pub sync: Option<BenchSync>,
+    /// The pool the job ran on, when the benchmark says (zprof-lab).
+    #[serde(default)]
+    pub pool: Option<String>,
 }
 
 /// Throughput and latency of one direction of a job.
@@ -134,6 +137,7 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
                     p50_ns: s.get("lat_ns").and_then(|l| percentile(l, "50.000000")),
                 })
             }),
+            pool: None,
         })
         .collect();
     Some(Benchmark { tool: "fio".into(), version, jobs, pools: Vec::new() })
@@ -171,6 +175,11 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
                 .and_then(Value::as_u64)
                 .filter(|n| *n > 0)
                 .map(|count| BenchSync { count, lat_mean_ns: None, p50_ns: None }),
+            // The lab's job "pool" is the pool's account, named inside.
+            pool: job
+                .get("pool")
+                .and_then(|p| p.as_str().or_else(|| p.get("name").and_then(Value::as_str)))
+                .map(str::to_owned),
         })
         .collect();
     let pools = doc

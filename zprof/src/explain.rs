@@ -194,10 +194,27 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
 
     let c50 = commit.p50_ns as f64;
     let mut t_op = writes.p50_ns as f64 + assign.p50_ns as f64;
-    // The benchmark's own counts, when known, exclude set-up writes outside its jobs.
-    let bench_totals = rec.benchmark.as_ref().map(bench::totals).filter(|t| t.0 > 0 && t.2 > 0);
+    // The benchmark's own figures for its sync-writing jobs on this pool, when
+    // known: they exclude set-up writes and the other jobs of a scenario.
+    let sync_jobs: Vec<&bench::BenchJob> = rec
+        .benchmark
+        .iter()
+        .flat_map(|b| &b.jobs)
+        .filter(|j| j.sync.as_ref().is_some_and(|s| s.count > 0) && j.write.is_some())
+        .filter(|j| j.pool.as_deref().is_none_or(|p| p == pool))
+        .collect();
+    let bench_totals = (!sync_jobs.is_empty()).then(|| {
+        let writes: u64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0, |w| w.ops)).sum();
+        let syncs: u64 = sync_jobs.iter().map(|j| j.sync.as_ref().map_or(0, |s| s.count)).sum();
+        let iops: f64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.iops)).sum();
+        let lat_mean = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.lat_mean_ns * w.ops as f64)).sum::<f64>()
+            / writes.max(1) as f64;
+        // Little's law per job: concurrent writers = rate x latency.
+        let writers: f64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.iops * w.lat_mean_ns / 1e9)).sum();
+        (writes, syncs, iops, lat_mean, writers)
+    });
     let writes_per_commit = match bench_totals {
-        Some((bench_writes, _, bench_syncs, _, _)) => (bench_writes as f64 / bench_syncs as f64).max(1.0),
+        Some((bench_writes, bench_syncs, ..)) => (bench_writes as f64 / bench_syncs.max(1) as f64).max(1.0),
         None if writes.count > 0 => (writes.count as f64 / commit.count as f64).max(1.0),
         None => 1.0,
     };
@@ -206,18 +223,31 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     // writes_per_commit writes. Means, not medians: both are exact sums, while a
     // difference of medians would be mostly bucket rounding.
     if t_op == 0.0
-        && let Some(bench_mean) = rec
-            .benchmark
-            .as_ref()
-            .and_then(|b| b.jobs.iter().filter_map(|j| j.write.as_ref().map(|w| w.lat_mean_ns)).reduce(f64::max))
+        && let Some((_, _, _, bench_mean, _)) = bench_totals
     {
         t_op = (bench_mean - commit.mean_ns / writes_per_commit).max(0.0);
     }
     let commit_rate = commit.count as f64 / seconds;
-    // Little's law: concurrent committers = rate x time each spends per commit cycle.
-    let writers = (commit_rate * (commit.mean_ns + t_op * writes_per_commit) / 1e9).max(1.0);
+    // Little's law: concurrent committers = rate x time each spends per commit
+    // cycle; from the benchmark's own rates and latencies when known.
+    let writers = match bench_totals {
+        Some((.., bench_writers)) => bench_writers.max(1.0),
+        None => (commit_rate * (commit.mean_ns + t_op * writes_per_commit) / 1e9).max(1.0),
+    };
     let per_writer_ceiling = writes_per_commit * 1e9 / (c50 + writes_per_commit * t_op).max(1.0);
-    let share = commit.total_ns as f64 / workload_ns;
+    // The pool's workload time: from the benchmark's jobs on it when known
+    // (ops x mean latency), else zprof's own workload stages.
+    let pool_jobs_ns: f64 = rec
+        .benchmark
+        .iter()
+        .flat_map(|b| &b.jobs)
+        .filter(|j| j.pool.as_deref().is_none_or(|p| p == pool))
+        .map(|j| {
+            [&j.write, &j.read].iter().filter_map(|o| o.as_ref()).map(|o| o.ops as f64 * o.lat_mean_ns).sum::<f64>()
+        })
+        .sum();
+    let basis = if pool_jobs_ns > 0.0 { pool_jobs_ns } else { workload_ns };
+    let share = (commit.total_ns as f64 / basis).min(1.0);
     // Measured per commit (zil_other), so its median does not carry the bucket
     // rounding of three larger medians; older recordings fall back to those.
     let other_measured = stat(rec, Stage::ZilOther, Some(pool));
@@ -265,7 +295,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     evidence.push(format!(
         "ceiling: about {} sync writes/s per writer (1 / (commit + write)); measured {}/s with about {:.1} writer(s)",
         format_count(per_writer_ceiling),
-        format_count(bench_totals.map_or(writes.count as f64 / seconds, |t| t.3)),
+        format_count(bench_totals.map_or(writes.count as f64 / seconds, |t| t.2)),
         writers
     ));
     let (title, action) = if on_log_device {
@@ -311,7 +341,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         options.slogs.clone()
     };
     let (measured_ops, measured_by) = match bench_totals {
-        Some((_, _, _, write_iops, _)) => (write_iops, rec.benchmark.as_ref().map_or("", |b| b.tool.as_str())),
+        Some((_, _, write_iops, _, _)) => (write_iops, rec.benchmark.as_ref().map_or("", |b| b.tool.as_str())),
         None => (writes.count as f64 / seconds, "zprof"),
     };
     // zil_commit waits zfs_commit_timeout_pct (5% by default) of the last log
