@@ -102,21 +102,27 @@ fn percentile(value: &Value, key: &str) -> Option<u64> {
     value.get("percentile")?.get(key)?.as_u64()
 }
 
-fn fio_ops(direction: &Value) -> Option<BenchOps> {
+/// One direction of a job; `percentiles` names the object holding them (fio
+/// reports completion-latency percentiles under clat_ns, the lab under lat_ns).
+fn ops(direction: &Value, percentiles: &str) -> Option<BenchOps> {
     let ops = direction.get("total_ios")?.as_u64()?;
     if ops == 0 {
         return None;
     }
-    let clat = direction.get("clat_ns");
+    let pct = direction.get(percentiles);
     Some(BenchOps {
         ops,
         bytes: direction.get("io_bytes").and_then(Value::as_u64).unwrap_or(0),
         iops: direction.get("iops").and_then(Value::as_f64).unwrap_or(0.0),
         bw_bytes: direction.get("bw_bytes").and_then(Value::as_f64).unwrap_or(0.0),
         lat_mean_ns: direction.get("lat_ns").and_then(|l| l.get("mean")).and_then(Value::as_f64).unwrap_or(0.0),
-        p50_ns: clat.and_then(|c| percentile(c, "50.000000")),
-        p99_ns: clat.and_then(|c| percentile(c, "99.000000")),
+        p50_ns: pct.and_then(|c| percentile(c, "50.000000")),
+        p99_ns: pct.and_then(|c| percentile(c, "99.000000")),
     })
+}
+
+fn fio_ops(direction: &Value) -> Option<BenchOps> {
+    ops(direction, "clat_ns")
 }
 
 fn parse_fio(doc: &Value) -> Option<Benchmark> {
@@ -144,20 +150,7 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
 }
 
 fn lab_ops(direction: &Value) -> Option<BenchOps> {
-    let ops = direction.get("total_ios")?.as_u64()?;
-    if ops == 0 {
-        return None;
-    }
-    let lat = direction.get("lat_ns");
-    Some(BenchOps {
-        ops,
-        bytes: direction.get("io_bytes").and_then(Value::as_u64).unwrap_or(0),
-        iops: direction.get("iops").and_then(Value::as_f64).unwrap_or(0.0),
-        bw_bytes: direction.get("bw_bytes").and_then(Value::as_f64).unwrap_or(0.0),
-        lat_mean_ns: lat.and_then(|l| l.get("mean")).and_then(Value::as_f64).unwrap_or(0.0),
-        p50_ns: lat.and_then(|l| percentile(l, "50.000000")),
-        p99_ns: lat.and_then(|l| percentile(l, "99.000000")),
-    })
+    ops(direction, "lat_ns")
 }
 
 fn parse_lab(doc: &Value) -> Option<Benchmark> {

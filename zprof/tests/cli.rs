@@ -7,38 +7,17 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Output, Stdio},
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
 
-fn zprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zprof"))
-}
-
-/// zprof-lab is another package's binary: find it in the shared target dir.
-fn lab_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("debug/zprof-lab");
-    assert!(path.exists(), "{} is missing: build it first (cargo build -p zprof-lab; cargo xtask test does)", path.display());
-    path
-}
-
-fn require_root() {
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test attaches eBPF programs and needs root: run `cargo xtask test` as root"
-    );
-}
+mod common;
+use common::{lab_binary, require_root, zprof};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("zprof-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("zprof-test", name)
 }
 
 fn stderr(output: &Output) -> String {

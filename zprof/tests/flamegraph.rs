@@ -1,33 +1,18 @@
 //! Flame graphs from real recordings: the lab's jobs run under zprof (as root),
 //! then `zprof flamegraph` renders both kinds from the same recording.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
-fn zprof() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_zprof"))
-}
-
-fn lab_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("debug/zprof-lab");
-    assert!(path.exists(), "{} is missing: build it first (cargo xtask test does)", path.display());
-    path
-}
+mod common;
+use common::{lab_binary, zprof};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("zprof-flame-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("zprof-flame", name)
 }
 
 /// Records a lab job; returns the recording's path.
 fn record(dir: &Path, name: &str, lab_args: &[&str]) -> PathBuf {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "needs root: run `cargo xtask test` as root");
+    common::require_root();
     let recording = dir.join(format!("{name}.json"));
     let output = zprof()
         .args(["record", "--target", "libzpool", "--no-explain", "-o"])
