@@ -149,9 +149,13 @@ fn machine() -> Value {
     })
 }
 
-/// Sums zprof's eBPF program runs and run time from a recording; the last two
-/// are tracing events lost and CPU-sample stacks lost (stack-map collisions).
-fn zprof_costs(recording: &Value) -> (f64, f64, f64, f64, f64, f64, u64, u64) {
+/// zprof's figures from one recording: events/s, ns per event, attach ms,
+/// detach ms, peak RSS MiB, BPF CPU fraction, tracing events lost, CPU-sample
+/// stacks lost (stack-map collisions).
+type Costs = (f64, f64, f64, f64, f64, f64, u64, u64);
+
+/// Reads [`Costs`] from a recording.
+fn zprof_costs(recording: &Value) -> Costs {
     let duration = recording["duration_s"].as_f64().unwrap_or(1.0).max(1e-9);
     let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
     let runs: u64 = programs.iter().map(|p| p["run_count"].as_u64().unwrap_or(0)).sum();
@@ -223,7 +227,7 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
         let zprof_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Zprof).iops / by(r, Mode::Alone).iops).collect());
         let bpftrace_loss = median(runs.iter().map(|r| 1.0 - by(r, Mode::Bpftrace).iops / by(r, Mode::Alone).iops).collect());
         let costs: Vec<_> = runs.iter().filter_map(|r| by(r, Mode::Zprof).recording.map(|rec| zprof_costs(&rec))).collect();
-        let pick = |f: fn(&(f64, f64, f64, f64, f64, f64, u64, u64)) -> f64| median(costs.iter().map(f).collect());
+        let pick = |f: fn(&Costs) -> f64| median(costs.iter().map(f).collect());
         let lost: u64 = costs.iter().map(|c| c.6).sum();
         let stacks_lost: u64 = costs.iter().map(|c| c.7).sum();
         results.push(json!({

@@ -202,7 +202,7 @@ pub fn render_svg(lines: &Folded, titles: &Titles) -> std::io::Result<String> {
     options.min_width = 0.0;
     let mut svg = Vec::new();
     if lines.is_empty() {
-        let empty = vec!["(no data) 1".to_owned()];
+        let empty = ["(no data) 1".to_owned()];
         flamegraph::from_lines(&mut options, empty.iter().map(String::as_str), &mut svg)?;
     } else {
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;

@@ -149,17 +149,12 @@ impl KernelSymbols {
 }
 
 /// Symbolizes addresses; counts what it could not name.
+#[derive(Default)]
 pub struct Symbolizer {
     files: HashMap<String, Option<ElfSymbols>>,
     kernel: Option<KernelSymbols>,
     /// Frames that could not be named.
     pub unsymbolized: u64,
-}
-
-impl Default for Symbolizer {
-    fn default() -> Self {
-        Symbolizer { files: HashMap::new(), kernel: None, unsymbolized: 0 }
-    }
 }
 
 impl Symbolizer {

@@ -145,10 +145,11 @@ pub fn find_libzpool() -> Option<PathBuf> {
         let text = String::from_utf8_lossy(&output.stdout);
         for line in text.lines() {
             let line = line.trim();
-            if line.starts_with("libzpool.so.5 ") && line.contains("x86-64") || line.starts_with("libzpool.so.5 (libc6)") {
-                if let Some(path) = line.rsplit("=> ").next() {
-                    return Some(PathBuf::from(path.trim()));
-                }
+            let native = line.starts_with("libzpool.so.5 ") && line.contains("x86-64");
+            if (native || line.starts_with("libzpool.so.5 (libc6)"))
+                && let Some(path) = line.rsplit("=> ").next()
+            {
+                return Some(PathBuf::from(path.trim()));
             }
         }
     }
@@ -204,7 +205,7 @@ fn libzpool_version(path: &Path) -> Option<String> {
     let version = String::from_utf8_lossy(&version.stdout).to_string();
     // "2.1.11-1+deb12u1" -> "2.1.11"
     let upstream = version.split(['-', '+', '~']).next()?.trim_start_matches(|c: char| !c.is_ascii_digit() || c == ':');
-    (!upstream.is_empty()).then(|| upstream.split(':').last().unwrap_or(upstream).to_owned())
+    (!upstream.is_empty()).then(|| upstream.rsplit(':').next().unwrap_or(upstream).to_owned())
 }
 
 /// Resolves `--target` into a checked target.
