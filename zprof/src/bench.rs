@@ -199,25 +199,6 @@ pub fn parse(text: &str) -> Option<Benchmark> {
     parse_fio(&doc).or_else(|| parse_lab(&doc))
 }
 
-/// Totals over all jobs: (write ops, read ops, sync calls, write iops, read iops).
-pub fn totals(bench: &Benchmark) -> (u64, u64, u64, f64, f64) {
-    let mut out = (0, 0, 0, 0.0, 0.0);
-    for job in &bench.jobs {
-        if let Some(w) = &job.write {
-            out.0 += w.ops;
-            out.3 += w.iops;
-        }
-        if let Some(r) = &job.read {
-            out.1 += r.ops;
-            out.4 += r.iops;
-        }
-        if let Some(s) = &job.sync {
-            out.2 += s.count;
-        }
-    }
-    out
-}
-
 /// One line per job, for reports.
 pub fn describe(bench: &Benchmark) -> Vec<String> {
     let fmt_ns = |ns: Option<u64>| ns.map(crate::report::format_ns).unwrap_or_else(|| "-".into());

@@ -218,17 +218,6 @@ pub fn share_of(lines: &Folded, pred: impl Fn(&str) -> bool) -> f64 {
     if total == 0 { 0.0 } else { matching as f64 / total as f64 }
 }
 
-/// A one-line summary of a stage graph's widest root.
-pub fn widest_root(lines: &Folded) -> Option<(String, f64)> {
-    let parsed = parse_folded(lines).ok()?;
-    let total: u64 = parsed.iter().map(|(_, w)| w).sum();
-    let mut roots: BTreeMap<&str, u64> = BTreeMap::new();
-    for (frames, w) in &parsed {
-        *roots.entry(frames[0].as_str()).or_default() += w;
-    }
-    roots.into_iter().max_by_key(|(_, w)| *w).map(|(r, w)| (r.to_owned(), w as f64 / total.max(1) as f64))
-}
-
 /// Human summary used in logs.
 pub fn describe(lines: &Folded, unit_ns: bool) -> String {
     let parsed = parse_folded(lines).unwrap_or_default();

@@ -461,9 +461,6 @@ pub fn sparse_buckets(buckets: &[u64]) -> Vec<[u64; 2]> {
         .collect()
 }
 
-/// Pool names by spa_t address, as hex strings in recordings.
-pub type PoolNames = BTreeMap<u64, String>;
-
 #[cfg(test)]
 mod tests {
     use super::*;

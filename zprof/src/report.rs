@@ -13,7 +13,7 @@ use std::{collections::BTreeSet, fmt::Write as _};
 use serde::Serialize;
 use zprof_common::Stage;
 
-use crate::recording::{Recording, Summary, stage_from_name, stage_name, summarize};
+use crate::recording::{Recording, Summary, stage_name, summarize};
 
 /// One row of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -335,11 +335,6 @@ fn truncate(text: &str, width: usize) -> String {
     } else {
         text.chars().take(width - 1).collect::<String>() + "…"
     }
-}
-
-/// The stage of a row, for callers that need it typed.
-pub fn row_stage(row: &Row) -> Option<Stage> {
-    stage_from_name(&row.stage)
 }
 
 #[cfg(test)]
