@@ -81,6 +81,8 @@ pub struct Session {
     timeline: Vec<TimelinePoint>,
     last_totals: TimelinePoint,
     sample_hz: u64,
+    /// Whether only the processes in TRACKED are traced.
+    filtered: bool,
     /// Time from loading the object to every probe attached.
     attach_ms: f64,
     /// Memory maps of sampled processes, refreshed while they run.
@@ -296,20 +298,28 @@ impl Session {
             timeline: Vec::new(),
             last_totals: TimelinePoint::default(),
             sample_hz: options.sample_hz,
+            filtered: filter,
             process_maps: HashMap::new(),
             process_names: HashMap::new(),
         })
     }
 
-    /// Snapshots the memory maps of every process with CPU samples, so their
-    /// stacks can be symbolized after they exit. Cheap; call it often.
+    /// Snapshots the memory maps of every sampled process, so their stacks can be
+    /// symbolized after they exit. Called every 250 ms: with a pid filter it walks
+    /// the small set of traced processes, not the (much larger) sample map.
     pub fn snapshot_maps(&mut self) {
         if self.sample_hz == 0 {
             return;
         }
-        let Some(map) = self.ebpf.map("SAMPLES") else { return };
-        let Ok(samples) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
-        let tgids: HashSet<u32> = samples.keys().filter_map(Result::ok).map(|k| k.tgid).collect();
+        let tgids: HashSet<u32> = if self.filtered {
+            let Some(map) = self.ebpf.map("TRACKED") else { return };
+            let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
+            tracked.keys().filter_map(Result::ok).collect()
+        } else {
+            let Some(map) = self.ebpf.map("SAMPLES") else { return };
+            let Ok(samples) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
+            samples.keys().filter_map(Result::ok).map(|k| k.tgid).collect()
+        };
         for tgid in tgids {
             if let Some(maps) = ProcessMaps::read(tgid) {
                 self.process_maps.insert(tgid, maps);
