@@ -399,12 +399,15 @@ impl Session {
     }
 
     /// Reads every histogram, summed over CPUs.
-    fn read_histograms(&self) -> anyhow::Result<Vec<(HistKey, Hist)>> {
+    /// Reads the histograms whose key `wanted` accepts, summed over CPUs. Keys are
+    /// listed first so only the wanted values (2 KiB per CPU each) are copied.
+    fn read_histograms(&self, wanted: impl Fn(&HistKey) -> bool) -> anyhow::Result<Vec<(HistKey, Hist)>> {
         let map: PerCpuHashMap<_, HistKey, Hist> =
             PerCpuHashMap::try_from(self.ebpf.map("HIST").ok_or_else(|| anyhow!("HIST missing"))?)?;
+        let keys: Vec<HistKey> = map.keys().collect::<Result<_, _>>()?;
         let mut out = Vec::new();
-        for item in map.iter() {
-            let (key, per_cpu) = item?;
+        for key in keys.into_iter().filter(|k| wanted(k)) {
+            let per_cpu = map.get(&key, 0)?;
             let mut sum = Hist::ZERO;
             for h in per_cpu.iter() {
                 sum.count += h.count;
@@ -425,7 +428,8 @@ impl Session {
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
         let mut totals = TimelinePoint::default();
-        for (key, hist) in self.read_histograms()? {
+        let timeline_stages = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit].map(|s| s as u32);
+        for (key, hist) in self.read_histograms(|k| timeline_stages.contains(&k.stage))? {
             match Stage::from_u32(key.stage) {
                 Some(Stage::WorkloadWrite) => {
                     totals.write_ops += hist.count;
@@ -530,7 +534,7 @@ impl Session {
             }
         };
         let mut histograms: Vec<HistRecord> = self
-            .read_histograms()?
+            .read_histograms(|_| true)?
             .into_iter()
             .filter_map(|(key, hist)| {
                 let stage = Stage::from_u32(key.stage)?;
