@@ -133,6 +133,15 @@ fn stat(rec: &Recording, stage: Stage, pool: Option<&str>) -> Summary {
     summarize(pick(rec, stage, pool, None))
 }
 
+/// A stage's statistics for one pool, or for all pools when none of its events
+/// carry this pool (the kernel's write path, dmu_write_uio_dnode, has no pool).
+fn stat_of_pool_or_all(rec: &Recording, stage: Stage, pool: &str) -> Summary {
+    match stat(rec, stage, Some(pool)) {
+        s if s.count == 0 => stat(rec, stage, None),
+        s => s,
+    }
+}
+
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
@@ -170,16 +179,8 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     if commit.count < 10 || (commit.total_ns as f64) < 0.01 * workload_ns {
         return;
     }
-    // The kernel's write path (dmu_write_uio_dnode) carries no pool: use all
-    // writes when none are attributed to this pool.
-    let writes = match stat(rec, Stage::WorkloadWrite, Some(pool)) {
-        s if s.count == 0 => stat(rec, Stage::WorkloadWrite, None),
-        s => s,
-    };
-    let assign = match stat(rec, Stage::TxAssign, Some(pool)) {
-        s if s.count == 0 => stat(rec, Stage::TxAssign, None),
-        s => s,
-    };
+    let writes = stat_of_pool_or_all(rec, Stage::WorkloadWrite, pool);
+    let assign = stat_of_pool_or_all(rec, Stage::TxAssign, pool);
     let log_main = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("main pool")));
     let log_slog = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("log vdev")));
     let flush = stat(rec, Stage::ZilFlush, Some(pool));
