@@ -90,7 +90,8 @@ fn demo(runtime: u32) -> anyhow::Result<()> {
     // `zprof run` reads the lab's JSON result and prints it beside the stage
     // table and the findings (sync-write bound, SLOG what-if...).
     run(Command::new(&zprof)
-        .args(["run", "--target", "libzpool", "-o"])
+        // The lab's JSON is read by zprof, not shown: its summary heads the findings.
+        .args(["run", "--target", "libzpool", "--quiet-command", "-o"])
         .arg(&recording)
         .arg("--")
         .arg(&lab)

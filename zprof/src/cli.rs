@@ -110,6 +110,10 @@ pub struct RecordArgs {
     /// Repeatable. Default: ssd and nvme.
     #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
     pub what_if: Vec<crate::explain::SlogDevice>,
+    /// Do not echo the command's standard output (`run` still reads the
+    /// benchmark's result from it): for benchmarks whose JSON would bury the report.
+    #[arg(long)]
+    pub quiet_command: bool,
     /// Do not print findings after the report.
     #[arg(long)]
     pub no_explain: bool,

@@ -195,7 +195,8 @@ struct Tee {
 }
 
 impl Tee {
-    fn start(mut source: std::fs::File) -> Tee {
+    /// Starts copying; `echo` false keeps the output out of zprof's stdout.
+    fn start(mut source: std::fs::File, echo: bool) -> Tee {
         let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (tx, done) = std::sync::mpsc::channel();
         let shared = buffer.clone();
@@ -206,7 +207,9 @@ impl Tee {
                 match source.read(&mut chunk) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        let _ = std::io::stdout().lock().write_all(&chunk[..n]);
+                        if echo {
+                            let _ = std::io::stdout().lock().write_all(&chunk[..n]);
+                        }
                         shared.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
                     }
                 }
@@ -283,11 +286,11 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     let mut child = None;
     let mut tee = None;
     if !args.command.is_empty() {
-        let gated = spawn_gated(&args.command, run_mode)?;
+        let gated = spawn_gated(&args.command, run_mode || args.quiet_command)?;
         session.track_pid(gated.pid)?;
         let (pid, stdout) = gated.release()?;
         child = Some(pid);
-        tee = stdout.map(Tee::start);
+        tee = stdout.map(|out| Tee::start(out, !args.quiet_command));
     }
     let pid = child.or(args.pid);
 
@@ -299,9 +302,13 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     // before anything is written or printed.
     let mut recording = session.finish(command, command_exit, pid)?;
     if let Some(tee) = tee {
-        recording.benchmark = crate::bench::parse(&tee.finish());
-        if recording.benchmark.is_none() {
-            eprintln!("zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)");
+        let output = tee.finish();
+        // `record --quiet-command` captures only to keep the output out of the way.
+        if run_mode {
+            recording.benchmark = crate::bench::parse(&output);
+            if recording.benchmark.is_none() {
+                eprintln!("zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)");
+            }
         }
     }
     if let Some(path) = &args.output {

@@ -432,3 +432,28 @@ fn full_timing_times_writes_and_tx_assign() {
     assert!(stage_count(&recording, "tx_assign") >= 2000);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `--quiet-command` keeps the benchmark's output off zprof's stdout, and `run`
+/// still reads the result from it.
+#[test]
+fn quiet_command_hides_the_output_but_run_still_reads_it() {
+    require_root();
+    let dir = scratch("quiet");
+    let recording = dir.join("fio.json");
+    let output = zprof()
+        .args(["run", "--target", "libzpool", "--quiet-command", "--no-explain", "-o"])
+        .arg(&recording)
+        .args(["--", "fio", "--name=quiet", "--size=4m", "--rw=write", "--bs=64k"])
+        .arg(format!("--filename={}", dir.join("data").display()))
+        .args(["--output-format=json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("\"fio version\""), "fio's JSON was echoed: {stdout}");
+    assert!(stdout.contains("lost events"), "the report is printed");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    assert_eq!(saved["benchmark"]["tool"], "fio");
+    assert_eq!(saved["benchmark"]["jobs"][0]["write"]["ops"], 64);
+    std::fs::remove_dir_all(dir).unwrap();
+}
