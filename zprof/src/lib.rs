@@ -21,4 +21,5 @@ pub mod report;
 pub mod symbols;
 pub mod target;
 pub mod tracer;
+pub mod uprobe_multi;
 pub mod zfs_names;

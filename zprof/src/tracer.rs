@@ -9,6 +9,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
+    path::Path,
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -37,6 +38,7 @@ use crate::{
     recording::{CpuProfile, CpuStack},
     symbols::{ProcessMaps, Symbolizer},
     target::{Target, TargetKind},
+    uprobe_multi::{self, UprobeMulti},
     zfs_names,
 };
 
@@ -63,6 +65,10 @@ pub struct SessionOptions {
 /// A loaded and attached set of probes.
 pub struct Session {
     ebpf: Ebpf,
+    /// The uprobe programs and their links when the kernel has uprobe_multi
+    /// (they detach in milliseconds, see `uprobe_multi`); otherwise aya's
+    /// uprobes, held in `ebpf`.
+    multi: Option<UprobeMulti>,
     /// Keeps BPF_STATS_RUN_TIME enabled while open; closing it restores the
     /// kernel's setting (as bpftop does), whatever path zprof exits by.
     _stats: Option<std::os::fd::OwnedFd>,
@@ -152,6 +158,14 @@ impl Session {
                 offsets.source
             ));
         }
+        // uprobe_multi needs a copy of the programs relocated against aya's maps.
+        let mut multi = if kernel {
+            None
+        } else {
+            UprobeMulti::new(EBPF_OBJECT, &ebpf)
+                .map_err(|e| log::debug!("uprobe_multi loader unavailable, using perf-event uprobes: {e:#}"))
+                .ok()
+        };
         let mut probes = Vec::new();
         let mut loaded: HashSet<String> = HashSet::new();
         let started_attach = Instant::now();
@@ -204,8 +218,21 @@ impl Session {
                 probes.push(status);
                 continue;
             };
-            let mut attach = |base: &str| -> anyhow::Result<()> {
+            let mut attach = |base: &str, on_return: bool| -> anyhow::Result<()> {
                 let name = catalogue::program_name(base, kernel);
+                if let Some(multi_links) = multi.as_mut() {
+                    match multi_links.attach(&name, Path::new(&target.object), location, on_return) {
+                        Ok(()) => {
+                            loaded.insert(name);
+                            return Ok(());
+                        }
+                        Err(e) if !multi_links.proven() && uprobe_multi::unsupported(&e) => {
+                            log::debug!("uprobe_multi links unavailable, using perf-event uprobes: {e:#}");
+                            multi = None;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
                 let program = ebpf.program_mut(&name).ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
                 if kernel {
                     let probe: &mut KProbe = program.try_into()?;
@@ -224,8 +251,8 @@ impl Session {
                 }
                 Ok(())
             };
-            let result = attach(entry).and_then(|()| match ret {
-                Some(ret) => attach(ret),
+            let result = attach(entry, false).and_then(|()| match ret {
+                Some(ret) => attach(ret, true),
                 None => Ok(()),
             });
             match result {
@@ -283,6 +310,7 @@ impl Session {
         loaded.sort();
         Ok(Session {
             ebpf,
+            multi,
             _stats: stats,
             loaded,
             target,
@@ -471,6 +499,9 @@ impl Session {
         self.loaded
             .iter()
             .filter_map(|name| {
+                if let Some((run_count, run_time_ns)) = self.multi.as_ref().and_then(|m| m.run_stats(name)) {
+                    return Some(ProgramCost { program: name.clone(), run_count, run_time_ns });
+                }
                 let info = self.ebpf.program(name)?.info().ok()?;
                 Some(ProgramCost {
                     program: name.clone(),
@@ -580,12 +611,11 @@ impl Session {
         let cpu = self.cpu_profile(&c)?;
         let bpf_programs = self.program_costs();
         let attach_ms = self.attach_ms;
-        // Detach now (closing every link and program) and time it. Each uprobe
-        // takes about 80 ms on Linux 6.18: the kernel unregisters it under a
-        // global mutex and waits for an RCU grace period each time, whatever
-        // the number of threads closing them (measured; uprobe_multi links
-        // would share one wait, but aya 0.14 cannot load them).
+        // Detach now (closing every link and program) and time it. Perf-event
+        // uprobes (aya's, or kprobes) take about 80 ms each on Linux 6.18;
+        // uprobe_multi links close in parallel (see `uprobe_multi`).
         let detach_started = Instant::now();
+        drop(self.multi);
         drop(self.ebpf);
         let detach_ms = detach_started.elapsed().as_secs_f64() * 1e3;
         let peak_rss_kib = std::fs::read_to_string("/proc/self/status")
