@@ -186,6 +186,10 @@ impl Hist {
 
 /// Indexes of the per-CPU `COUNTERS` array: everything that could be lost or
 /// mismatched is counted here, so a report can show it.
+/// Slots of the eBPF side's TRACKED_SLOTS array, the fast path of the pid
+/// filter: a tracked tgid is kept at `tgid % TRACKED_SLOTS` when free.
+pub const TRACKED_SLOTS: u32 = 16384;
+
 pub mod counter {
     /// An entry probe could not store its start time (entry map full).
     pub const ENTRY_MAP_FULL: u32 = 0;

@@ -24,7 +24,7 @@ use aya_ebpf::{
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
     },
     macros::{kprobe, kretprobe, map, perf_event, tracepoint, uprobe, uretprobe},
-    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
     programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
 };
 use zprof_common::{
@@ -108,6 +108,37 @@ static POOL_NAMES: LruHashMap<u64, PoolName> = LruHashMap::with_max_entries(1024
 #[map]
 static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(16384, 0);
 
+/// A fast path in front of `TRACKED`, read by every probe: slot
+/// `tgid % TRACKED_SLOTS` holds a tracked tgid. The verifier inlines array
+/// lookups, which saves a hash lookup (about 50 ns) per event for the traced
+/// processes; a tgid whose slot another took is still found in `TRACKED`.
+#[map]
+static TRACKED_SLOTS: Array<u32> = Array::with_max_entries(zprof_common::TRACKED_SLOTS, 0);
+
+/// Threads inside spa_sync or zil_commit, whose dmu_write/dmu_read calls are
+/// ZFS's own: slot `tid % INTERNAL_SLOTS` holds the tid while it is inside.
+/// An array, not a hash map, because it is read on every workload write and
+/// the verifier inlines array lookups (a hash lookup costs about 50 ns). Two
+/// internal threads whose tids share a slot at the same moment would let the
+/// second one's few metadata writes count as the workload's; tids are handed
+/// out in sequence, so that needs thousands of threads.
+#[map]
+static INTERNAL: Array<u32> = Array::with_max_entries(INTERNAL_SLOTS, 0);
+const INTERNAL_SLOTS: u32 = 4096;
+
+/// The last objset seen by the workload probes on this CPU, its spa_t and the
+/// `SYNC_GENERATION` it was read in, so that a write does not re-read os_spa
+/// from the traced process (one bpf_probe_read_user less per write).
+#[map]
+static OBJSET_SPA: PerCpuArray<[u64; 3]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Bumped by every spa_sync: an entry of `OBJSET_SPA` is only trusted within
+/// the generation it was read in. A pool is synced when it is created and
+/// when it is exported, so an objset freed with one pool and reallocated at
+/// the same address in the next cannot carry the old pool's spa_t over.
+#[map]
+static SYNC_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
+
 /// Class bit of histograms counted at entry only (no latency measured).
 const COUNT_ONLY_CLASS: u32 = 0x100;
 
@@ -187,8 +218,13 @@ fn wanted(workload_side: bool) -> bool {
     if config_u32(&CONFIG.filter_tgid) == 0 || (is_kernel() && !workload_side) {
         return true;
     }
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    unsafe { TRACKED.get(&tgid).is_some() }
+    is_tracked((bpf_get_current_pid_tgid() >> 32) as u32)
+}
+
+#[inline(always)]
+fn is_tracked(tgid: u32) -> bool {
+    TRACKED_SLOTS.get(tgid % zprof_common::TRACKED_SLOTS).is_some_and(|slot| *slot == tgid)
+        || unsafe { TRACKED.get(&tgid).is_some() }
 }
 
 /// Adds one event to the histogram for `key`.
@@ -525,6 +561,7 @@ fn zil_commit_entry(ctx: &ProbeContext) {
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zilog_spa);
     enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
+    internal_begin();
     // Open (or join) the pool's commit window. Concurrent committers share one
     // window, as they share the log block writes and flushes ZFS does for them.
     match COMMITS.get_ptr_mut(&pool) {
@@ -546,6 +583,7 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
     if !wanted(true) {
         return;
     }
+    internal_end();
     let Some((entry, duration)) = leave(Stage::ZilCommit, thread_id()) else { return };
     record(&stage_key(Stage::ZilCommit, 0, entry.pool, 0), duration, 0, 0);
     let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else { return };
@@ -591,12 +629,17 @@ fn spa_sync_entry(ctx: &ProbeContext) {
     let txg = arg(ctx, 1);
     learn_pool_name(spa);
     enter(Stage::SpaSync, thread_id(), 0, 0, spa, txg);
+    internal_begin();
+    if let Some(generation) = SYNC_GENERATION.get_ptr_mut(0) {
+        unsafe { *generation += 1 };
+    }
 }
 
 fn spa_sync_return(_ctx: &RetProbeContext) {
     if !wanted(false) {
         return;
     }
+    internal_end();
     let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else { return };
     record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
     let event = TxgEvent {
@@ -660,10 +703,44 @@ fn tx_wait_return(_ctx: &RetProbeContext) {
 /// get_data callback reads the data it logs with dmu_read.
 #[inline(always)]
 fn in_zfs_internal() -> bool {
-    let id = thread_id();
-    let sync = InFlightKey { id, stage: Stage::SpaSync as u32, pad: 0 };
-    let commit = InFlightKey { id, stage: Stage::ZilCommit as u32, pad: 0 };
-    unsafe { INFLIGHT.get(&sync).is_some() || INFLIGHT.get(&commit).is_some() }
+    let tid = thread_id() as u32;
+    INTERNAL.get(tid % INTERNAL_SLOTS).is_some_and(|slot| *slot == tid)
+}
+
+/// Marks this thread as inside spa_sync or zil_commit (see `INTERNAL`).
+#[inline(always)]
+fn internal_begin() {
+    let tid = thread_id() as u32;
+    if let Some(slot) = INTERNAL.get_ptr_mut(tid % INTERNAL_SLOTS) {
+        unsafe { *slot = tid };
+    }
+}
+
+#[inline(always)]
+fn internal_end() {
+    let tid = thread_id() as u32;
+    if let Some(slot) = INTERNAL.get_ptr_mut(tid % INTERNAL_SLOTS) {
+        if unsafe { *slot } == tid {
+            unsafe { *slot = 0 };
+        }
+    }
+}
+
+/// The spa_t of objset `os`, from this CPU's one-entry cache when it is the
+/// same objset as last time (a workload writes to one or a few datasets).
+#[inline(always)]
+fn objset_spa(os: u64) -> u64 {
+    let Some(cache) = OBJSET_SPA.get_ptr_mut(0) else {
+        return member_u64(os, &CONFIG.offsets.objset_spa);
+    };
+    let cache = unsafe { &mut *cache };
+    let generation = SYNC_GENERATION.get(0).copied().unwrap_or(0);
+    if cache[0] == os && cache[2] == generation && os != 0 {
+        return cache[1];
+    }
+    let spa = member_u64(os, &CONFIG.offsets.objset_spa);
+    *cache = [os, spa, generation];
+    spa
 }
 
 /// dmu_write/dmu_read(objset_t *os, uint64_t object, uint64_t offset, uint64_t size, ...)
@@ -671,7 +748,7 @@ fn workload_dmu(ctx: &ProbeContext, stage: Stage) {
     if !wanted(true) || in_zfs_internal() {
         return;
     }
-    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.objset_spa);
+    let pool = objset_spa(arg(ctx, 0));
     enter(stage, thread_id(), 0, arg(ctx, 3), pool, 0);
 }
 
@@ -681,7 +758,7 @@ fn workload_count(ctx: &ProbeContext, stage: Stage) {
     if !wanted(true) || in_zfs_internal() {
         return;
     }
-    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.objset_spa);
+    let pool = objset_spa(arg(ctx, 0));
     record(&stage_key(stage, COUNT_ONLY_CLASS, pool, 0), 0, arg(ctx, 3), 0);
 }
 
@@ -821,7 +898,7 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if unsafe { TRACKED.get(&parent) }.is_none() {
+    if !is_tracked(parent) {
         return 0;
     }
     let flags_offset = config_u32(&CONFIG.newtask_flags_offset) as usize;
@@ -830,10 +907,15 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
     if flags & CLONE_THREAD != 0 {
         return 0;
     }
-    if let Ok(child) = unsafe { ctx.read_at::<u32>(pid_offset) }
-        && TRACKED.insert(&child, &1, 0).is_err()
-    {
-        bump(counter::TRACKED_FULL);
+    if let Ok(child) = unsafe { ctx.read_at::<u32>(pid_offset) } {
+        if TRACKED.insert(&child, &1, 0).is_err() {
+            bump(counter::TRACKED_FULL);
+        }
+        if let Some(slot) = TRACKED_SLOTS.get_ptr_mut(child % zprof_common::TRACKED_SLOTS) {
+            if unsafe { *slot } == 0 {
+                unsafe { *slot = child };
+            }
+        }
     }
     let _ = ctx.as_ptr();
     0
@@ -858,7 +940,7 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
     }
     let comm = aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]);
     if config_u32(&CONFIG.filter_tgid) != 0
-        && unsafe { TRACKED.get(&tgid) }.is_none()
+        && !is_tracked(tgid)
         && !(is_kernel() && is_zfs_kernel_thread(&comm))
     {
         return 0;

@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{
         KProbe, PerfEvent, TracePoint, UProbe,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -95,6 +95,21 @@ pub struct Session {
     process_maps: HashMap<u32, ProcessMaps>,
     /// Process names (comm of the main thread) of sampled processes.
     process_names: HashMap<u32, String>,
+}
+
+/// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
+/// when free (the eBPF side checks the slot first).
+fn track(ebpf: &mut Ebpf, pid: u32) -> anyhow::Result<()> {
+    let mut tracked: BpfHashMap<_, u32, u32> =
+        BpfHashMap::try_from(ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
+    tracked.insert(pid, 1, 0)?;
+    let mut slots: Array<_, u32> =
+        Array::try_from(ebpf.map_mut("TRACKED_SLOTS").ok_or_else(|| anyhow!("TRACKED_SLOTS missing"))?)?;
+    let index = pid % zprof_common::TRACKED_SLOTS;
+    if slots.get(&index, 0)? == 0 {
+        slots.set(index, pid, 0)?;
+    }
+    Ok(())
 }
 
 fn monotonic_ns() -> u64 {
@@ -277,10 +292,8 @@ impl Session {
                 ebpf.program_mut("track_fork").ok_or_else(|| anyhow!("track_fork missing"))?.try_into()?;
             program.load()?;
             program.attach("task", "task_newtask").context("attaching task:task_newtask")?;
-            let mut tracked: BpfHashMap<_, u32, u32> =
-                BpfHashMap::try_from(ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
-            for pid in pids {
-                tracked.insert(pid, 1, 0)?;
+            for &pid in pids {
+                track(&mut ebpf, pid)?;
             }
         }
         if options.sample_hz > 0 {
@@ -404,10 +417,7 @@ impl Session {
 
     /// Adds a process to the filter (used for a command started after attaching).
     pub fn track_pid(&mut self, pid: u32) -> anyhow::Result<()> {
-        let mut tracked: BpfHashMap<_, u32, u32> =
-            BpfHashMap::try_from(self.ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
-        tracked.insert(pid, 1, 0)?;
-        Ok(())
+        track(&mut self.ebpf, pid)
     }
 
     /// Probe points and their status.
