@@ -382,18 +382,6 @@ fn checksum_entry(ctx: &ProbeContext) {
     enter(Stage::ChecksumCompute, thread_id(), arg(ctx, 1) & 0xff, arg(ctx, 3), pool, 0);
 }
 
-/// Entry-only variant: counts blocks and bytes per algorithm without timing them
-/// (class bit 0x100 marks "count only"); their CPU cost then comes from the
-/// CPU samples.
-fn checksum_count(ctx: &ProbeContext) {
-    if !wanted(false) {
-        return;
-    }
-    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
-    let class = (arg(ctx, 1) & 0xff) as u32 | COUNT_ONLY_CLASS;
-    record(&stage_key(Stage::ChecksumCompute, class, pool, 0), 0, arg(ctx, 3), 0);
-}
-
 fn checksum_return(_ctx: &RetProbeContext) {
     leave_and_record(Stage::ChecksumCompute, 0);
 }
@@ -853,7 +841,6 @@ entry_programs! {
     verify_entry_k, verify_entry_u => verify_entry;
     vdev_stat_entry_k, vdev_stat_entry_u => vdev_stat_entry;
     vdev_done_entry_k, vdev_done_entry_u => vdev_done_entry;
-    checksum_count_k, checksum_count_u => checksum_count;
     vdev_queue_entry_k, vdev_queue_entry_u => vdev_queue_entry;
     vdev_queue_done_entry_k, vdev_queue_done_entry_u => vdev_queue_done_entry;
     flush_entry_k, flush_entry_u => flush_entry;

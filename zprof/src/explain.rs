@@ -8,7 +8,7 @@
 //! Findings are ranked by share. Each states its confidence and the evidence it
 //! lacks, rather than guessing silently.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use zprof_common::Stage;
@@ -151,11 +151,18 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     let seconds = rec.duration_s.max(1e-9);
     let wall_ns = seconds * 1e9;
     let cpu_ns = wall_ns * options.cpus.max(1) as f64;
-    let workload_ns = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::TxAssign, Stage::ZilCommit]
+    let measured_ns = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::TxAssign, Stage::ZilCommit]
         .iter()
         .map(|s| stat(rec, *s, None).total_ns as f64)
-        .sum::<f64>()
-        .max(1.0);
+        .sum::<f64>();
+    // Reads and writes counted at entry only (the uprobe default) carry no
+    // time: the workload then spent at least the recording's wall time (one
+    // thread busy throughout), not just its commits and throttle waits.
+    let untimed_ops = [Stage::WorkloadWrite, Stage::WorkloadRead].iter().any(|s| {
+        let ops = stat(rec, *s, None);
+        ops.count > 0 && ops.total_ns == 0
+    });
+    let workload_ns = if untimed_ops { measured_ns.max(wall_ns) } else { measured_ns }.max(1.0);
     let mut findings = Vec::new();
 
     let pools: BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None).iter().map(|h| h.pool.clone()).collect();
@@ -481,17 +488,19 @@ fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
 /// Finding 4: checksum cost per algorithm.
 fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     let rows = pick(rec, Stage::ChecksumCompute, None, None);
-    if rows.is_empty() {
+    let verify = stat(rec, Stage::ChecksumVerify, None);
+    let total = summarize(rows.iter().copied());
+    // Untimed blocks (the default on uprobes, where they are not probed): the
+    // CPU time comes from the on-CPU samples taken while computing a checksum
+    // (verification on read has its own timed probe, so its stacks are left out).
+    let sampled = if total.total_ns == 0 { sampled_checksum_cpu(rec) } else { None };
+    if rows.is_empty() && sampled.as_ref().is_none_or(|(_, samples, _)| *samples == 0) && verify.count == 0 {
         return;
     }
     let algorithms: BTreeSet<&str> = rows.iter().map(|h| h.class_name.as_str()).collect();
     let mut evidence = Vec::new();
     for algorithm in &algorithms {
         let s = summarize(pick(rec, Stage::ChecksumCompute, None, Some(algorithm)));
-        if s.total_ns == 0 {
-            evidence.push(format!("{algorithm}: {} blocks, {} checksummed", format_count(s.count as f64), format_bytes(s.bytes as f64)));
-            continue;
-        }
         let per_mib = if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
         evidence.push(format!(
             "{algorithm}: {} blocks, {} checksummed, {} CPU ({} per MiB)",
@@ -501,36 +510,56 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
             format_ns(per_mib as u64)
         ));
     }
-    // Blocks counted at entry only (the default on uprobes) have no timing:
-    // their CPU time comes from the on-CPU samples inside checksum functions.
-    let timed_ns = summarize(rows.iter().copied()).total_ns;
-    let sampled_ns = if timed_ns == 0 { cpu_time_in(rec, |f| f.contains("checksum") || f.contains("fletcher")) } else { None };
-    if let Some((ns, samples)) = sampled_ns {
-        let mib = summarize(rows.iter().copied()).bytes as f64 / 1048576.0;
+    let mut missing = Vec::new();
+    if let Some((ns, samples, functions)) = &sampled {
+        let functions = if functions.is_empty() { String::new() } else { format!(" ({})", functions.join(", ")) };
         evidence.push(format!(
-            "CPU from {samples} on-CPU samples inside checksum functions: about {} ({} per MiB); blocks are counted, not timed, unless --full-timing",
-            format_ns(ns as u64),
-            format_ns((ns / mib.max(1e-9)) as u64)
+            "CPU from {samples} on-CPU samples computing checksums{functions}: about {}",
+            format_ns(*ns as u64)
         ));
+        missing.push("blocks and bytes per algorithm: on uprobes blocks are not probed by default (about 0.8 us per block); --full-timing counts and times them".into());
     }
-    let verify = stat(rec, Stage::ChecksumVerify, None);
     if verify.count > 0 {
         evidence.push(format!("verification on read: {} checks, {} CPU", format_count(verify.count as f64), format_ns(verify.total_ns)));
     }
-    let total = summarize(rows.iter().copied());
-    let compute_ns = if timed_ns > 0 { total.total_ns as f64 } else { sampled_ns.map_or(0.0, |(ns, _)| ns) };
+    let compute_ns = if total.total_ns > 0 { total.total_ns as f64 } else { sampled.as_ref().map_or(0.0, |(ns, _, _)| *ns) };
     let share = (compute_ns + verify.total_ns as f64) / cpu_ns;
     out.push(Finding {
         kind: "checksum".into(),
         pool: String::new(),
         title: format!("checksums take {} of the machine's CPU time", pct(share)),
         share,
-        confidence: if timed_ns > 0 { Confidence::High } else { Confidence::Medium },
+        confidence: if total.total_ns > 0 { Confidence::High } else { Confidence::Medium },
         evidence,
-        missing: vec![],
+        missing,
         action: "fletcher4 is the cheap default; sha256/sha512/skein are needed for dedup or nopwrite, and cost several times more per MiB.".into(),
         figures: vec![("checksum_cpu_ns".into(), compute_ns + verify.total_ns as f64)],
     });
+}
+
+/// CPU time in samples taken inside zio_checksum_compute (the write
+/// pipeline's block checksums; ARC's debug checksums and verification on read
+/// are elsewhere): time, samples, and the innermost checksum functions seen,
+/// most sampled first.
+fn sampled_checksum_cpu(rec: &Recording) -> Option<(f64, u64, Vec<String>)> {
+    let cpu = rec.cpu.as_ref().filter(|c| c.frequency_hz > 0)?;
+    let is_checksum = |f: &str| {
+        ["fletcher_2", "fletcher_4", "sha256", "sha512", "SHA2", "skein", "edonr", "blake3"].iter().any(|name| f.contains(name))
+    };
+    let mut samples = 0;
+    let mut by_function: BTreeMap<&str, u64> = BTreeMap::new();
+    for stack in &cpu.stacks {
+        // Frames run from the root to the leaf: the last checksum frame below
+        // zio_checksum_compute is the function doing the work.
+        let Some(start) = stack.frames.iter().position(|f| f.contains("zio_checksum_compute")) else { continue };
+        let leaf = stack.frames[start..].iter().rev().find(|f| is_checksum(f)).unwrap_or(&stack.frames[start]);
+        samples += stack.count;
+        *by_function.entry(leaf.as_str()).or_default() += stack.count;
+    }
+    let mut functions: Vec<(&str, u64)> = by_function.into_iter().collect();
+    functions.sort_by(|a, b| b.1.cmp(&a.1));
+    let names = functions.iter().take(3).map(|(f, _)| f.to_string()).collect();
+    Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples, names))
 }
 
 /// Finding 5: bytes written to leaf vdevs over bytes the workload wrote.
@@ -717,14 +746,6 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
         action: action.into(),
         figures: vec![("read_p50_ns".into(), read.p50_ns as f64)],
     });
-}
-
-/// CPU time in frames matching `pred`, estimated from the on-CPU samples:
-/// (ns, samples), or None without samples.
-fn cpu_time_in(rec: &Recording, pred: impl Fn(&str) -> bool) -> Option<(f64, u64)> {
-    let cpu = rec.cpu.as_ref().filter(|c| c.frequency_hz > 0)?;
-    let samples: u64 = cpu.stacks.iter().filter(|s| s.frames.iter().any(|f| pred(f))).map(|s| s.count).sum();
-    Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples))
 }
 
 /// Renders findings as text.

@@ -29,7 +29,7 @@ use zprof_common::{
 };
 
 use crate::{
-    catalogue::{self, Role},
+    catalogue::{self, Role, UprobeDefault},
     offsets::FoundOffsets,
     recording::{
         HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
@@ -214,14 +214,14 @@ impl Session {
             }
             // Per-operation pairs on uprobes: entry-only counting unless asked.
             let (entry, ret) = match point.role {
-                Role::PerOp(count_only) if !kernel && !options.full_timing => match count_only {
-                    Some(program) => {
+                Role::PerOp(default) if !kernel && !options.full_timing => match default {
+                    UprobeDefault::Count(program) => {
                         status.returns = false;
-                        status.note = Some("counted at entry only; --full-timing adds the return probe (about 1-2 us per call)".into());
+                        status.note = Some("counted at entry only; --full-timing adds the return probe (about 0.7 us per call)".into());
                         (program, None)
                     }
-                    None => {
-                        status.reason = Some("not needed: a probe pair per operation (about 2-4 us each on uprobes); dmu_tx_wait measures throttling; --full-timing adds it".into());
+                    UprobeDefault::Skip(why) => {
+                        status.reason = Some(format!("not needed: {why}"));
                         probes.push(status);
                         continue;
                     }
@@ -677,9 +677,6 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
-        Stage::ChecksumCompute if class & COUNT_ONLY_CLASS != 0 => {
-            format!("{}, {COUNT_ONLY}", zfs_names::checksum(class & 0xff))
-        }
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),

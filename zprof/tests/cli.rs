@@ -123,19 +123,22 @@ fn every_libzpool_stage_attaches() {
     let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(doc["zfs_version"], "2.1.11");
     let attached = |f: &str| doc["probes"].as_array().unwrap().iter().any(|p| p["function"] == f && p["attached"] == true);
-    for f in ["vdev_queue_io_done", "zil_commit", "spa_sync", "zio_compress_data", "zio_checksum_compute", "dmu_write", "zio_flush"] {
+    for f in ["vdev_queue_io_done", "zil_commit", "spa_sync", "zio_compress_data", "zio_checksum_error", "dmu_write", "zio_flush"] {
         assert!(attached(f), "{f} not attached");
     }
     for probe in doc["probes"].as_array().unwrap() {
         let function = probe["function"].as_str().unwrap();
-        // Fallbacks are not needed with offsets; the per-operation tx assign pair
-        // is left out by default on uprobes (--full-timing adds it). Anything
-        // else must attach.
+        // Fallbacks are not needed with offsets; the tx assign and block
+        // checksum pairs are left out by default on uprobes (--full-timing adds
+        // them). Anything else must attach.
         match probe["reason"].as_str() {
             None => assert!(probe["attached"].as_bool().unwrap(), "{probe}"),
             Some(reason) => {
                 assert!(reason.starts_with("not needed"), "{probe}");
-                assert!(matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign"), "{probe}");
+                assert!(
+                    matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign" | "zio_checksum_compute"),
+                    "{probe}"
+                );
             }
         }
     }
@@ -173,7 +176,7 @@ fn record_counts_match_the_lab_and_round_trip() {
     assert_eq!(recording["txgs"].as_array().unwrap().len() as u64, lab_syncs);
 
     // Every stage this workload exercises saw events, with plausible values.
-    for stage in ["write", "compress", "checksum", "vdev_queue", "vdev_disk", "vdev_total", "flush", "zil_commit", "zil_log_write", "spa_sync"] {
+    for stage in ["write", "compress", "vdev_queue", "vdev_disk", "vdev_total", "flush", "zil_commit", "zil_log_write", "spa_sync"] {
         assert!(stage_count(&recording, stage) > 0, "no events for {stage}");
     }
     let job_writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
@@ -406,9 +409,10 @@ fn zstd_on_incompressible_data_is_flagged_lz4_is_not() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// --full-timing times every write and tx assign (a uprobe pair each).
+/// --full-timing times every write, tx assign and block checksum (a uprobe
+/// pair each).
 #[test]
-fn full_timing_times_writes_and_tx_assign() {
+fn full_timing_times_writes_tx_assign_and_checksums() {
     require_root();
     let dir = scratch("perop");
     let path = dir.join("rec.json");
@@ -430,6 +434,9 @@ fn full_timing_times_writes_and_tx_assign() {
     assert!(stage_count(&recording, "write") >= 2000);
     assert!(stage_field(&recording, "write", "total_ns") > 0);
     assert!(stage_count(&recording, "tx_assign") >= 2000);
+    // The blocks these writes dirty are checksummed when their txg syncs.
+    assert!(stage_count(&recording, "checksum") > 0, "no checksums timed");
+    assert!(stage_field(&recording, "checksum", "total_ns") > 0);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
