@@ -77,6 +77,10 @@ pub struct SelfCost {
     pub detach_ms: f64,
     /// zprof's peak resident memory (VmHWM), KiB.
     pub peak_rss_kib: u64,
+    /// Whether uprobes went through uprobe_multi links (fast to detach)
+    /// rather than a perf event each. Absent in older recordings.
+    #[serde(default)]
+    pub uprobe_multi: bool,
 }
 
 /// On-CPU samples, symbolized.

@@ -236,36 +236,41 @@ pub fn build(recording: &Recording) -> Report {
     }
 }
 
-/// "zprof's own cost" line: eBPF program runs per second and time per run.
+/// "zprof's own cost" line: eBPF program runs per second and time per run,
+/// attach and detach time, peak memory.
 fn cost_line(recording: &Recording) -> Option<String> {
     let runs: u64 = recording.bpf_programs.iter().map(|p| p.run_count).sum();
-    if recording.bpf_programs.is_empty() || runs == 0 {
-        return None;
+    let mut parts = Vec::new();
+    if runs > 0 {
+        let time: u64 = recording.bpf_programs.iter().map(|p| p.run_time_ns).sum();
+        let seconds = recording.duration_s.max(1e-9);
+        let busiest = recording.bpf_programs.iter().max_by_key(|p| p.run_count)?;
+        parts.push(format!(
+            "{} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself ({})",
+            format_count(runs as f64 / seconds),
+            format_ns(time / runs),
+            time as f64 / 1e9 / seconds * 100.0,
+            busiest.program,
+            format_count(busiest.run_count as f64 / seconds),
+            match recording.target.kind {
+                crate::target::TargetKind::Kernel => "kprobes: about 20-45 ns",
+                crate::target::TargetKind::Libzpool => "uprobes: about 0.5 us on Linux 6.18",
+            },
+        ));
     }
-    let time: u64 = recording.bpf_programs.iter().map(|p| p.run_time_ns).sum();
-    let seconds = recording.duration_s.max(1e-9);
-    let busiest = recording.bpf_programs.iter().max_by_key(|p| p.run_count)?;
-    let mut line = format!(
-        "zprof's own cost: {} eBPF program runs/s, {} per run, {:.2}% of one CPU (busiest: {} at {}/s); each event also pays the probe trap itself ({})",
-        format_count(runs as f64 / seconds),
-        format_ns(time / runs),
-        time as f64 / 1e9 / seconds * 100.0,
-        busiest.program,
-        format_count(busiest.run_count as f64 / seconds),
-        match recording.target.kind {
-            crate::target::TargetKind::Kernel => "kprobes: about 20-45 ns",
-            crate::target::TargetKind::Libzpool => "uprobes: about 1 us",
-        },
-    );
     if let Some(cost) = recording.self_cost {
-        line.push_str(&format!(
-            "; attach {:.0} ms, detach {:.0} ms, peak RSS {:.1} MiB",
+        parts.push(format!(
+            "attach {:.0} ms, detach {:.0} ms{}, peak RSS {:.1} MiB",
             cost.attach_ms,
             cost.detach_ms,
+            if cost.uprobe_multi { " (uprobe_multi links)" } else { "" },
             cost.peak_rss_kib as f64 / 1024.0
         ));
     }
-    Some(line)
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("zprof's own cost: {}", parts.join("; ")))
 }
 
 /// Renders the report as a table.

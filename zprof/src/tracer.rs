@@ -624,6 +624,7 @@ impl Session {
         // Detach now (closing every link and program) and time it. Perf-event
         // uprobes (aya's, or kprobes) take about 80 ms each on Linux 6.18;
         // uprobe_multi links close in parallel (see `uprobe_multi`).
+        let uprobe_multi = self.multi.as_ref().is_some_and(|m| m.proven());
         let detach_started = Instant::now();
         drop(self.multi);
         drop(self.ebpf);
@@ -657,7 +658,7 @@ impl Session {
             bpf_programs,
             benchmark: None,
             cpu,
-            self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib }),
+            self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib, uprobe_multi }),
         })
     }
 }
