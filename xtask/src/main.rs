@@ -37,8 +37,8 @@ enum Task {
     Test,
     /// Overhead benchmark: the lab's jobs alone, under zprof and under bpftrace (same probes).
     Bench {
-        /// Rounds of (alone, zprof, bpftrace) after the warm-up.
-        #[arg(long, default_value_t = 5)]
+        /// Rounds of (alone, zprof, naive.bt, same-probes.bt) after the warm-up.
+        #[arg(long, default_value_t = 7)]
         rounds: usize,
         /// Only this job (4k-async, 4k-fsync-hdd, 128k-zstd).
         #[arg(long)]
