@@ -54,6 +54,8 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// zprof's own cost, in words.
     pub cost: Option<String>,
+    /// Each eBPF program's event rate and run time per event, costliest first.
+    pub cost_per_program: Option<String>,
 }
 
 fn label(stage: Stage) -> &'static str {
@@ -233,6 +235,7 @@ pub fn build(recording: &Recording) -> Report {
             .collect(),
         warnings: recording.warnings.clone(),
         cost: cost_line(recording),
+        cost_per_program: cost_per_program_line(recording),
     }
 }
 
@@ -271,6 +274,37 @@ fn cost_line(recording: &Recording) -> Option<String> {
         return None;
     }
     Some(format!("zprof's own cost: {}", parts.join("; ")))
+}
+
+/// "per program" line: which of zprof's programs cost what during this run
+/// (rate x run time per event), the costliest first.
+fn cost_per_program_line(recording: &Recording) -> Option<String> {
+    let seconds = recording.duration_s.max(1e-9);
+    let mut programs: Vec<_> = recording.bpf_programs.iter().filter(|p| p.run_count > 0).collect();
+    if programs.is_empty() {
+        return None;
+    }
+    programs.sort_by(|a, b| b.run_time_ns.cmp(&a.run_time_ns).then(a.program.cmp(&b.program)));
+    // The six costliest say where the time goes; the rest are summed.
+    const SHOWN: usize = 6;
+    let mut parts: Vec<String> = programs
+        .iter()
+        .take(SHOWN)
+        .map(|p| {
+            format!(
+                "{} {}/s x {}",
+                p.program,
+                format_count(p.run_count as f64 / seconds),
+                format_ns(p.run_time_ns / p.run_count)
+            )
+        })
+        .collect();
+    if programs.len() > SHOWN {
+        let rest = &programs[SHOWN..];
+        let runs: u64 = rest.iter().map(|p| p.run_count).sum();
+        parts.push(format!("{} more at {}/s in all", rest.len(), format_count(runs as f64 / seconds)));
+    }
+    Some(format!("  per program (events/s x BPF time per event): {}", parts.join(", ")))
 }
 
 /// Renders the report as a table.
@@ -324,6 +358,9 @@ pub fn render_table(report: &Report) -> String {
     }
     if let Some(cost) = &report.cost {
         let _ = writeln!(out, "{cost}");
+    }
+    if let Some(per_program) = &report.cost_per_program {
+        let _ = writeln!(out, "{per_program}");
     }
     for line in &report.unavailable {
         let _ = writeln!(out, "not measured: {line}");

@@ -206,6 +206,27 @@ fn record_counts_match_the_lab_and_round_trip() {
     let printed = String::from_utf8_lossy(&report.stdout).into_owned();
     assert!(stdout.contains(&printed), "report differs from what record printed:\n{printed}");
     assert!(printed.contains("zil commit"));
+    // The report shows what each of zprof's programs cost during this run, and
+    // the figures are the recording's own.
+    let commits_program = recording["bpf_programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["program"] == "zil_commit_entry_u")
+        .expect("zil_commit_entry_u's run statistics");
+    // Uprobes fire in every process (the pid filter is inside the program), so
+    // a lab running beside this one could add runs.
+    assert!(commits_program["run_count"].as_u64().unwrap() >= lab_commits, "one run per zil_commit: {commits_program}");
+    let per_program = printed.lines().find(|l| l.contains("per program (events/s x BPF time per event)")).expect("per-program cost line");
+    let costliest = recording["bpf_programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|p| p["run_time_ns"].as_u64().unwrap())
+        .unwrap()["program"]
+        .as_str()
+        .unwrap();
+    assert!(per_program.contains(&format!(": {costliest} ")), "{costliest} should come first: {per_program}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
