@@ -421,7 +421,7 @@ fn vdev_stat_entry(ctx: &ProbeContext) {
 /// vdev_queue_io_done(zio_t *zio), entry only: libzpool's cheaper source of the
 /// same figures. vdev_stat_update runs for every zio (logical ones too: about 3
 /// per 4k write), this only for leaf I/Os that went through the queue, so it
-/// fires several times less often, and a uprobe costs about 1 us per hit. At
+/// fires several times less often, and a uprobe costs about 0.5 us per hit. At
 /// its entry io_delay is final; io_delta is computed inside, so it is computed
 /// here the same way: now minus io_timestamp, both gethrtime(), which in user
 /// space is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns. (In the kernel

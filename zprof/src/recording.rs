@@ -110,7 +110,7 @@ pub struct CpuStack {
 }
 
 /// One eBPF program's cost during the recording (kernel BPF_STATS_RUN_TIME).
-/// Excludes the probe mechanism itself (the uprobe trap, about 1 us per event).
+/// Excludes the probe mechanism itself (the uprobe trap, about 0.5 us per event on Linux 6.18).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProgramCost {
     /// Program name (`<handler>_u` or `_k`).

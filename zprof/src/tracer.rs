@@ -174,7 +174,10 @@ impl Session {
             ));
         }
         // uprobe_multi needs a copy of the programs relocated against aya's maps.
-        let mut multi = if kernel {
+        // ZPROF_UPROBE_MULTI=0 forces aya's perf-event uprobes (a way out should
+        // a kernel's uprobe_multi misbehave, and how the tests cover that path).
+        let multi_wanted = std::env::var("ZPROF_UPROBE_MULTI").map_or(true, |v| v != "0");
+        let mut multi = if kernel || !multi_wanted {
             None
         } else {
             UprobeMulti::new(EBPF_OBJECT, &ebpf)
@@ -622,7 +625,7 @@ impl Session {
         let bpf_programs = self.program_costs();
         let attach_ms = self.attach_ms;
         // Detach now (closing every link and program) and time it. Perf-event
-        // uprobes (aya's, or kprobes) take about 80 ms each on Linux 6.18;
+        // uprobes (aya's fallback) take about 80 ms each on Linux 6.18;
         // uprobe_multi links close in parallel (see `uprobe_multi`).
         let uprobe_multi = self.multi.as_ref().is_some_and(|m| m.proven());
         let detach_started = Instant::now();

@@ -323,6 +323,32 @@ fn sigterm_detaches_cleanly() {
     assert!(stdout.contains("(uprobe_multi links)"), "{stdout}");
 }
 
+/// With ZPROF_UPROBE_MULTI=0, zprof attaches aya's perf-event uprobes (the
+/// path for kernels before 6.6) and they record the same workload.
+#[test]
+fn perf_event_uprobes_still_work() {
+    require_root();
+    let dir = scratch("perf-uprobes");
+    let path = dir.join("rec.json");
+    let output = zprof()
+        .env("ZPROF_UPROBE_MULTI", "0")
+        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .arg(&path)
+        .arg("--")
+        .arg(lab_binary())
+        .args(["run", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=w,rw=randwrite,bs=4k,fsync=1,ios=300"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let recording: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(recording["self_cost"]["uprobe_multi"], false);
+    assert!(stage_count(&recording, "write") >= 300);
+    assert!(stage_count(&recording, "zil_commit") >= 300);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn sigkill_leaves_no_probe_attached() {
     require_root();
