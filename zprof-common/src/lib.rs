@@ -321,6 +321,35 @@ pub struct Offsets {
     pub vdev_islog: u32,
 }
 
+/// Largest prefix of a zio_t the leaf-I/O probes copy in one read.
+pub const ZIO_WINDOW: u32 = 2048;
+
+impl Offsets {
+    /// Bytes from the start of a zio_t that hold every zio_t field the
+    /// leaf-I/O probes read: they copy that prefix once instead of reading
+    /// ten fields one by one. 0 without offsets.
+    pub fn zio_read_len(&self) -> u32 {
+        if self.valid == 0 {
+            return 0;
+        }
+        [
+            self.zio_type + 4,
+            self.zio_priority + 4,
+            self.zio_error + 4,
+            self.zio_flags + 4,
+            self.zio_spa + 8,
+            self.zio_vd + 8,
+            self.zio_delta + 8,
+            self.zio_delay + 8,
+            self.zio_size + 8,
+            self.zio_timestamp + 8,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
+    }
+}
+
 /// Key of the CPU sample counts: who was on the CPU, and where.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -366,6 +395,8 @@ pub struct Config {
     pub newtask_pid_offset: u32,
     /// Offset of `clone_flags` in the task:task_newtask record.
     pub newtask_flags_offset: u32,
+    /// `Offsets::zio_read_len`, at most `ZIO_WINDOW`.
+    pub zio_read_len: u32,
     /// Struct offsets.
     pub offsets: Offsets,
 }
@@ -388,6 +419,28 @@ mod pod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zio_read_len_covers_the_last_field_read() {
+        // Debian's libzpool 2.1.11 layout (zprof/offsets/libzpool-2.1.11-debian.json):
+        // io_error (4 bytes at 812) ends last.
+        let offsets = Offsets {
+            valid: 1,
+            zio_type: 112,
+            zio_priority: 128,
+            zio_spa: 144,
+            zio_vd: 592,
+            zio_delta: 656,
+            zio_delay: 664,
+            zio_size: 576,
+            zio_error: 812,
+            zio_flags: 784,
+            zio_timestamp: 632,
+            ..Offsets::default()
+        };
+        assert_eq!(offsets.zio_read_len(), 816);
+        assert_eq!(Offsets { valid: 0, ..offsets }.zio_read_len(), 0);
+    }
 
     #[test]
     fn buckets_are_contiguous_and_monotonic() {

@@ -146,11 +146,23 @@ impl Session {
         let kernel = target.kind == TargetKind::Kernel;
         let filter = options.filter_pids.is_some();
         let newtask = if filter { newtask_offsets()? } else { (0, 0) };
+        let mut offsets = offsets;
+        if offsets.offsets.zio_read_len() > zprof_common::ZIO_WINDOW {
+            // A zio_t layout zprof's one-read copy cannot hold: time leaf I/Os
+            // the way it does without offsets (the warning below says so).
+            offsets.offsets.valid = 0;
+            offsets.source = format!(
+                "{}: zio_t fields lie beyond the {} bytes zprof copies per I/O",
+                offsets.source,
+                zprof_common::ZIO_WINDOW
+            );
+        }
         let config = Config {
             kernel: kernel as u32,
             filter_tgid: filter as u32,
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
+            zio_read_len: offsets.offsets.zio_read_len(),
             offsets: offsets.offsets,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.
@@ -209,7 +221,7 @@ impl Session {
                     continue;
                 }
                 Role::FallbackWithoutOffsets if has_offsets => {
-                    status.reason = Some("not needed: vdev_stat_update gives ZFS's own timings".into());
+                    status.reason = Some("not needed: the leaf-I/O probe reads ZFS's own timings".into());
                     probes.push(status);
                     continue;
                 }
