@@ -512,11 +512,15 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     }
     let mut missing = Vec::new();
     if let Some((ns, samples, functions)) = &sampled {
-        let functions = if functions.is_empty() { String::new() } else { format!(" ({})", functions.join(", ")) };
-        evidence.push(format!(
-            "CPU from {samples} on-CPU samples computing checksums{functions}: about {}",
-            format_ns(*ns as u64)
-        ));
+        if *samples > 0 {
+            let functions = if functions.is_empty() { String::new() } else { format!(" ({})", functions.join(", ")) };
+            evidence.push(format!(
+                "CPU from {samples} on-CPU samples computing checksums{functions}: about {}",
+                format_ns(*ns as u64)
+            ));
+        } else {
+            evidence.push("no on-CPU sample caught a block checksum being computed".into());
+        }
         missing.push("blocks and bytes per algorithm: on uprobes blocks are not probed by default (about 0.8 us per block); --full-timing counts and times them".into());
     }
     if verify.count > 0 {
