@@ -94,13 +94,8 @@ struct RunResult {
     recording: Option<Value>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 { values[mid] } else { (values[mid - 1] + values[mid]) / 2.0 }
+fn median(values: Vec<f64>) -> f64 {
+    percentile(values, 0.5)
 }
 
 /// The first JSON document in a run's stdout: the lab's (zprof or bpftrace print after it).
@@ -294,6 +289,7 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
         let costs: Vec<ZprofCosts> =
             runs.iter().filter_map(|r| by(r, Mode::Zprof).recording.map(|rec| ZprofCosts::from_recording(&rec))).collect();
         let pick = |f: fn(&ZprofCosts) -> f64| median(costs.iter().map(f).collect());
+        let zprof_losses = losses(Mode::Zprof);
         results.push(json!({
             "job": job.name,
             "what": job.what,
@@ -303,9 +299,9 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
             "zprof_ops": ops(Mode::Zprof),
             "bpftrace_ops": ops(Mode::Bpftrace),
             "bpftrace_same_ops": ops(Mode::BpftraceSame),
-            "zprof_loss": median(losses(Mode::Zprof)),
-            "zprof_loss_p25": percentile(losses(Mode::Zprof), 0.25),
-            "zprof_loss_p75": percentile(losses(Mode::Zprof), 0.75),
+            "zprof_loss": median(zprof_losses.clone()),
+            "zprof_loss_p25": percentile(zprof_losses.clone(), 0.25),
+            "zprof_loss_p75": percentile(zprof_losses, 0.75),
             "bpftrace_loss": median(losses(Mode::Bpftrace)),
             "bpftrace_same_loss": median(losses(Mode::BpftraceSame)),
             "alone_cpu_ns_per_op": median(runs.iter().map(|r| by(r, Mode::Alone).cpu_ns_per_op).collect()),

@@ -147,10 +147,12 @@ impl Session {
         let filter = options.filter_pids.is_some();
         let newtask = if filter { newtask_offsets()? } else { (0, 0) };
         let mut offsets = offsets;
-        if offsets.offsets.zio_read_len() > zprof_common::ZIO_WINDOW {
+        let mut zio_read_len = offsets.offsets.zio_read_len();
+        if zio_read_len > zprof_common::ZIO_WINDOW {
             // A zio_t layout zprof's one-read copy cannot hold: time leaf I/Os
             // the way it does without offsets (the warning below says so).
             offsets.offsets.valid = 0;
+            zio_read_len = 0;
             offsets.source = format!(
                 "{}: zio_t fields lie beyond the {} bytes zprof copies per I/O",
                 offsets.source,
@@ -162,7 +164,7 @@ impl Session {
             filter_tgid: filter as u32,
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
-            zio_read_len: offsets.offsets.zio_read_len(),
+            zio_read_len,
             offsets: offsets.offsets,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.

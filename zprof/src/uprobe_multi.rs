@@ -196,11 +196,6 @@ impl UprobeMulti {
         Some((info.run_cnt, info.run_time_ns))
     }
 
-    /// Whether program `name` was loaded here.
-    pub fn has_program(&self, name: &str) -> bool {
-        self.programs.contains_key(name)
-    }
-
     /// Whether a link was created: after one, an error is a real error, not a
     /// sign that the kernel lacks uprobe_multi.
     pub fn proven(&self) -> bool {
