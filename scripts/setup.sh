@@ -59,7 +59,45 @@ if ! command -v bpf-linker >/dev/null 2>&1 && [[ ! -x $HOME/.cargo/bin/bpf-linke
         --no-default-features --features "llvm-$major" >/dev/null
 fi
 
-# 4. tracefs, for uprobe/kprobe event files.
+# 4. OpenZFS releases beside the system's 2.1.11 (scripts/openzfs-releases), unpacked
+# into a cache, never installed: libzpool6linux Breaks libzpool5linux. zprof-lab
+# links one binary per release that loads here; zprof's offsets tables are
+# checked against each release's headers.
+ZPROF_CACHE=${ZPROF_CACHE:-$HOME/.cache/zprof}
+fetch_openzfs() {
+    local version=$1 suite=$2 pkgver=$3 dir=$ZPROF_CACHE/openzfs/$1
+    [[ -f $dir/.complete ]] && return 0
+    log "fetching OpenZFS $version's libzpool and headers from $suite into $dir"
+    local apt=$ZPROF_CACHE/apt/$suite
+    mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$dir/dl"
+    # A private sources list: /etc/apt is left as it is.
+    printf 'deb http://deb.debian.org/debian %s main contrib\ndeb-src http://deb.debian.org/debian %s main contrib\n' \
+        "$suite" "$suite" >"$apt/sources.list"
+    local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Dir::Cache::Archives=$apt/archives"
+        -o APT::Sandbox::User=root)
+    apt-get "${opts[@]}" update -qq
+    # zfs-dkms for its include/ (sys/zfs_ioctl.h, which libzfslinux-dev lacks).
+    (cd "$dir/dl" && apt-get "${opts[@]}" download -qq \
+        "libzpool6linux=$pkgver" "libzfslinux-dev=$pkgver" "zfs-dkms=$pkgver")
+    rm -rf "$dir/root" && mkdir -p "$dir/root"
+    for deb in "$dir"/dl/*.deb; do dpkg -x "$deb" "$dir/root"; done
+    # 2.3.2's libzfslinux-dev ships libzpool/abd_os.h, which the headers include as
+    # <sys/abd_os.h> (2.3.9 moved it into libspl/sys/): give it the path they use.
+    local zpool_inc=$dir/root/usr/include/libzpool
+    if [[ -f $zpool_inc/abd_os.h && ! -e $zpool_inc/sys ]]; then
+        mkdir -p "$zpool_inc/sys"
+        for h in "$zpool_inc"/*.h; do ln -s "../$(basename "$h")" "$zpool_inc/sys/"; done
+    fi
+    rm -rf "$dir/dl"
+    touch "$dir/.complete"
+}
+while read -r version suite pkgver _; do
+    [[ -z $version || $version == \#* ]] && continue
+    fetch_openzfs "$version" "$suite" "$pkgver"
+done <"$(dirname "$0")/openzfs-releases"
+
+# 5. tracefs, for uprobe/kprobe event files.
 if [[ ! -d /sys/kernel/tracing/events ]]; then
     mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || true
 fi

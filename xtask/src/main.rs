@@ -80,6 +80,35 @@ fn cargo() -> Command {
     cmd
 }
 
+/// OpenZFS releases (beside the system's) whose libzpool loads here, from
+/// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
+fn runnable_releases() -> anyhow::Result<Vec<String>> {
+    let path = workspace_root().join("scripts/openzfs-releases");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() >= 4 && f[3] == "run")
+        .map(|f| f[0].to_owned())
+        .collect())
+}
+
+/// Builds zprof-lab against each runnable release, into `target/openzfs-VERSION`
+/// (the build script links the release's libzpool; see zprof-lab/build.rs).
+fn build_release_labs(profile_release: bool) -> anyhow::Result<()> {
+    for version in runnable_releases()? {
+        let mut cmd = cargo();
+        cmd.args(["build", "-p", "zprof-lab", "--bin", "zprof-lab"])
+            .env("ZPROF_LAB_OPENZFS", &version)
+            .env("CARGO_TARGET_DIR", workspace_root().join("target").join(format!("openzfs-{version}")));
+        if profile_release {
+            cmd.arg("--release");
+        }
+        run(&mut cmd)?;
+    }
+    Ok(())
+}
+
 fn demo(runtime: u32) -> anyhow::Result<()> {
     setup()?;
     run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))?;
@@ -105,6 +134,7 @@ fn test() -> anyhow::Result<()> {
     // The integration tests drive the real binaries of both packages.
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
+    build_release_labs(false)?;
     // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
     // use). First, so that the test runner's summary is the last thing printed.
     let kernel = guest::test_step();
@@ -129,6 +159,7 @@ fn main() -> ExitCode {
         Task::Test => test(),
         Task::Bench { rounds, job } => setup()
             .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
+            .and_then(|()| build_release_labs(true))
             .and_then(|()| bench::bench(&workspace_root(), rounds, job.as_deref())),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };

@@ -42,6 +42,27 @@
 
 #include "zlab.h"
 
+/*
+ * The OpenZFS release this core is compiled against, as MAJOR*10000 +
+ * MINOR*100 + PATCH (build.rs sets it). The API differences the lab meets
+ * are kept here, in one place.
+ */
+#ifndef ZLAB_OPENZFS
+#error "build.rs defines ZLAB_OPENZFS"
+#endif
+#if ZLAB_OPENZFS >= 20300
+/* 2.3 renamed dmu_tx_assign's TXG_* flags to DMU_TX_*. */
+#define	ZL_TX_WAIT	DMU_TX_WAIT
+#else
+#define	ZL_TX_WAIT	TXG_WAIT
+#endif
+#if ZLAB_OPENZFS >= 20200
+/* 2.2 gave zil_open a per-dataset statistics argument (NULL: none). */
+#define	ZL_ZIL_OPEN(os, cb)	zil_open((os), (cb), NULL)
+#else
+#define	ZL_ZIL_OPEN(os, cb)	zil_open((os), (cb))
+#endif
+
 /* Declared in sys/dmu_objset.h, which needs sys/zfs_ioctl.h (not shipped). */
 extern struct dsl_dataset *dmu_objset_ds(objset_t *os);
 
@@ -523,7 +544,7 @@ zl_ds_open(zl_pool_t *p, const char *dsname, const char *const *pnames,
 		free(ds);
 		return (error);
 	}
-	ds->zd_zilog = zil_open(ds->zd_os, zl_get_data);
+	ds->zd_zilog = ZL_ZIL_OPEN(ds->zd_os, zl_get_data);
 	*out = ds;
 	return (0);
 }
@@ -545,7 +566,7 @@ zl_obj_create(zl_ds_t *ds, uint64_t blocksize, int *index_out, char *err,
 	zfs_rangelock_init(&o->zo_rl, NULL, NULL);
 	tx = dmu_tx_create(ds->zd_os);
 	dmu_tx_hold_bonus(tx, DMU_NEW_OBJECT);
-	error = dmu_tx_assign(tx, TXG_WAIT);
+	error = dmu_tx_assign(tx, ZL_TX_WAIT);
 	if (error != 0) {
 		dmu_tx_abort(tx);
 		zl_err(err, errlen, "dmu_tx_assign: %s", strerror(error));
@@ -631,7 +652,7 @@ zl_write(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, const void *buf,
 	lr = zfs_rangelock_enter(&o->zo_rl, off, len, RL_WRITER);
 	tx = dmu_tx_create(ds->zd_os);
 	dmu_tx_hold_write(tx, o->zo_id, off, len);
-	error = dmu_tx_assign(tx, TXG_WAIT);
+	error = dmu_tx_assign(tx, ZL_TX_WAIT);
 	if (error != 0) {
 		dmu_tx_abort(tx);
 		zfs_rangelock_exit(lr);

@@ -16,7 +16,7 @@ use crate::scenario::Scenario;
 /// A user-space OpenZFS pool (libzpool) on sparse files with emulated disks,
 /// driven by fio-style jobs; reports IOPS, latency, ZIL commits and txgs.
 #[derive(Debug, Parser)]
-#[command(name = "zprof-lab", version)]
+#[command(name = "zprof-lab", version = crate::VERSION_LINE)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -24,3 +24,11 @@ pub mod output;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+
+/// The OpenZFS release this binary was built against (its libzpool is the one
+/// it maps): the system's 2.1.11 by default, another with `ZPROF_LAB_OPENZFS`
+/// at build time (see build.rs).
+pub const OPENZFS: &str = env!("ZPROF_LAB_OPENZFS");
+
+/// `zprof-lab --version`: the lab's version and the OpenZFS it runs on.
+pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (OpenZFS ", env!("ZPROF_LAB_OPENZFS"), ")");

@@ -128,6 +128,9 @@ pub fn job_text(j: &JobReport) -> String {
 /// The whole report as text.
 pub fn report_text(r: &Report) -> String {
     let mut out = String::new();
+    if !r.openzfs.is_empty() {
+        let _ = writeln!(out, "OpenZFS {} (libzpool)", r.openzfs);
+    }
     for j in &r.jobs {
         out.push_str(&job_text(j));
         out.push('\n');

@@ -21,6 +21,9 @@ pub const PERCENTILES: [f64; 6] = [50.0, 90.0, 99.0, 99.9, 99.99, 100.0];
 pub struct Report {
     /// Version of zprof-lab that wrote this.
     pub zprof_lab_version: String,
+    /// The OpenZFS release this binary was built against and runs on.
+    #[serde(default)]
+    pub openzfs: String,
     /// Scenario name, when the run was a named scenario.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,

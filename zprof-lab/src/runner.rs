@@ -55,6 +55,7 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
     }
     let mut report = Report {
         zprof_lab_version: env!("CARGO_PKG_VERSION").to_string(),
+        openzfs: crate::OPENZFS.to_owned(),
         scenario: plan.scenario.clone(),
         pools: Vec::new(),
         jobs: Vec::new(),

@@ -576,6 +576,7 @@ mod tests {
     fn report(jobs: Vec<JobReport>, pools: Vec<PoolInfo>) -> Report {
         Report {
             zprof_lab_version: "0".into(),
+            openzfs: String::new(),
             scenario: None,
             pools,
             jobs,
