@@ -319,6 +319,8 @@ pub struct Offsets {
     pub vdev_top: u32,
     /// vdev_t.vdev_islog (set on log top-level vdevs).
     pub vdev_islog: u32,
+    /// vdev_t.vdev_children (u64: 0 for a leaf).
+    pub vdev_children: u32,
 }
 
 /// Largest prefix of a zio_t the leaf-I/O probes copy in one read.
@@ -381,25 +383,74 @@ pub struct CommitWindow {
     pub writes: u64,
     /// 1 when a write in the window went to a log vdev.
     pub to_log: u64,
+    /// Earliest start of a leaf flush completed in the window (flush mode
+    /// [`FLUSH_LEAF_ISSUE_TO_DONE`]; 0 when none).
+    pub flush_first_ns: u64,
+    /// Latest completion of a leaf flush in the window (same mode).
+    pub flush_last_ns: u64,
 }
+
+/// A leaf flush in progress (flush mode [`FLUSH_LEAF_ISSUE_TO_DONE`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlushStart {
+    /// When zio_flush reached the leaf (ns, monotonic).
+    pub start_ns: u64,
+    /// The pool's spa_t (from the parent zio).
+    pub pool: u64,
+    /// The leaf vdev's guid.
+    pub guid: u64,
+}
+
+/// Class of a [`Stage::Lz4Compress`] histogram: lz4 run as zstd's early-abort
+/// trial inside the zstd compression of a block (OpenZFS 2.2 and later), not
+/// an lz4 compression of its own. Class 0 is plain lz4.
+pub const LZ4_CLASS_ZSTD_EARLY_ABORT: u32 = 1;
 
 /// Load-time configuration (a global constant in the eBPF object).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Config {
-    /// 1 for kprobes on zfs.ko (read kernel memory), 0 for uprobes on libzpool.
+    /// 1 on the kernel target (kprobes), 0 on libzpool (uprobes).
     pub kernel: u32,
-    /// 1 when only processes in the `TRACKED` map (and their children) count.
+    /// 1 when only tracked processes count (see TRACKED on the eBPF side).
     pub filter_tgid: u32,
-    /// Offset of `pid` in the task:task_newtask record (read from its format file).
+    /// task_newtask record: offset of the child's pid.
     pub newtask_pid_offset: u32,
-    /// Offset of `clone_flags` in the task:task_newtask record.
+    /// task_newtask record: offset of the clone flags.
     pub newtask_flags_offset: u32,
-    /// `Offsets::zio_read_len`, at most `ZIO_WINDOW`.
+    /// Bytes of a zio_t the leaf-I/O probes copy (see [`Offsets::zio_read_len`]).
     pub zio_read_len: u32,
-    /// Struct offsets.
+    /// What differs between OpenZFS releases (zprof's `openzfs` module says which).
+    pub semantics: Semantics,
+    /// Struct member offsets of the traced build.
     pub offsets: Offsets,
 }
+
+/// The OpenZFS release's semantics the programs need, set at load time from
+/// zprof's release catalogue: nothing release-specific is hard-coded on the
+/// eBPF side.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Semantics {
+    /// Bit number of ZIO_FLAG_IO_BYPASS in io_flags (21 up to 2.2, 22 from 2.3);
+    /// always below 32, so the low word of io_flags holds it.
+    pub zio_flag_io_bypass_bit: u32,
+    /// Argument index of zio_compress_data's level (4 up to 2.2, 5 from 2.3).
+    pub compress_level_arg: u32,
+    /// How cache flushes are timed: [`FLUSH_TIMED_CALL`] or [`FLUSH_LEAF_ISSUE_TO_DONE`].
+    pub flush_mode: u32,
+    /// zio_type of a cache flush zio (ZIO_TYPE_IOCTL, later ZIO_TYPE_FLUSH: 5).
+    pub zio_type_flush: u32,
+}
+
+/// Flushes are timed as zio_flush calls: the leaf flushes run inside the call
+/// (libzpool up to 2.2, where vdev_file fsyncs inline).
+pub const FLUSH_TIMED_CALL: u32 = 0;
+/// Each leaf flush is timed from its zio_flush call (where its zio is made) to
+/// zio_interrupt of that zio (libzpool 2.3, whose vdev_file fsyncs on a taskq):
+/// zio_flush recurses over the vdev tree and returns long before the flush ends.
+pub const FLUSH_LEAF_ISSUE_TO_DONE: u32 = 1;
 
 #[cfg(feature = "user")]
 mod pod {
@@ -412,7 +463,9 @@ mod pod {
     unsafe impl aya::Pod for super::PoolName {}
     unsafe impl aya::Pod for super::Offsets {}
     unsafe impl aya::Pod for super::Config {}
+    unsafe impl aya::Pod for super::Semantics {}
     unsafe impl aya::Pod for super::CommitWindow {}
+    unsafe impl aya::Pod for super::FlushStart {}
     unsafe impl aya::Pod for super::SampleKey {}
 }
 

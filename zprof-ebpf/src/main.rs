@@ -28,8 +28,9 @@ use aya_ebpf::{
     programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
 };
 use zprof_common::{
-    CommitWindow, Config, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, Offsets, PoolName, Stage,
-    TxgEvent, ZIO_WINDOW, counter, hist_bucket,
+    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, Semantics, Stage, TxgEvent, ZIO_WINDOW, counter,
+    hist_bucket,
 };
 
 /// Load-time configuration, patched by user space before loading (`set_global`).
@@ -40,6 +41,7 @@ static CONFIG: Config = Config {
     newtask_pid_offset: 0,
     newtask_flags_offset: 0,
     zio_read_len: 0,
+    semantics: Semantics { zio_flag_io_bypass_bit: 0, compress_level_arg: 0, flush_mode: 0, zio_type_flush: 0 },
     offsets: Offsets {
         valid: 0,
         zio_type: 0,
@@ -59,6 +61,7 @@ static CONFIG: Config = Config {
         zio_timestamp: 0,
         vdev_top: 0,
         vdev_islog: 0,
+        vdev_children: 0,
     },
 };
 
@@ -148,8 +151,14 @@ static ZIO_COPY: PerCpuArray<[u8; ZIO_WINDOW as usize]> = PerCpuArray::with_max_
 /// Class bit of histograms counted at entry only (no latency measured).
 const COUNT_ONLY_CLASS: u32 = 0x100;
 
-/// enum zio_flag's ZIO_FLAG_IO_BYPASS (the same bit from 2.0 to 2.3).
-const ZIO_FLAG_IO_BYPASS: u32 = 1 << 21;
+/// enum zio_compress's ZIO_COMPRESS_ZSTD (the same from 2.0 to 2.3).
+const ZIO_COMPRESS_ZSTD: u64 = 16;
+
+/// Leaf flushes in progress, by leaf vdev_t address (flush mode
+/// `FLUSH_LEAF_ISSUE_TO_DONE`): LRU, because a flush that never completes
+/// through zio_interrupt (a vdev with its write cache off) must not hold a slot.
+#[map]
+static FLUSH_STARTS: LruHashMap<u64, FlushStart> = LruHashMap::with_max_entries(4096, 0);
 
 #[inline(always)]
 fn config_u32(field: &u32) -> u32 {
@@ -323,15 +332,27 @@ fn arg(ctx: &ProbeContext, n: usize) -> u64 {
     ctx.arg::<u64>(n).unwrap_or(0)
 }
 
+/// zio_compress_data's level: argument 4 or 5 per release (a load-time
+/// constant). Both are read and the value chosen afterwards: a context read at
+/// a computed offset is rejected by the verifier, and black_box keeps LLVM
+/// from turning the choice of values back into a choice of offsets.
+#[inline(always)]
+fn compress_level(ctx: &ProbeContext) -> u64 {
+    let fourth = core::hint::black_box(arg(ctx, 4));
+    let fifth = core::hint::black_box(arg(ctx, 5));
+    if config_u32(&CONFIG.semantics.compress_level_arg) == 5 { fifth } else { fourth }
+}
+
 // --- Handlers: what each probed function's entry and return learn. ------------
 
-/// zio_compress_data(enum zio_compress c, abd_t *src, void *dst, size_t s_len, uint8_t level)
+/// zio_compress_data(enum zio_compress c, abd_t *src, ..., size_t s_len, ..., uint8_t level):
+/// the level's position differs between releases (`compress_level_arg`).
 fn compress_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
     let algorithm = arg(ctx, 0) & 0xff;
-    let level = arg(ctx, 4) & 0xff;
+    let level = compress_level(ctx) & 0xff;
     enter(Stage::Compress, thread_id(), algorithm | level << 8, arg(ctx, 3), 0, 0);
 }
 
@@ -366,12 +387,19 @@ fn zstd_return(ctx: &RetProbeContext) {
     leave_and_record(Stage::ZstdCompress, out);
 }
 
-/// lz4_compress_zfs(void *s, void *d, size_t s_len, size_t d_len, int n)
+/// lz4_compress_zfs / zfs_lz4_compress(src, dst, size_t s_len, size_t d_len, int n).
+/// zstd's early abort (2.2 and later, zstd-3 and up on blocks of 128K or more)
+/// runs lz4 as a trial inside the zstd compression of a block: such a pass is
+/// kept apart (class `LZ4_CLASS_ZSTD_EARLY_ABORT`), shown inside the zstd row
+/// and never counted as an lz4 compression of its own.
 fn lz4_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    enter(Stage::Lz4Compress, thread_id(), 0, arg(ctx, 2), 0, 0);
+    let key = InFlightKey { id: thread_id(), stage: Stage::Compress as u32, pad: 0 };
+    let inside_zstd = unsafe { INFLIGHT.get(&key) }.is_some_and(|outer| outer.class & 0xff == ZIO_COMPRESS_ZSTD);
+    let class = if inside_zstd { LZ4_CLASS_ZSTD_EARLY_ABORT as u64 } else { 0 };
+    enter(Stage::Lz4Compress, thread_id(), class, arg(ctx, 2), 0, 0);
 }
 
 fn lz4_return(ctx: &RetProbeContext) {
@@ -514,7 +542,8 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
     }
     // No error, and not a member of an aggregated I/O (the aggregate itself is
     // counted once).
-    if zio.error != 0 || zio.flags & ZIO_FLAG_IO_BYPASS != 0 {
+    let bypass = 1u32 << (config_u32(&CONFIG.semantics.zio_flag_io_bypass_bit) & 31);
+    if zio.error != 0 || zio.flags & bypass != 0 {
         return;
     }
     let guid = member_u64(zio.vd, &CONFIG.offsets.vdev_guid);
@@ -566,11 +595,17 @@ fn vdev_queue_done_entry(ctx: &ProbeContext) {
     }
 }
 
-/// zio_flush(zio_t *zio, vdev_t *vd): the pool of the parent zio and the vdev
-/// flushed. In libzpool the leaf flushes (fsync) run synchronously inside
-/// zio_flush, so its duration is the flush time; in the kernel it only issues them.
+/// zio_flush(zio_t *pio, vdev_t *vd), timed as a call (`FLUSH_TIMED_CALL`): in
+/// libzpool up to 2.2 the leaf flushes (fsync) run inside it. From 2.2.4 it
+/// calls itself for each child vdev, so only the outermost call is timed and
+/// nested ones deepen it (the entry's `bytes` holds the depth).
 fn flush_entry(ctx: &ProbeContext) {
     if !wanted(false) {
+        return;
+    }
+    let key = InFlightKey { id: thread_id(), stage: Stage::Flush as u32, pad: 0 };
+    if let Some(outer) = INFLIGHT.get_ptr_mut(&key) {
+        unsafe { (*outer).bytes += 1 };
         return;
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
@@ -582,6 +617,14 @@ fn flush_return(_ctx: &RetProbeContext) {
     if !wanted(false) {
         return;
     }
+    let key = InFlightKey { id: thread_id(), stage: Stage::Flush as u32, pad: 0 };
+    if let Some(outer) = INFLIGHT.get_ptr_mut(&key) {
+        let depth = unsafe { &mut (*outer).bytes };
+        if *depth > 0 {
+            *depth -= 1;
+            return;
+        }
+    }
     if let Some((entry, duration)) = leave(Stage::Flush, thread_id()) {
         record(&stage_key(Stage::Flush, 0, entry.pool, entry.extra), duration, 0, 0);
         if let Some(window) = COMMITS.get_ptr_mut(&entry.pool) {
@@ -589,6 +632,65 @@ fn flush_return(_ctx: &RetProbeContext) {
             if window.active > 0 {
                 window.flush_ns += duration;
             }
+        }
+    }
+}
+
+/// zio_flush(zio_t *pio, vdev_t *vd) entry in `FLUSH_LEAF_ISSUE_TO_DONE` mode
+/// (libzpool 2.3): at a leaf (no children) zio_flush makes the flush zio, which
+/// a vdev_file taskq thread completes later; its start is kept by vdev.
+fn flush_leaf_entry(ctx: &ProbeContext) {
+    if !offsets_valid() || !wanted(false) {
+        return;
+    }
+    let vd = arg(ctx, 1);
+    if vd == 0 || member_u64(vd, &CONFIG.offsets.vdev_children) != 0 {
+        return;
+    }
+    let start = FlushStart {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        pool: member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa),
+        guid: member_u64(vd, &CONFIG.offsets.vdev_guid),
+    };
+    if FLUSH_STARTS.insert(&vd, &start, 0).is_err() {
+        bump(counter::ENTRY_MAP_FULL);
+    }
+}
+
+/// zio_interrupt(zio_t *zio) entry in `FLUSH_LEAF_ISSUE_TO_DONE` mode: the end
+/// of a leaf flush started in `flush_leaf_entry`, on whichever thread ran it.
+/// Other zios (every leaf read and write also ends here) return after one read.
+fn flush_done_entry(ctx: &ProbeContext) {
+    if !offsets_valid() {
+        return;
+    }
+    let zio = arg(ctx, 0);
+    let io_type: u32 = read_or(zio + config_u32(&CONFIG.offsets.zio_type) as u64, 0);
+    if zio == 0 || io_type != config_u32(&CONFIG.semantics.zio_type_flush) {
+        return;
+    }
+    let vd = member_u64(zio, &CONFIG.offsets.zio_vd);
+    let Some(start) = (unsafe { FLUSH_STARTS.get(&vd) }).copied() else {
+        bump(counter::RETURN_WITHOUT_ENTRY);
+        if let Some(slot) = UNMATCHED.get_ptr_mut(Stage::Flush as u32) {
+            unsafe { *slot += 1 };
+        }
+        return;
+    };
+    let _ = FLUSH_STARTS.remove(&vd);
+    let now = unsafe { bpf_ktime_get_ns() };
+    let duration = now.saturating_sub(start.start_ns);
+    record(&stage_key(Stage::Flush, 0, start.pool, start.guid), duration, 0, 0);
+    // Leaf flushes run in parallel on the taskq: a commit waits for their span
+    // (first issue to last completion), not for their sum.
+    let Some(window) = COMMITS.get_ptr_mut(&start.pool) else { return };
+    let window = unsafe { &mut *window };
+    if window.active > 0 {
+        if window.flush_first_ns == 0 || start.start_ns < window.flush_first_ns {
+            window.flush_first_ns = start.start_ns;
+        }
+        if now > window.flush_last_ns {
+            window.flush_last_ns = now;
         }
     }
 }
@@ -630,6 +732,9 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
     if window.writes > 0 {
         let key = stage_key(Stage::ZilLogWrite, window.to_log as u32, entry.pool, 0);
         record(&key, window.max_write_ns, window.writes, 0);
+    }
+    if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE && window.flush_last_ns > 0 {
+        window.flush_ns = window.flush_last_ns.saturating_sub(window.flush_first_ns).min(duration);
     }
     record(&stage_key(Stage::ZilFlush, 0, entry.pool, 0), window.flush_ns, 0, 0);
     if window.writes > 0 {
@@ -895,6 +1000,8 @@ entry_programs! {
     vdev_queue_entry_k, vdev_queue_entry_u => vdev_queue_entry;
     vdev_queue_done_entry_k, vdev_queue_done_entry_u => vdev_queue_done_entry;
     flush_entry_k, flush_entry_u => flush_entry;
+    flush_leaf_entry_k, flush_leaf_entry_u => flush_leaf_entry;
+    flush_done_entry_k, flush_done_entry_u => flush_done_entry;
     zil_commit_entry_k, zil_commit_entry_u => zil_commit_entry;
     spa_sync_entry_k, spa_sync_entry_u => spa_sync_entry;
     txg_wait_entry_k, txg_wait_entry_u => txg_wait_entry;

@@ -10,8 +10,9 @@
  *   off.<struct>.<member>=<offsetof>
  *   size.<struct>.<member>=<sizeof member>
  *   size.<struct>=<sizeof struct>
- * With "-j [build-id ...]" it prints the JSON file instead
- * (libzpool-<version>-debian.json).
+ * With "-j VERSION SOURCE [build-id ...]" it prints the JSON table instead
+ * (libzpool-<version>-debian.json): VERSION is the OpenZFS release, SOURCE
+ * says which headers it was compiled against.
  */
 #include <sys/zfs_context.h>
 #include <sys/spa.h>
@@ -23,6 +24,7 @@
 #include <sys/dsl_pool.h>
 #include <sys/dmu_objset.h>
 #include <sys/dmu_tx.h>
+#include <sys/vdev_file.h>
 
 #include <stddef.h>
 #include <stdio.h>
@@ -68,6 +70,9 @@ static const struct field fields[] = {
 	F(vdev, vdev_t, vdev_path),
 	F(vdev, vdev_t, vdev_spa),
 	F(vdev, vdev_t, vdev_parent),
+	F(vdev, vdev_t, vdev_tsd),
+	F(vdev, vdev_t, vdev_children),
+	F(vdev_file, vdev_file_t, vf_file),
 	F(vdev_ops, vdev_ops_t, vdev_op_leaf),
 	F(vdev_ops, vdev_ops_t, vdev_op_type),
 	F(spa, spa_t, spa_name),
@@ -92,6 +97,7 @@ static const struct field structs[] = {
 	{ "dsl_pool", 0, sizeof (dsl_pool_t) },
 	{ "objset", 0, sizeof (objset_t) },
 	{ "dmu_tx", 0, sizeof (dmu_tx_t) },
+	{ "vdev_file", 0, sizeof (vdev_file_t) },
 };
 
 #define	N(a)	(sizeof (a) / sizeof ((a)[0]))
@@ -110,15 +116,14 @@ print_plain(void)
 }
 
 static void
-print_json(int nids, char **ids)
+print_json(const char *version, const char *source, int nids, char **ids)
 {
 	size_t i;
 	int k;
 
 	printf("{\n");
-	printf("  \"zfs_version\": \"2.1.11\",\n");
-	printf("  \"source\": \"libzfslinux-dev 2.1.11-1+deb12u1 headers, "
-	    "DEBUG layout\",\n");
+	printf("  \"zfs_version\": \"%s\",\n", version);
+	printf("  \"source\": \"%s\",\n", source);
 	printf("  \"build_ids\": [");
 	for (k = 0; k < nids; k++)
 		printf("%s\"%s\"", k ? ", " : "", ids[k]);
@@ -143,8 +148,8 @@ print_json(int nids, char **ids)
 int
 main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "-j") == 0)
-		print_json(argc - 2, argv + 2);
+	if (argc > 3 && strcmp(argv[1], "-j") == 0)
+		print_json(argv[2], argv[3], argc - 4, argv + 4);
 	else
 		print_plain();
 	return (0);

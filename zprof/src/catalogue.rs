@@ -1,10 +1,10 @@
 //! The probe catalogue: which OpenZFS functions each stage probes, with which eBPF
 //! program, on which target.
 //!
-//! Function names are per OpenZFS version; they live here, as data, so a release
-//! that renames a function is one more row rather than a code change. A row whose
-//! function is absent from the traced build makes its stage "unavailable" with the
-//! reason, and the other stages carry on.
+//! Rows name functions as OpenZFS 2.1 does; what a later release renames, wraps
+//! or does differently is in [`crate::openzfs`], which picks the name and the
+//! flush mode per build. A row whose function is absent from the traced build
+//! makes its stage "unavailable" with the reason, and the other stages carry on.
 
 use serde::Serialize;
 
@@ -63,6 +63,8 @@ pub struct ProbePoint {
     pub targets: Targets,
     /// Whether it needs offsets or replaces a point that does.
     pub role: Role,
+    /// Only where flushes are timed this way (`zprof_common::FLUSH_*`); `None`: always.
+    pub flush_mode: Option<u32>,
 }
 
 /// Stage groups in pipeline order, with a one-line description each.
@@ -72,7 +74,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("compression", "zio_compress_data by algorithm, with the achieved ratio"),
     ("checksum", "checksums computed on write and verified on read"),
     ("vdev", "leaf I/O queue wait and disk time, as zpool iostat -l/-w"),
-    ("flush", "cache flushes (zio_flush; timed in libzpool, where the leaf flushes run inside it)"),
+    ("flush", "cache flushes: zio_flush calls, or each leaf flush from issue to completion where they run on a taskq"),
     ("zil", "zil_commit: the fsync / O_SYNC path"),
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
 ];
@@ -85,20 +87,32 @@ const fn point(
     targets: Targets,
     role: Role,
 ) -> ProbePoint {
-    ProbePoint { group, function, entry, ret, targets, role }
+    ProbePoint { group, function, entry, ret, targets, role, flush_mode: None }
+}
+
+/// A flush point used only in one flush mode.
+const fn flush_point(
+    function: &'static str,
+    entry: &'static str,
+    ret: Option<&'static str>,
+    role: Role,
+    mode: u32,
+) -> ProbePoint {
+    ProbePoint { group: "flush", function, entry, ret, targets: Both, role, flush_mode: Some(mode) }
 }
 
 use Role::{FallbackWithoutOffsets, NeedsOffsets, PerOp, Primary};
 use UprobeDefault::{Count, Skip};
 use Targets::{Both, Kernel, Libzpool};
+use zprof_common::{FLUSH_LEAF_ISSUE_TO_DONE, FLUSH_TIMED_CALL};
 
 const TX_ASSIGN_SKIPPED: &str =
     "a probe pair per write (about 1.5 us on uprobes); dmu_tx_wait measures throttling; --full-timing adds it";
 const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes; a count alone would still cost 0.8 us, \
      1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
 
-/// OpenZFS 2.1 (also valid for 2.0, 2.2 and 2.3 for these functions).
-pub const OPENZFS_2_1: &[ProbePoint] = &[
+/// Every probe point, named as in OpenZFS 2.1.
+pub const POINTS: &[ProbePoint] = &[
     point("workload", "dmu_write", "dmu_write_entry", Some("write_return"), Libzpool, PerOp(Count("dmu_write_count"))),
     point("workload", "dmu_read", "dmu_read_entry", Some("read_return"), Libzpool, PerOp(Count("dmu_read_count"))),
     point("workload", "dmu_write_uio_dnode", "uio_write_entry", Some("write_return"), Kernel, Primary),
@@ -115,30 +129,13 @@ pub const OPENZFS_2_1: &[ProbePoint] = &[
     point("vdev", "vdev_queue_io_done", "vdev_done_entry", None, Libzpool, NeedsOffsets),
     point("vdev", "vdev_queue_io", "vdev_queue_entry", None, Both, FallbackWithoutOffsets),
     point("vdev", "vdev_queue_io_done", "vdev_queue_done_entry", None, Both, FallbackWithoutOffsets),
-    point("flush", "zio_flush", "flush_entry", Some("flush_return"), Both, Primary),
+    flush_point("zio_flush", "flush_entry", Some("flush_return"), Primary, FLUSH_TIMED_CALL),
+    flush_point("zio_flush", "flush_leaf_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
+    flush_point("zio_interrupt", "flush_done_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
     point("zil", "zil_commit", "zil_commit_entry", Some("zil_commit_return"), Both, Primary),
     point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
 ];
-
-/// The probe points for a ZFS version (`major.minor...`). Versions zprof has
-/// not been checked against use the newest table it knows, and say so.
-pub fn for_version(version: Option<&str>) -> (&'static [ProbePoint], Option<String>) {
-    let known = ["2.0", "2.1", "2.2", "2.3"];
-    match version {
-        Some(v) if known.iter().any(|k| v == *k || v.starts_with(&format!("{k}."))) => {
-            (OPENZFS_2_1, None)
-        }
-        Some(v) => (
-            OPENZFS_2_1,
-            Some(format!("OpenZFS {v} is not in zprof's catalogue; using the 2.1 function names")),
-        ),
-        None => (
-            OPENZFS_2_1,
-            Some("OpenZFS version unknown; using the 2.1 function names".to_owned()),
-        ),
-    }
-}
 
 /// Whether a point applies to the kernel (`true`) or libzpool (`false`) target.
 pub fn applies(point: &ProbePoint, kernel: bool) -> bool {
@@ -160,7 +157,7 @@ mod tests {
 
     #[test]
     fn every_point_names_a_known_group() {
-        for p in OPENZFS_2_1 {
+        for p in POINTS {
             assert!(GROUPS.iter().any(|(g, _)| *g == p.group), "{} has group {}", p.function, p.group);
         }
     }
@@ -168,16 +165,8 @@ mod tests {
     #[test]
     fn each_target_has_a_workload_source() {
         for kernel in [false, true] {
-            assert!(OPENZFS_2_1.iter().any(|p| p.group == "workload" && applies(p, kernel)));
+            assert!(POINTS.iter().any(|p| p.group == "workload" && applies(p, kernel)));
         }
-    }
-
-    #[test]
-    fn unknown_versions_are_flagged() {
-        assert!(for_version(Some("2.1.11")).1.is_none());
-        assert!(for_version(Some("2.2.0-rc1")).1.is_none());
-        assert!(for_version(Some("0.8.6")).1.is_some());
-        assert!(for_version(None).1.is_some());
     }
 
     #[test]

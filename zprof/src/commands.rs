@@ -51,8 +51,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// Resolves the target and its struct offsets.
-fn prepare(args: &TargetArgs) -> anyhow::Result<(Target, FoundOffsets)> {
-    let target = target::resolve(&args.target, &SystemPaths::default())?;
+fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target, FoundOffsets)> {
+    let target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
     let found = match target.kind {
         TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
             .map_err(UsageError)?,
@@ -64,9 +64,9 @@ fn prepare(args: &TargetArgs) -> anyhow::Result<(Target, FoundOffsets)> {
 }
 
 fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
-    let (target, found) = prepare(&args.target)?;
+    let (target, found) = prepare(&args.target, &target::Traced::default())?;
     let object = target.object.clone();
-    let version = target.zfs_version.clone();
+    let release = crate::openzfs::interpret(target.zfs_version.as_deref(), target.kind == TargetKind::Kernel);
     // Attaching for real is the only honest answer to "does it attach here".
     let session = Session::start(
         target,
@@ -78,14 +78,24 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     if args.format == Format::Json {
         let doc = serde_json::json!({
             "object": object,
-            "zfs_version": version,
+            "zfs_version": release.version,
+            "zfs_series": release.series.map(|s| s.name),
+            "zfs_status": release.status.word(),
+            "zfs_status_detail": release.status.to_string(),
             "offsets": found.source,
             "probes": statuses,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(0);
     }
-    println!("target: {object} (OpenZFS {})", version.as_deref().unwrap_or("version unknown"));
+    println!("target: {object}");
+    println!("OpenZFS {}: {}", release.version_text(), release.status);
+    if let Some(series) = release.series {
+        println!("interpreted with the {} series' rules ({}):", series.name, series.source);
+        for behaviour in series.behaviours {
+            println!("  - {behaviour}");
+        }
+    }
     println!("offsets: {}", found.source);
     for (group, description) in crate::catalogue::GROUPS {
         println!("\n{group}: {description}");
@@ -263,7 +273,8 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     {
         return Err(UsageError(format!("cannot write {}: directory {} does not exist", path.display(), dir.display())).into());
     }
-    let (target, found) = prepare(&args.target)?;
+    let traced = target::Traced { command: (!args.command.is_empty()).then_some(args.command.as_slice()), pid: args.pid };
+    let (target, found) = prepare(&args.target, &traced)?;
     let filter = if !args.command.is_empty() {
         Some(Vec::new())
     } else {

@@ -98,6 +98,16 @@ pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
     Ok(LibraryInfo { functions, build_id, zfs_version })
 }
 
+/// Up to `len` bytes of `path` at file offset `offset` (fewer at the end of
+/// the file, none when it cannot be read): a function's first instructions.
+pub fn read_bytes(path: &Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = vec![0u8; len];
+    let read = std::fs::File::open(path).and_then(|f| f.read_at(&mut buf, offset)).unwrap_or(0);
+    buf.truncate(read);
+    buf
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use zprof_common::Stage;
 use crate::{
     recording::{Recording, Summary, stage_name, summarize},
     report::format_ns,
+    tracer::ZSTD_EARLY_ABORT_TRIAL,
 };
 
 /// Folded stacks: "frame;frame;frame weight" per line.
@@ -64,14 +65,20 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
     add("txg_wait_synced".into(), total(rec, Stage::TxgWaitSynced, None));
     // ZFS's own threads.
     add("txg sync;spa_sync".into(), total(rec, Stage::SpaSync, None));
+    // zstd's early abort runs an lz4 trial inside zfs_zstd_compress; trials are
+    // not told apart per zstd level, so the first zstd classes take them.
+    let mut trials_left = total(rec, Stage::Lz4Compress, Some(ZSTD_EARLY_ABORT_TRIAL));
     for class in classes(rec, Stage::Compress) {
         let outer = total(rec, Stage::Compress, Some(&class));
         let inner = if class.starts_with("zstd") {
             let ns = total(rec, Stage::ZstdCompress, Some(&class));
-            add(format!("zio pipeline;compress;{class};zfs_zstd_compress"), ns);
+            let trial = trials_left.min(ns);
+            trials_left -= trial;
+            add(format!("zio pipeline;compress;{class};zfs_zstd_compress;lz4 early-abort trial"), trial);
+            add(format!("zio pipeline;compress;{class};zfs_zstd_compress"), ns - trial);
             ns
         } else if class == "lz4" {
-            let ns = total(rec, Stage::Lz4Compress, None);
+            let ns = total(rec, Stage::Lz4Compress, Some("lz4"));
             add(format!("zio pipeline;compress;{class};lz4_compress_zfs"), ns);
             ns
         } else {

@@ -16,6 +16,7 @@ pub mod elf;
 pub mod explain;
 pub mod flamegraph;
 pub mod offsets;
+pub mod openzfs;
 pub mod recording;
 pub mod report;
 pub mod symbols;

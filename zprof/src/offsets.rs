@@ -19,8 +19,19 @@ use zprof_common::Offsets;
 use crate::btf;
 
 /// Tables shipped with zprof, generated from real headers.
-const BUILTIN_TABLES: &[(&str, &str)] =
-    &[("libzpool-2.1.11-debian.json", include_str!("../offsets/libzpool-2.1.11-debian.json"))];
+const BUILTIN_TABLES: &[(&str, &str)] = &[
+    ("libzpool-2.1.11-debian.json", include_str!("../offsets/libzpool-2.1.11-debian.json")),
+    ("libzpool-2.3.2-debian.json", include_str!("../offsets/libzpool-2.3.2-debian.json")),
+    ("libzpool-2.3.9-debian.json", include_str!("../offsets/libzpool-2.3.9-debian.json")),
+];
+
+/// The OpenZFS release of a libzpool build zprof has a table for, by build-id:
+/// the surest way to name a build (Debian's 2.3.2 carries no version string).
+pub fn release_of_build(build_id: &str) -> Option<String> {
+    BUILTIN_TABLES.iter().filter_map(|(_, text)| parse_table(text).ok()).find_map(|table| {
+        table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)).then_some(table.zfs_version)
+    })
+}
 
 /// An offsets table file.
 #[derive(Debug, Deserialize)]
@@ -70,6 +81,7 @@ const NEEDED: &[(&str, &str)] = &[
     ("zio", "io_timestamp"),
     ("vdev", "vdev_top"),
     ("vdev", "vdev_islog"),
+    ("vdev", "vdev_children"),
 ];
 
 /// Builds `Offsets` from a lookup; names the first member it cannot find.
@@ -78,7 +90,7 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> 
     for (slot, (structure, member)) in values.iter_mut().zip(NEEDED) {
         *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
     }
-    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog] =
+    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children] =
         values;
     Ok(Offsets {
         valid: 1,
@@ -99,6 +111,7 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> 
         zio_timestamp,
         vdev_top,
         vdev_islog,
+        vdev_children,
     })
 }
 

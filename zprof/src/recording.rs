@@ -132,6 +132,13 @@ pub struct TargetInfo {
     pub zfs_version: Option<String>,
     /// GNU build-id of the library.
     pub build_id: Option<String>,
+    /// Whether zprof has verified this release on this target: verified,
+    /// unverified or unknown (see `openzfs::Status`); empty in old recordings.
+    #[serde(default)]
+    pub zfs_status: String,
+    /// How it was verified, what being unverified risks, or why it is unknown.
+    #[serde(default)]
+    pub zfs_status_detail: String,
 }
 
 /// One probe point and its fate.
@@ -500,6 +507,8 @@ mod tests {
                 object: "/lib/libzpool.so.5".into(),
                 zfs_version: Some("2.1.11".into()),
                 build_id: None,
+                zfs_status: "verified".into(),
+                zfs_status_detail: String::new(),
             },
             offsets_source: "test".into(),
             started_unix_ms: 0,

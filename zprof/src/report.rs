@@ -203,10 +203,11 @@ pub fn build(recording: &Recording) -> Report {
     }
     let target = &recording.target;
     let mut title = format!(
-        "zprof: {} {} (OpenZFS {}), {:.1} s",
+        "zprof: {} {} (OpenZFS {}{}), {:.1} s",
         target.kind,
         target.object,
         target.zfs_version.as_deref().unwrap_or("version unknown"),
+        if target.zfs_status.is_empty() { String::new() } else { format!(", {}", target.zfs_status) },
         recording.duration_s
     );
     if let Some(command) = &recording.command {

@@ -79,9 +79,14 @@ pub enum TargetError {
         /// Why it failed.
         reason: String,
     },
+    /// More than one libzpool is installed and neither the command nor the pid says which.
+    #[error(
+        "several libzpool builds are installed ({0}) and the traced command does not link one directly: pass --target libzpool=PATH"
+    )]
+    SeveralLibraries(String),
     /// Nothing to trace at all.
     #[error(
-        "no OpenZFS to trace: no zfs kernel module is loaded (/sys/module/zfs) and libzpool.so.5 is not installed; load zfs.ko, install libzpool5linux, or pass --target libzpool=PATH"
+        "no OpenZFS to trace: no zfs kernel module is loaded (/sys/module/zfs) and no libzpool is installed; load zfs.ko, install libzpool (Debian: libzpool5linux), or pass --target libzpool=PATH"
     )]
     NothingToTrace,
 }
@@ -139,24 +144,100 @@ pub fn privileged() -> bool {
     caps & (1 << CAP_SYS_ADMIN) != 0 || (caps & (1 << CAP_BPF) != 0 && caps & (1 << CAP_PERFMON) != 0)
 }
 
-/// Where the dynamic linker would find libzpool.so.5.
-pub fn find_libzpool() -> Option<PathBuf> {
+/// What tells zprof which libzpool a recording is about: the command it runs
+/// or the process it attaches to.
+#[derive(Debug, Clone, Default)]
+pub struct Traced<'a> {
+    /// The command line zprof starts (`record -- CMD ...`).
+    pub command: Option<&'a [String]>,
+    /// The process zprof attaches to (`--pid`).
+    pub pid: Option<u32>,
+}
+
+/// Whether a file name is a libzpool shared object (`libzpool.so.N[.M.P]`).
+fn is_libzpool(name: &str) -> bool {
+    name.strip_prefix("libzpool.so.").is_some_and(|rest| rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+}
+
+/// Every libzpool the dynamic linker knows (`ldconfig -p`), one per file.
+pub fn installed_libzpools() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = Vec::new();
     if let Ok(output) = std::process::Command::new("ldconfig").arg("-p").output() {
-        let text = String::from_utf8_lossy(&output.stdout);
-        for line in text.lines() {
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
             let line = line.trim();
-            let native = line.starts_with("libzpool.so.5 ") && line.contains("x86-64");
-            if (native || line.starts_with("libzpool.so.5 (libc6)"))
-                && let Some(path) = line.rsplit("=> ").next()
-            {
-                return Some(PathBuf::from(path.trim()));
+            let name = line.split_whitespace().next().unwrap_or("");
+            let native = line.contains("x86-64") || line.contains("(libc6)");
+            if is_libzpool(name) && native && let Some(path) = line.rsplit("=> ").next() {
+                found.push(PathBuf::from(path.trim()));
             }
         }
     }
-    ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/lib64", "/usr/lib"]
-        .iter()
-        .map(|dir| Path::new(dir).join("libzpool.so.5"))
-        .find(|p| p.exists())
+    if found.is_empty() {
+        for dir in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/lib64", "/usr/lib"] {
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            found.extend(entries.flatten().filter(|e| is_libzpool(&e.file_name().to_string_lossy())).map(|e| e.path()));
+        }
+    }
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for path in found {
+        let real = std::fs::canonicalize(&path).unwrap_or(path);
+        if !unique.contains(&real) {
+            unique.push(real);
+        }
+    }
+    unique
+}
+
+/// The libzpool a process maps (/proc/PID/maps).
+fn mapped_libzpool(pid: u32) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|path| Path::new(path).file_name().is_some_and(|n| is_libzpool(&n.to_string_lossy())))
+        .map(PathBuf::from)
+}
+
+/// The libzpool a program would load, as its dynamic linker resolves it (its
+/// NEEDED entries through its run path, LD_LIBRARY_PATH and the cache), asked
+/// without running the program: `ld.so --list`.
+fn linked_libzpool(program: &str) -> Option<PathBuf> {
+    let path = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| p.is_file())?
+    };
+    let output = std::process::Command::new("/lib64/ld-linux-x86-64.so.2").arg("--list").arg(&path).output().ok()?;
+    if !output.status.success() {
+        return None; // a script, a static binary or not a program at all
+    }
+    String::from_utf8_lossy(&output.stdout).lines().find_map(|line| {
+        let (name, rest) = line.trim().split_once(" => ")?;
+        let path = rest.split(" (").next()?.trim();
+        is_libzpool(name).then(|| PathBuf::from(path))
+    })
+}
+
+/// Picks the libzpool to trace: the one the process maps or the command links,
+/// else the only one installed. Several installed and no way to choose is an
+/// error listing them.
+pub fn find_libzpool(traced: &Traced) -> Result<PathBuf, TargetError> {
+    if let Some(found) = traced.pid.and_then(mapped_libzpool) {
+        return Ok(found);
+    }
+    if let Some(found) = traced.command.and_then(|c| c.first()).and_then(|p| linked_libzpool(p)) {
+        return Ok(found);
+    }
+    let installed = installed_libzpools();
+    match installed.as_slice() {
+        [] => Err(TargetError::LibraryMissing {
+            path: "the dynamic linker's search path".into(),
+            reason: "no libzpool.so.N there".into(),
+        }),
+        [only] => Ok(only.clone()),
+        several => Err(TargetError::SeveralLibraries(
+            several.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        )),
+    }
 }
 
 /// Checks that the kernel target can work; lists everything missing at once.
@@ -208,8 +289,9 @@ fn libzpool_version(path: &Path) -> Option<String> {
     (!upstream.is_empty()).then(|| upstream.rsplit(':').next().unwrap_or(upstream).to_owned())
 }
 
-/// Resolves `--target` into a checked target.
-pub fn resolve(spec: &TargetSpec, paths: &SystemPaths) -> Result<Target, TargetError> {
+/// Resolves `--target` into a checked target; `traced` says which libzpool
+/// the command or process uses when the target does not name one.
+pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Result<Target, TargetError> {
     match spec {
         TargetSpec::Kernel => {
             check_kernel(paths)?;
@@ -230,10 +312,7 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths) -> Result<Target, TargetE
         TargetSpec::Libzpool(explicit) => {
             let path = match explicit {
                 Some(p) => p.clone(),
-                None => find_libzpool().ok_or_else(|| TargetError::LibraryMissing {
-                    path: "the dynamic linker's search path".into(),
-                    reason: "no libzpool.so.5 there".into(),
-                })?,
+                None => find_libzpool(traced)?,
             };
             let info = elf::read_library(&path).map_err(|e| TargetError::LibraryMissing {
                 path: path.display().to_string(),
@@ -248,18 +327,26 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths) -> Result<Target, TargetE
             Ok(Target {
                 kind: TargetKind::Libzpool,
                 object: path.display().to_string(),
-                zfs_version: info.zfs_version.clone().or_else(|| libzpool_version(&path)),
+                // The build-id first: Debian's 2.3.2 carries no version string.
+                zfs_version: info
+                    .build_id
+                    .as_deref()
+                    .and_then(crate::offsets::release_of_build)
+                    .or_else(|| info.zfs_version.clone())
+                    .or_else(|| libzpool_version(&path)),
                 build_id: info.build_id,
                 functions: info.functions,
             })
         }
         TargetSpec::Auto => {
             if paths.zfs_module.exists() {
-                resolve(&TargetSpec::Kernel, paths)
-            } else if find_libzpool().is_some() {
-                resolve(&TargetSpec::Libzpool(None), paths)
+                resolve(&TargetSpec::Kernel, paths, traced)
             } else {
-                Err(TargetError::NothingToTrace)
+                match find_libzpool(traced) {
+                    Err(TargetError::LibraryMissing { .. }) => Err(TargetError::NothingToTrace),
+                    Err(other) => Err(other),
+                    Ok(path) => resolve(&TargetSpec::Libzpool(Some(path)), paths, traced),
+                }
             }
         }
     }
@@ -289,7 +376,7 @@ mod tests {
             kprobe_pmu: "/nonexistent/kprobe/type".into(),
             kallsyms: "/proc/kallsyms".into(),
         };
-        let err = resolve(&TargetSpec::Kernel, &paths).unwrap_err().to_string();
+        let err = resolve(&TargetSpec::Kernel, &paths, &Traced::default()).unwrap_err().to_string();
         assert!(err.contains("kprobes are not available on this kernel"), "{err}");
         assert!(err.contains("no zfs module is loaded"), "{err}");
         assert!(err.contains("--target libzpool"), "{err}");
@@ -298,8 +385,24 @@ mod tests {
     #[test]
     fn missing_library_names_the_path() {
         let spec = TargetSpec::Libzpool(Some("/nonexistent/libzpool.so.5".into()));
-        let err = resolve(&spec, &SystemPaths::default()).unwrap_err().to_string();
+        let err = resolve(&spec, &SystemPaths::default(), &Traced::default()).unwrap_err().to_string();
         assert!(err.starts_with("libzpool not found at /nonexistent/libzpool.so.5"), "{err}");
+    }
+
+    #[test]
+    fn libzpool_names_are_recognised() {
+        for name in ["libzpool.so.5", "libzpool.so.6", "libzpool.so.6.0.0"] {
+            assert!(is_libzpool(name), "{name}");
+        }
+        for name in ["libzpool.so", "libzpool.so.6.bak", "libzfs.so.6", "libzpool.so."] {
+            assert!(!is_libzpool(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_program_that_links_no_libzpool_falls_back_to_the_installed_ones() {
+        assert_eq!(linked_libzpool("/bin/sh"), None);
+        assert_eq!(linked_libzpool("/nonexistent/program"), None);
     }
 
     #[test]

@@ -30,6 +30,7 @@ use zprof_common::{
 
 use crate::{
     catalogue::{self, Role, UprobeDefault},
+    elf, openzfs,
     offsets::FoundOffsets,
     recording::{
         HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
@@ -75,6 +76,8 @@ pub struct Session {
     /// Programs loaded, for their run-time statistics.
     loaded: Vec<String>,
     target: Target,
+    /// How the traced OpenZFS release is interpreted (series, verification).
+    release: openzfs::Interpretation,
     offsets: FoundOffsets,
     probes: Vec<ProbeStatus>,
     warnings: Vec<String>,
@@ -159,12 +162,15 @@ impl Session {
                 zprof_common::ZIO_WINDOW
             );
         }
+        let release = openzfs::interpret(target.zfs_version.as_deref(), kernel);
+        let semantics = release.semantics(kernel);
         let config = Config {
             kernel: kernel as u32,
             filter_tgid: filter as u32,
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
             zio_read_len,
+            semantics,
             offsets: offsets.offsets,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.
@@ -179,8 +185,10 @@ impl Session {
             .load(EBPF_OBJECT)
             .context("loading zprof's eBPF object failed")?;
 
-        let (points, version_warning) = catalogue::for_version(target.zfs_version.as_deref());
-        let mut warnings: Vec<String> = version_warning.into_iter().collect();
+        let mut warnings: Vec<String> = Vec::new();
+        if !matches!(release.status, openzfs::Status::Verified(_)) {
+            warnings.push(format!("OpenZFS {}: {}", release.version_text(), release.status));
+        }
         if offsets.offsets.valid == 0 {
             warnings.push(format!(
                 "no struct offsets ({}): vdev queue/disk split per priority and pool attribution are unavailable; vdev time falls back to vdev_queue_io..vdev_queue_io_done",
@@ -201,10 +209,12 @@ impl Session {
         let mut probes = Vec::new();
         let mut loaded: HashSet<String> = HashSet::new();
         let started_attach = Instant::now();
-        for point in points.iter().filter(|p| catalogue::applies(p, kernel)) {
+        let points = catalogue::POINTS.iter().filter(|p| catalogue::applies(p, kernel));
+        for point in points.filter(|p| p.flush_mode.is_none_or(|mode| mode == semantics.flush_mode)) {
+            let function = release.function_name(point.function, |f| target.functions.contains_key(f));
             let mut status = ProbeStatus {
                 group: point.group.to_owned(),
-                function: point.function.to_owned(),
+                function: function.to_owned(),
                 returns: point.ret.is_some(),
                 attached: false,
                 reason: None,
@@ -212,6 +222,11 @@ impl Session {
             };
             if options.skip.iter().any(|g| g == point.group) {
                 status.reason = Some(format!("left out with --skip {}", point.group));
+                probes.push(status);
+                continue;
+            }
+            if let Some(why) = release.unavailable(point.group) {
+                status.reason = Some(why);
                 probes.push(status);
                 continue;
             }
@@ -245,10 +260,25 @@ impl Session {
                 },
                 _ => (point.entry, point.ret),
             };
-            let Some(&location) = target.functions.get(point.function) else {
-                status.reason = Some(format!("{} not found in {}", point.function, target.object));
+            let Some(&start) = target.functions.get(function) else {
+                status.reason = Some(format!("{function} not found in {}", target.object));
                 probes.push(status);
                 continue;
+            };
+            // Past instructions the kernel would single-step (endbr64...), where
+            // that is safe for the program (see openzfs::SKIPPABLE_PROLOGUES).
+            let location = if kernel {
+                start
+            } else {
+                let skipped = openzfs::prologue_skip(function, &elf::read_bytes(Path::new(&target.object), start, 16));
+                if let Some((bytes, why)) = &skipped {
+                    let skip_note = format!("attached at +{bytes}, past {why}");
+                    status.note = Some(match status.note.take() {
+                        Some(note) => format!("{note}; {skip_note}"),
+                        None => skip_note,
+                    });
+                }
+                start + skipped.map_or(0, |(bytes, _)| bytes as u64)
             };
             let mut attach = |base: &str, on_return: bool| -> anyhow::Result<()> {
                 let name = catalogue::program_name(base, kernel);
@@ -271,7 +301,7 @@ impl Session {
                     if loaded.insert(name.clone()) {
                         probe.load().with_context(|| format!("loading {name}"))?;
                     }
-                    probe.attach(point.function, 0).map_err(|e| anyhow!("{e}"))?;
+                    probe.attach(function, 0).map_err(|e| anyhow!("{e}"))?;
                 } else {
                     let probe: &mut UProbe = program.try_into()?;
                     if loaded.insert(name.clone()) {
@@ -344,6 +374,7 @@ impl Session {
             _stats: stats,
             loaded,
             target,
+            release,
             offsets,
             probes,
             warnings,
@@ -657,8 +688,10 @@ impl Session {
             target: TargetInfo {
                 kind: self.target.kind,
                 object: self.target.object.clone(),
-                zfs_version: self.target.zfs_version.clone(),
+                zfs_version: self.release.version.clone(),
                 build_id: self.target.build_id.clone(),
+                zfs_status: self.release.status.word().into(),
+                zfs_status_detail: self.release.status.to_string(),
             },
             offsets_source: self.offsets.source.clone(),
             started_unix_ms: self.started_unix_ms,
@@ -685,12 +718,16 @@ pub const COUNT_ONLY: &str = "count only";
 /// The class bit the eBPF side sets on rows counted at entry only.
 pub const COUNT_ONLY_CLASS: u32 = 0x100;
 
+/// Class name of lz4 trials run by zstd's early abort (not lz4 compressions).
+pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";
+
 /// The words for a stage's class number.
 pub fn class_name(stage: Stage, class: u32) -> String {
     match stage {
         Stage::Compress => zfs_names::compression(class & 0xff, class >> 8),
         Stage::Decompress => zfs_names::compression(class & 0xff, 0),
         Stage::ZstdCompress => format!("zstd-{class}"),
+        Stage::Lz4Compress if class == zprof_common::LZ4_CLASS_ZSTD_EARLY_ABORT => ZSTD_EARLY_ABORT_TRIAL.into(),
         Stage::Lz4Compress => "lz4".into(),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
