@@ -95,6 +95,63 @@ static zl_flush_hook_t zl_flush_hook;
 
 static _Atomic uint64_t zl_lab_commits, zl_all_commits, zl_syncs, zl_sync_ns;
 static _Atomic uint64_t zl_txg_min = UINT64_MAX, zl_txg_max, zl_host_fsyncs;
+static _Atomic uint64_t zl_leaf_ios_queued, zl_leaf_flushes;
+
+/*
+ * The vdev files of the live pools, by (device, inode): zfs_file_fsync also
+ * syncs the pool cache file, with the same flags, and only vdev flushes count
+ * as leaf flushes. Registered before spa_create (which already flushes).
+ */
+#define	ZL_MAX_VDEV_FILES	1024
+static struct { dev_t dev; ino_t ino; const void *owner; } zl_vdev_files[ZL_MAX_VDEV_FILES];
+static int zl_nvdev_files;
+static pthread_mutex_t zl_vdev_files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void
+zl_vdev_files_add(const char *path, const void *owner)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return;
+	pthread_mutex_lock(&zl_vdev_files_lock);
+	if (zl_nvdev_files < ZL_MAX_VDEV_FILES) {
+		zl_vdev_files[zl_nvdev_files].dev = st.st_dev;
+		zl_vdev_files[zl_nvdev_files].ino = st.st_ino;
+		zl_vdev_files[zl_nvdev_files].owner = owner;
+		zl_nvdev_files++;
+	}
+	pthread_mutex_unlock(&zl_vdev_files_lock);
+}
+
+static void
+zl_vdev_files_remove(const void *owner)
+{
+	pthread_mutex_lock(&zl_vdev_files_lock);
+	for (int i = 0; i < zl_nvdev_files; ) {
+		if (zl_vdev_files[i].owner == owner)
+			zl_vdev_files[i] = zl_vdev_files[--zl_nvdev_files];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&zl_vdev_files_lock);
+}
+
+static int
+zl_is_vdev_file(int fd)
+{
+	struct stat st;
+	int found = 0;
+
+	if (fstat(fd, &st) != 0)
+		return (0);
+	pthread_mutex_lock(&zl_vdev_files_lock);
+	for (int i = 0; i < zl_nvdev_files && !found; i++)
+		found = zl_vdev_files[i].dev == st.st_dev &&
+		    zl_vdev_files[i].ino == st.st_ino;
+	pthread_mutex_unlock(&zl_vdev_files_lock);
+	return (found);
+}
 
 static void
 zl_err(char *err, size_t errlen, const char *fmt, ...)
@@ -139,6 +196,18 @@ zio_delay_interrupt(zio_t *zio)
 	zl_io_hook_t hook = __atomic_load_n(&zl_io_hook, __ATOMIC_ACQUIRE);
 	vdev_t *vd = zio->io_vd;
 
+	/*
+	 * Every leaf read and write a file vdev issues ends here (the members
+	 * of an aggregated I/O are not issued; the aggregate is): the lab's own
+	 * count of those that went through the vdev queue, which stamped
+	 * io_timestamp (what zpool iostat's latency histograms and zprof's vdev
+	 * stage see), against which tests check zprof's.
+	 */
+	if (vd != NULL && vd->vdev_ops->vdev_op_leaf &&
+	    (zio->io_type == ZIO_TYPE_READ || zio->io_type == ZIO_TYPE_WRITE) &&
+	    zio->io_timestamp != 0)
+		atomic_fetch_add(&zl_leaf_ios_queued, 1);
+
 	if (hook != NULL && vd != NULL && vd->vdev_ops->vdev_op_leaf &&
 	    (zio->io_type == ZIO_TYPE_READ || zio->io_type == ZIO_TYPE_WRITE)) {
 		hook(zio, vd->vdev_guid, zio->io_type == ZIO_TYPE_WRITE,
@@ -155,6 +224,8 @@ zfs_file_fsync(zfs_file_t *fp, int flags)
 	zl_flush_hook_t hook = __atomic_load_n(&zl_flush_hook,
 	    __ATOMIC_ACQUIRE);
 
+	if (zl_is_vdev_file(fp->f_fd))
+		atomic_fetch_add(&zl_leaf_flushes, 1);
 	if (hook != NULL && hook(fp->f_fd))
 		return (0);
 	if (real == NULL)
@@ -235,6 +306,8 @@ zl_get_counters(zl_counters_t *out)
 	out->txg_max = atomic_load(&zl_txg_max);
 	out->spa_sync_ns = atomic_load(&zl_sync_ns);
 	out->host_fsyncs = atomic_load(&zl_host_fsyncs);
+	out->leaf_ios_queued = atomic_load(&zl_leaf_ios_queued);
+	out->leaf_flushes = atomic_load(&zl_leaf_flushes);
 }
 
 void
@@ -315,20 +388,28 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 		fnvlist_add_uint64(props, buf, 0);
 	}
 
+	p = calloc(1, sizeof (*p));
+	for (int i = 0; i < ngroups * (strcmp(group_type, "file") == 0 ?
+	    1 : width); i++)
+		zl_vdev_files_add(paths[i], p);
+	for (int i = 0; i < nlogs; i++)
+		zl_vdev_files_add(log_paths[i], p);
 	error = spa_create(name, root, props, NULL, NULL);
 	fnvlist_free(root);
 	fnvlist_free(props);
 	if (error != 0) {
 		zl_err(err, errlen, "spa_create(%s): %s", name,
 		    strerror(error));
+		zl_vdev_files_remove(p);
+		free(p);
 		return (error);
 	}
-	p = calloc(1, sizeof (*p));
 	(void) strlcpy(p->zp_name, name, sizeof (p->zp_name));
 	error = spa_open(name, &p->zp_spa, p);
 	if (error != 0) {
 		zl_err(err, errlen, "spa_open(%s): %s", name, strerror(error));
 		(void) spa_destroy(name);
+		zl_vdev_files_remove(p);
 		free(p);
 		return (error);
 	}
@@ -422,6 +503,7 @@ zl_pool_export(zl_pool_t *p)
 
 	spa_close(p->zp_spa, p);
 	error = spa_export(p->zp_name, NULL, B_FALSE, B_FALSE);
+	zl_vdev_files_remove(p);
 	free(p);
 	return (error);
 }

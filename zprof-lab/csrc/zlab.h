@@ -52,6 +52,8 @@ typedef struct zl_counters {
 	uint64_t txg_max;		/* largest txg synced since zl_txg_mark() */
 	uint64_t spa_sync_ns;		/* time spent in spa_sync() */
 	uint64_t host_fsyncs;		/* zfs_file_fsync() calls that did a real fsync */
+	uint64_t leaf_ios_queued;	/* leaf reads and writes that went through the vdev queue */
+	uint64_t leaf_flushes;		/* zfs_file_fsync() calls of file vdevs (leaf cache flushes) */
 } zl_counters_t;
 
 int zl_init(const char *config_path, char *err, size_t errlen);

@@ -68,6 +68,8 @@ pub struct ZlCounters {
     pub txg_max: u64,
     pub spa_sync_ns: u64,
     pub host_fsyncs: u64,
+    pub leaf_ios_queued: u64,
+    pub leaf_flushes: u64,
 }
 
 unsafe extern "C" {

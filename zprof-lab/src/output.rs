@@ -155,11 +155,13 @@ pub fn report_text(r: &Report) -> String {
     let t = &r.totals;
     let _ = writeln!(
         out,
-        "totals: zil_commit calls: lab {} + libzpool's own {} = {}; spa_sync calls {}; host fsyncs {}{}",
+        "totals: zil_commit calls: lab {} + libzpool's own {} = {}; spa_sync calls {}; leaf I/Os through the queue {}; leaf flushes {} (host fsyncs {}){}",
         t.zil_commits_lab,
         t.zil_commits_internal,
         t.zil_commits_all,
         t.spa_sync_calls,
+        t.leaf_ios_queued,
+        t.leaf_flushes,
         t.host_fsyncs,
         if r.interrupted { " [interrupted]" } else { "" }
     );

@@ -248,6 +248,13 @@ pub struct Totals {
     pub spa_sync_calls: u64,
     /// Host fsync() calls on vdev files (model none, or files the model does not know).
     pub host_fsyncs: u64,
+    /// Leaf reads and writes that went through the vdev queue, in the whole
+    /// process (what zpool iostat's latency histograms count).
+    #[serde(default)]
+    pub leaf_ios_queued: u64,
+    /// Leaf cache flushes (zfs_file_fsync calls of file vdevs) in the whole process.
+    #[serde(default)]
+    pub leaf_flushes: u64,
 }
 
 /// Latency summary of a histogram of nanoseconds.

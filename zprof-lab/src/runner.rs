@@ -110,6 +110,8 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
         zil_commits_internal: c.all_zil_commits - c.lab_zil_commits,
         spa_sync_calls: c.spa_syncs,
         host_fsyncs: c.host_fsyncs,
+        leaf_ios_queued: c.leaf_ios_queued,
+        leaf_flushes: c.leaf_flushes,
     };
     report.interrupted = lab::stop_requested();
     drop(workdir);
