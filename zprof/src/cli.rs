@@ -46,6 +46,17 @@ pub struct TargetArgs {
     /// zprof does not know.
     #[arg(long, value_name = "FILE")]
     pub offsets: Option<PathBuf>,
+    /// The OpenZFS release of the traced build (X.Y.Z), for a build that does
+    /// not name it (no version string, unknown build-id, no package). It picks
+    /// the rules zprof reads the build with: give it only when you know it.
+    #[arg(long, value_name = "X.Y.Z", value_parser = parse_zfs_version)]
+    pub zfs_version: Option<String>,
+}
+
+fn parse_zfs_version(s: &str) -> Result<String, String> {
+    crate::openzfs::parse_version(s)
+        .map(|(a, b, c)| format!("{a}.{b}.{c}"))
+        .ok_or_else(|| format!("'{s}' is not an OpenZFS version: expected X.Y.Z, e.g. 2.3.2"))
 }
 
 /// `zprof probes`.

@@ -52,7 +52,18 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 
 /// Resolves the target and its struct offsets.
 fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target, FoundOffsets)> {
-    let target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
+    let mut target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
+    if let Some(version) = &args.zfs_version {
+        let known = target.build_id.as_deref().and_then(offsets::release_of_build);
+        if let Some(known) = known.filter(|k| k != version) {
+            return Err(UsageError(format!(
+                "--zfs-version {version} contradicts the build: its build-id is OpenZFS {known}'s; leave --zfs-version out"
+            ))
+            .into());
+        }
+        target.zfs_version = Some(version.clone());
+        target.zfs_version_given = true;
+    }
     let found = match target.kind {
         TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
             .map_err(UsageError)?,
@@ -66,7 +77,6 @@ fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target
 fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let (target, found) = prepare(&args.target, &target::Traced::default())?;
     let object = target.object.clone();
-    let release = crate::openzfs::interpret(target.zfs_version.as_deref(), target.kind == TargetKind::Kernel);
     // Attaching for real is the only honest answer to "does it attach here".
     let session = Session::start(
         target,
@@ -74,6 +84,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
         &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new() },
     )?;
     let statuses = session.probes().to_vec();
+    let release = session.release().clone();
     drop(session);
     if args.format == Format::Json {
         let doc = serde_json::json!({

@@ -352,26 +352,43 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         Some((_, _, write_iops, _, _)) => (write_iops, rec.benchmark.as_ref().map_or("", |b| b.tool.as_str())),
         None => (writes.count as f64 / seconds, "zprof"),
     };
-    // zil_commit waits zfs_commit_timeout_pct (5% by default) of the last log
-    // block's write-and-flush latency before issuing a block that is not full,
-    // for other writers to join it; that wait is in "other" and scales with the
-    // device, so it is taken out and put back at the log device's latency.
-    const COMMIT_TIMEOUT_PCT: f64 = 0.05;
+    // zil_commit may wait zfs_commit_timeout_pct of the last log block's
+    // write-and-flush latency before issuing a block that is not full, for other
+    // writers to join it; that wait is in "other" and scales with the device,
+    // so it is taken out and put back at the log device's latency. Whether a
+    // single writer waits, and how long, depends on the release.
+    let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), rec.target.kind == crate::target::TargetKind::Kernel);
+    let rule = release.series.map(|s| s.commit_timeout);
+    let waits = rule.is_none_or(|r| r.single_writer_waits || writers > 1.5);
+    let timeout_fraction = if waits { rule.map_or(0.05, |r| r.fraction) } else { 0.0 };
     let lwb_latency = log_write.p50_ns as f64 + flush.p50_ns as f64;
-    let base_other = (other - COMMIT_TIMEOUT_PCT * lwb_latency).max(0.0);
+    let base_other = (other - timeout_fraction * lwb_latency).max(0.0);
+    let timeout_text = if waits {
+        format!("zfs_commit_timeout_pct ({:.0}%) of the log block latency", timeout_fraction * 100.0)
+    } else {
+        format!("no commit-timeout wait (OpenZFS {} issues a single writer's log block at once)", release.version_text())
+    };
     let mut evidence = vec![format!(
-        "model: commit = CPU and wake-ups {} + zfs_commit_timeout_pct (5%) of the log block latency + one log write + one flush on the log device; writes/s = {:.1} writer(s) x {:.1} writes per commit / (commit + {:.1} x write {})",
+        "model: commit = CPU and wake-ups {} + {timeout_text} + one log write + one flush on the log device; writes/s = {:.1} writer(s) x {:.1} writes per commit / (commit + {:.1} x write {})",
         format_ns(base_other as u64),
         writers,
         writes_per_commit,
         writes_per_commit,
         format_ns(t_op as u64)
     )];
+    let mut slog_missing = vec![
+        "assumes the log device's latencies above; the data still reaches the main pool at txg sync, which must keep up".to_owned(),
+    ];
+    if rule.is_none() {
+        slog_missing.push(format!(
+            "OpenZFS {} is not a release zprof knows: the commit-timeout wait is assumed to be 2.1's (5%, single writers wait)",
+            release.version_text()
+        ));
+    }
     let mut figures = Vec::new();
     let mut best_gain: f64 = 0.0;
     for (name, device) in &devices {
-        let predicted_commit =
-            base_other + (1.0 + COMMIT_TIMEOUT_PCT) * (device.write_ns + device.flush_ns);
+        let predicted_commit = base_other + (1.0 + timeout_fraction) * (device.write_ns + device.flush_ns);
         let predicted_ops = writers * writes_per_commit * 1e9 / (predicted_commit + writes_per_commit * t_op);
         // No measured rate (nothing counted the writes): no ratio to claim.
         let gain = if measured_ops > 0.0 { predicted_ops / measured_ops } else { f64::NAN };
@@ -391,7 +408,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         figures.push((format!("predicted_commit_ns_{name}"), predicted_commit));
     }
     let first = &devices[0];
-    let predicted_commit = base_other + (1.0 + COMMIT_TIMEOUT_PCT) * (first.1.write_ns + first.1.flush_ns);
+    let predicted_commit = base_other + (1.0 + timeout_fraction) * (first.1.write_ns + first.1.flush_ns);
     out.push(Finding {
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),
@@ -404,9 +421,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         share: share * (1.0 - predicted_commit / c50.max(1.0)).max(0.0),
         confidence: Confidence::Medium,
         evidence,
-        missing: vec![
-            "assumes the log device's latencies above; the data still reaches the main pool at txg sync, which must keep up".into(),
-        ],
+        missing: slog_missing,
         action: "Add a mirrored log vdev (zpool add POOL log mirror DEV1 DEV2) on devices with power-loss protection; check the gain with zprof compare on the same workload.".into(),
         figures,
     });

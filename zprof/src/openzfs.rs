@@ -34,9 +34,27 @@ pub struct Series {
     /// Catalogue function name (the 2.1 name) -> the names that play its role
     /// in this series, preferred first; the first one the build has is probed.
     pub functions: &'static [(&'static str, &'static [&'static str])],
+    /// How zil_commit waits for other writers before issuing a log block
+    /// (the SLOG what-if puts that wait back at the log device's latency).
+    pub commit_timeout: CommitTimeout,
     /// Behaviours a reader of the report should know, one line each.
     pub behaviours: &'static [&'static str],
 }
+
+/// zil_commit's wait for more writers to join a log block that is not full:
+/// zfs_commit_timeout_pct of the last log block's latency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommitTimeout {
+    /// zfs_commit_timeout_pct's default, as a fraction.
+    pub fraction: f64,
+    /// Whether a single writer waits too. Up to 2.2.3 it does (unless the wait
+    /// would be tiny or the block nearly full); from 2.2.4 a block is issued at
+    /// once unless commits arrive in parallel bursts (zl_parallel).
+    pub single_writer_waits: bool,
+}
+
+const TIMEOUT_2_1: CommitTimeout = CommitTimeout { fraction: 0.05, single_writer_waits: true };
+const TIMEOUT_2_2_4: CommitTimeout = CommitTimeout { fraction: 0.10, single_writer_waits: false };
 
 /// How far zprof has checked a release on one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +81,7 @@ pub struct Release {
 pub const SENSITIVE_GROUPS: &[(&str, &str)] = &[
     ("compression", "zio_compress_data's level argument moved between releases"),
     ("vdev", "the io_flags bit that marks aggregated child I/Os moved between releases"),
-    ("flush", "how and where cache flushes run changed between releases"),
+    ("flush", "how and where cache flushes run moved between releases"),
 ];
 
 const LIBZPOOL_2_1: Semantics =
@@ -105,23 +123,40 @@ pub const SERIES: &[Series] = &[
         libzpool: LIBZPOOL_2_1,
         kernel: LIBZPOOL_2_1,
         functions: FUNCTIONS_2_1,
+        commit_timeout: TIMEOUT_2_1,
         behaviours: &[
             "libzpool fsyncs file vdevs inline: a zio_flush call lasts as long as its leaf flushes",
             "zstd compresses each block in one pass (no early abort)",
         ],
     },
     Series {
-        name: "2.2",
+        name: "2.2.0-2.2.3",
         first: (2, 2, 0),
-        last: (2, 2, 99),
-        source: "2.2.0-2.2.11 source only (no 2.2 package is reachable here)",
+        last: (2, 2, 3),
+        source: "2.2.0 and 2.2.3 source only (no 2.2 package is reachable here)",
         libzpool: LIBZPOOL_2_1,
         kernel: LIBZPOOL_2_1,
         functions: FUNCTIONS_2_1,
+        commit_timeout: TIMEOUT_2_1,
         behaviours: &[
-            "from 2.2.4 zio_flush calls itself for each child vdev: only the outermost call is timed",
             "zstd early abort (zstd-3 and up, blocks of 128K or more) runs lz4 and zstd-1 trials; the lz4 trial is shown inside zstd, the zstd-1 trial is a second zfs_zstd_compress call at level 1",
             "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
+        ],
+    },
+    Series {
+        name: "2.2.4-2.2.x",
+        first: (2, 2, 4),
+        last: (2, 2, 99),
+        source: "2.2.4 and 2.2.11 source only (no 2.2 package is reachable here)",
+        libzpool: LIBZPOOL_2_1,
+        kernel: LIBZPOOL_2_1,
+        functions: FUNCTIONS_2_1,
+        commit_timeout: TIMEOUT_2_2_4,
+        behaviours: &[
+            "zio_flush calls itself for each child vdev: only the outermost call is timed; libzpool still fsyncs inline",
+            "zstd early abort (zstd-3 and up, blocks of 128K or more) runs lz4 and zstd-1 trials; the lz4 trial is shown inside zstd, the zstd-1 trial is a second zfs_zstd_compress call at level 1",
+            "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
+            "a single writer's log block is issued at once (no zfs_commit_timeout_pct wait, now 10%, unless commits come in parallel bursts)",
         ],
     },
     Series {
@@ -132,12 +167,14 @@ pub const SERIES: &[Series] = &[
         libzpool: LIBZPOOL_2_3,
         kernel: KERNEL_2_3,
         functions: FUNCTIONS_2_3,
+        commit_timeout: TIMEOUT_2_2_4,
         behaviours: &[
             "ZIO_FLAG_IO_BYPASS is bit 22 (bit 21 is DONT_PROPAGATE, set on every vdev child I/O)",
             "zio_flush calls itself for each child vdev; libzpool fsyncs each leaf on a vdev_file taskq thread, so each leaf flush is timed from its zio_flush to its zio_interrupt, and a commit's flush time is their span",
             "zio_compress_data takes the level as argument 5; lz4 is zfs_lz4_compress",
             "zstd early abort (zstd-3 and up, blocks of 128K or more) runs an lz4 trial and a zstd-1 trial inside zfs_zstd_compress: both count in the zstd row, the lz4 trial is shown apart and not as an lz4 compression",
             "txg_wait_synced wraps txg_wait_synced_flags from 2.3.3, which is probed instead",
+            "a single writer's log block is issued at once (no zfs_commit_timeout_pct wait, 10%, unless commits come in parallel bursts)",
         ],
     },
     Series {
@@ -149,6 +186,7 @@ pub const SERIES: &[Series] = &[
         libzpool: LIBZPOOL_2_3,
         kernel: KERNEL_2_3,
         functions: FUNCTIONS_2_4,
+        commit_timeout: TIMEOUT_2_2_4,
         behaviours: &[
             "as 2.3, and: zil_commit wraps zil_commit_flags, which Linux's writepages and sync call directly: probed instead",
             "zio_t offsets moved again (zio_prop_t became bitfields): zprof ships no 2.4 table, so give one with --offsets",
@@ -328,6 +366,18 @@ impl Interpretation {
         Some(format!("{why}, and this build's release is {}", self.status))
     }
 
+    /// A version the user gave (`--zfs-version`) is not one zprof identified:
+    /// the build itself was not verified, whatever its release.
+    pub fn given_by_user(mut self, given: bool) -> Self {
+        if given && let Status::Verified(_) = self.status {
+            self.status = Status::Unverified(format!(
+                "release {} given with --zfs-version; zprof verified its Debian build, not this one",
+                self.version_text()
+            ));
+        }
+        self
+    }
+
     /// The version as reports print it.
     pub fn version_text(&self) -> String {
         self.version.clone().unwrap_or_else(|| "unknown version".into())
@@ -359,7 +409,9 @@ mod tests {
         assert_eq!(interpret(Some("2.3.2"), true).status.word(), "unverified");
         assert_eq!(interpret(Some("2.3.9"), false).status.word(), "unverified");
         let v225 = interpret(Some("2.2.5"), false);
-        assert_eq!(v225.series.unwrap().name, "2.2");
+        assert_eq!(v225.series.unwrap().name, "2.2.4-2.2.x");
+        assert!(!v225.series.unwrap().commit_timeout.single_writer_waits);
+        assert!(interpret(Some("2.2.3"), false).series.unwrap().commit_timeout.single_writer_waits);
         assert_eq!(v225.semantics(false).zio_flag_io_bypass_bit, 21);
         assert_eq!(v225.status.word(), "unverified");
     }

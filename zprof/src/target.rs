@@ -119,6 +119,8 @@ pub struct Target {
     pub object: String,
     /// OpenZFS version when it can be told.
     pub zfs_version: Option<String>,
+    /// True when the version came from `--zfs-version` rather than the build.
+    pub zfs_version_given: bool,
     /// GNU build-id of the library (libzpool only).
     pub build_id: Option<String>,
     /// Functions that can be probed: name -> file offset (libzpool) or address (kernel).
@@ -305,6 +307,7 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Resul
                 kind: TargetKind::Kernel,
                 object: "zfs.ko".into(),
                 zfs_version: version,
+                zfs_version_given: false,
                 build_id: None,
                 functions: kernel_functions(&paths.kallsyms),
             })
@@ -334,6 +337,7 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Resul
                     .and_then(crate::offsets::release_of_build)
                     .or_else(|| info.zfs_version.clone())
                     .or_else(|| libzpool_version(&path)),
+                zfs_version_given: false,
                 build_id: info.build_id,
                 functions: info.functions,
             })

@@ -162,7 +162,7 @@ impl Session {
                 zprof_common::ZIO_WINDOW
             );
         }
-        let release = openzfs::interpret(target.zfs_version.as_deref(), kernel);
+        let release = openzfs::interpret(target.zfs_version.as_deref(), kernel).given_by_user(target.zfs_version_given);
         let semantics = release.semantics(kernel);
         let config = Config {
             kernel: kernel as u32,
@@ -468,7 +468,12 @@ impl Session {
         track(&mut self.ebpf, pid)
     }
 
-    /// Probe points and their status.
+    /// How the traced OpenZFS release is read (series, verification status).
+    pub fn release(&self) -> &openzfs::Interpretation {
+        &self.release
+    }
+
+    /// Every probe point considered, attached or not.
     pub fn probes(&self) -> &[ProbeStatus] {
         &self.probes
     }

@@ -14,40 +14,10 @@ use std::{
 use serde_json::Value;
 
 mod common;
-use common::{lab_binary, require_root, zprof};
+use common::{LabRelease, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("zprof-test", name)
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// The first JSON document in `text` (the lab's), ignoring what follows (zprof's report).
-fn first_json(text: &str) -> Value {
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    stream.next().expect("no JSON document").expect("malformed JSON")
-}
-
-fn stage_count(recording: &Value, stage: &str) -> u64 {
-    recording["histograms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["stage"] == stage)
-        .map(|h| h["count"].as_u64().unwrap())
-        .sum()
-}
-
-fn stage_field(recording: &Value, stage: &str, field: &str) -> u64 {
-    recording["histograms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["stage"] == stage)
-        .map(|h| h[field].as_u64().unwrap())
-        .sum()
 }
 
 #[test]
@@ -116,45 +86,59 @@ fn corrupt_recording_is_named() {
 }
 
 #[test]
-fn every_libzpool_stage_attaches() {
+fn every_libzpool_stage_attaches_on_each_release() {
     require_root();
-    let output = zprof().args(["probes", "--target", "libzpool", "--format", "json"]).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(doc["zfs_version"], "2.1.11");
-    let attached = |f: &str| doc["probes"].as_array().unwrap().iter().any(|p| p["function"] == f && p["attached"] == true);
-    for f in ["vdev_queue_io_done", "zil_commit", "spa_sync", "zio_compress_data", "zio_checksum_error", "dmu_write", "zio_flush"] {
-        assert!(attached(f), "{f} not attached");
-    }
-    for probe in doc["probes"].as_array().unwrap() {
-        let function = probe["function"].as_str().unwrap();
-        // Fallbacks are not needed with offsets; the tx assign and block
-        // checksum pairs are left out by default on uprobes (--full-timing adds
-        // them). Anything else must attach.
-        match probe["reason"].as_str() {
-            None => assert!(probe["attached"].as_bool().unwrap(), "{probe}"),
-            Some(reason) => {
-                assert!(reason.starts_with("not needed"), "{probe}");
-                assert!(
-                    matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign" | "zio_checksum_compute"),
-                    "{probe}"
-                );
+    for release in lab_releases() {
+        let target = format!("libzpool={}", release.libzpool.display());
+        let output = zprof().args(["probes", "--target", &target, "--format", "json"]).output().unwrap();
+        assert!(output.status.success(), "{}: {}", release.version, stderr(&output));
+        let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(doc["zfs_version"], release.version.as_str());
+        assert_eq!(doc["zfs_status"], "verified", "{} is verified on libzpool: {doc}", release.version);
+        let attached =
+            |f: &str| doc["probes"].as_array().unwrap().iter().any(|p| p["function"] == f && p["attached"] == true);
+        for f in ["vdev_queue_io_done", "zil_commit", "spa_sync", "zio_compress_data", "zio_checksum_error", "dmu_write", "zio_flush"] {
+            assert!(attached(f), "{}: {f} not attached", release.version);
+        }
+        for probe in doc["probes"].as_array().unwrap() {
+            let function = probe["function"].as_str().unwrap();
+            // Fallbacks are not needed with offsets; the tx assign and block
+            // checksum pairs are left out by default on uprobes (--full-timing adds
+            // them). Anything else must attach.
+            match probe["reason"].as_str() {
+                None => assert!(probe["attached"].as_bool().unwrap(), "{}: {probe}", release.version),
+                Some(reason) => {
+                    assert!(reason.starts_with("not needed"), "{}: {probe}", release.version);
+                    assert!(
+                        matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "dmu_tx_assign" | "zio_checksum_compute"),
+                        "{}: {probe}",
+                        release.version
+                    );
+                }
             }
         }
     }
 }
 
-/// One real run: an fsync=1 job on a raidz1 pool with lz4, under zprof.
+/// One real run per release: an fsync=1 job on a raidz1 pool with lz4, under
+/// zprof, which finds the release's libzpool from the lab's own links.
 #[test]
-fn record_counts_match_the_lab_and_round_trip() {
+fn record_counts_match_the_lab_and_round_trip_on_each_release() {
     require_root();
-    let dir = scratch("record");
+    for release in lab_releases() {
+        record_counts_match_the_lab_and_round_trip(&release);
+    }
+}
+
+fn record_counts_match_the_lab_and_round_trip(release: &LabRelease) {
+    eprintln!("OpenZFS {}: {}", release.version, release.lab.display());
+    let dir = scratch(&format!("record-{}", release.version));
     let recording_path = dir.join("rec.json");
     let output = zprof()
         .args(["record", "--target", "libzpool", "-o"])
         .arg(&recording_path)
         .arg("--")
-        .arg(lab_binary())
+        .arg(&release.lab)
         .args(["run", "--layout", "raidz1:3", "--compression", "lz4", "--dir"])
         .arg(&dir)
         .args(["--job", "name=sync,rw=randwrite,bs=4k,fsync=1,runtime=2,buffer_compress_percentage=50"])
@@ -165,6 +149,10 @@ fn record_counts_match_the_lab_and_round_trip() {
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let lab = first_json(&stdout);
     let recording: Value = serde_json::from_str(&std::fs::read_to_string(&recording_path).unwrap()).unwrap();
+    assert_eq!(lab["openzfs"], release.version.as_str());
+    assert_eq!(recording["target"]["zfs_version"], release.version.as_str(), "zprof traced the lab's own libzpool");
+    assert_eq!(recording["target"]["object"], release.libzpool.display().to_string());
+    assert_eq!(recording["target"]["zfs_status"], "verified");
 
     // Exact counts. The lab counts its own zil_commit calls plus the one zil_close
     // makes internally (zil_commits_all); every txg its pool synced is one spa_sync.
@@ -197,8 +185,24 @@ fn record_counts_match_the_lab_and_round_trip() {
         .collect();
     assert_eq!(pools, [lab["pools"][0]["name"].as_str().unwrap()], "zil commits attributed to the lab's pool");
     assert_eq!(recording["losses"]["return_without_entry"], 0);
+    assert_eq!(recording["losses"]["nested_entry"], 0, "nested zio_flush calls are not losses");
     assert_eq!(recording["losses"]["entry_map_full"], 0);
     assert_eq!(recording["losses"]["hist_map_full"], 0);
+
+    // Every leaf I/O that went through the vdev queue, as the lab counts them
+    // (its zio_delay_interrupt sees each issued leaf read and write): a wrong
+    // ZIO_FLAG_IO_BYPASS bit drops most of them (2.3 moved it).
+    assert_eq!(stage_count(&recording, "vdev_total"), lab["totals"]["leaf_ios_queued"].as_u64().unwrap(), "leaf I/Os");
+    // Where leaf flushes are timed one by one (2.3's taskq flushes), each fsync
+    // of a vdev file is one; elsewhere zio_flush calls are counted, fewer.
+    let leaf_flushes = lab["totals"]["leaf_flushes"].as_u64().unwrap();
+    let per_leaf = recording["probes"].as_array().unwrap().iter().any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
+    if per_leaf {
+        assert_eq!(stage_count(&recording, "flush"), leaf_flushes, "leaf flushes");
+    } else {
+        assert!((1..=leaf_flushes).contains(&stage_count(&recording, "flush")), "zio_flush calls");
+    }
+    assert!(stage_field(&recording, "zil_flush", "total_ns") > 0, "a commit's flush time is measured");
 
     // The recording renders again exactly as record printed it.
     let report = zprof().arg("report").arg(&recording_path).output().unwrap();
@@ -227,6 +231,7 @@ fn record_counts_match_the_lab_and_round_trip() {
         .as_str()
         .unwrap();
     assert!(per_program.contains(&format!(": {costliest} ")), "{costliest} should come first: {per_program}");
+    assert!(printed.contains(&format!("(OpenZFS {}, verified)", release.version)), "the report names the release");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -357,13 +362,13 @@ fn sigkill_leaves_no_probe_attached() {
 
 /// Runs the lab's fsync=1 job on raidz3 of 8 emulated HDDs under `zprof run`,
 /// with or without one ssd log vdev; returns the recording and the lab's JSON.
-fn fsync_on_raidz3(dir: &Path, logs: u32) -> (PathBuf, Value) {
+fn fsync_on_raidz3(dir: &Path, lab: &Path, logs: u32) -> (PathBuf, Value) {
     let recording = dir.join(format!("logs{logs}.json"));
     let output = zprof()
         .args(["run", "--target", "libzpool", "-o"])
         .arg(&recording)
         .arg("--")
-        .arg(lab_binary())
+        .arg(lab)
         .args(["run", "--layout", "raidz3:8", "--vdev-model", "hdd", "--log-model", "ssd", "--volblocksize", "4k"])
         .args(["--logs", &logs.to_string(), "--dir"])
         .arg(dir)
@@ -377,11 +382,18 @@ fn fsync_on_raidz3(dir: &Path, logs: u32) -> (PathBuf, Value) {
 /// The SLOG what-if from a run without a log device predicts the lab's measured
 /// rate with one within 30%, and `compare` shows where the time went.
 #[test]
-fn slog_prediction_matches_the_lab_and_compare_explains_it() {
+fn slog_prediction_matches_the_lab_and_compare_explains_it_on_each_release() {
     require_root();
-    let dir = scratch("slog");
-    let (without, _) = fsync_on_raidz3(&dir, 0);
-    let (with, lab_with) = fsync_on_raidz3(&dir, 1);
+    for release in lab_releases() {
+        eprintln!("OpenZFS {}", release.version);
+        slog_prediction_matches_the_lab_and_compare_explains_it(&release.version, &release.lab);
+    }
+}
+
+fn slog_prediction_matches_the_lab_and_compare_explains_it(version: &str, lab: &Path) {
+    let dir = scratch(&format!("slog-{version}"));
+    let (without, _) = fsync_on_raidz3(&dir, lab, 0);
+    let (with, lab_with) = fsync_on_raidz3(&dir, lab, 1);
     let measured = lab_with["jobs"][0]["write"]["iops"].as_f64().unwrap();
 
     // The lab's ssd model: 60 us access + 4k at 500 MiB/s per write, 100 us per flush.

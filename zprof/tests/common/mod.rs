@@ -3,8 +3,10 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Command,
+    process::{Command, Output},
 };
+
+use serde_json::Value;
 
 /// The zprof binary of this build.
 pub fn zprof() -> Command {
@@ -35,4 +37,87 @@ pub fn scratch(prefix: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("{prefix}-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// What a command wrote to stderr, for assertion messages.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The first JSON document in `text` (the lab's), ignoring what follows (zprof's report).
+pub fn first_json(text: &str) -> Value {
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    stream.next().expect("no JSON document").expect("malformed JSON")
+}
+
+/// Events of a stage in a recording, over every class, pool and vdev.
+pub fn stage_count(recording: &Value, stage: &str) -> u64 {
+    stage_field(recording, stage, "count")
+}
+
+/// A histogram field of a stage summed over every class, pool and vdev.
+pub fn stage_field(recording: &Value, stage: &str, field: &str) -> u64 {
+    recording["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == stage)
+        .map(|h| h[field].as_u64().unwrap())
+        .sum()
+}
+
+/// One OpenZFS release the suite runs on: its zprof-lab and its libzpool.
+#[derive(Debug, Clone)]
+pub struct LabRelease {
+    /// "2.1.11".
+    pub version: String,
+    /// The zprof-lab binary built against it.
+    pub lab: PathBuf,
+    /// Its libzpool.
+    pub libzpool: PathBuf,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The system's release (Debian 12's 2.1.11) and every release of
+/// scripts/openzfs-releases that runs here: the suite checks each.
+pub fn lab_releases() -> Vec<LabRelease> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    let system_lib = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("libzpool.so.5 is not installed: run cargo xtask setup");
+    let mut releases = vec![LabRelease { version: "2.1.11".into(), lab: lab_binary(), libzpool: system_lib }];
+    let list = std::fs::read_to_string(workspace().join("scripts/openzfs-releases")).unwrap();
+    let cache = cache_dir();
+    for fields in list.lines().map(|l| l.split('#').next().unwrap().split_whitespace().collect::<Vec<_>>()) {
+        if fields.len() < 4 || fields[3] != "run" {
+            continue;
+        }
+        let version = fields[0].to_owned();
+        let lab = target.join(format!("openzfs-{version}/debug/zprof-lab"));
+        assert!(lab.exists(), "{} is missing: cargo xtask test builds a zprof-lab per release", lab.display());
+        releases.push(LabRelease { libzpool: release_libzpool(&cache, &version), version, lab });
+    }
+    releases
+}
+
+/// The libzpool of a release that setup.sh unpacked into the cache.
+pub fn release_libzpool(cache: &Path, version: &str) -> PathBuf {
+    let root = cache.join("openzfs").join(version).join("root");
+    ["lib/x86_64-linux-gnu/libzpool.so.6", "usr/lib/x86_64-linux-gnu/libzpool.so.6"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no libzpool.so.6 under {}: run cargo xtask setup", root.display()))
+}
+
+/// The cache setup.sh unpacks OpenZFS releases into.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ZPROF_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var("HOME").unwrap()).join(".cache/zprof"))
 }
