@@ -105,19 +105,119 @@ fn first_json(text: &str) -> anyhow::Result<Value> {
     Ok(stream.next().context("no JSON document")??)
 }
 
-fn run_once(root: &Path, job: &Job, mode: Mode, scratch: &Path, scripts: &(PathBuf, PathBuf)) -> anyhow::Result<RunResult> {
-    let lab = root.join("target/release/zprof-lab");
+/// One OpenZFS release the benchmark runs on: its lab (release build) and
+/// its libzpool.
+pub struct BenchRelease {
+    /// "2.1.11".
+    pub version: String,
+    /// zprof-lab built against it.
+    pub lab: PathBuf,
+    /// Its libzpool.
+    pub libzpool: PathBuf,
+}
+
+/// The system's release and every runnable release of scripts/openzfs-releases.
+pub fn releases(root: &Path, versions: &[String]) -> anyhow::Result<Vec<BenchRelease>> {
+    let system = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .context("libzpool.so.5 not found: run cargo xtask setup")?;
+    let system_version = std::process::Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "libzpool5linux"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).split(['-', '+', '~']).next().unwrap_or("").to_owned())
+        .unwrap_or_default();
+    let mut out = vec![BenchRelease { version: system_version, lab: root.join("target/release/zprof-lab"), libzpool: system }];
+    let cache = std::env::var_os("ZPROF_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/zprof"));
+    for version in versions {
+        let root_dir = cache.join("openzfs").join(version).join("root");
+        let libzpool = ["lib/x86_64-linux-gnu/libzpool.so.6", "usr/lib/x86_64-linux-gnu/libzpool.so.6"]
+            .iter()
+            .map(|p| root_dir.join(p))
+            .find(|p| p.exists())
+            .with_context(|| format!("OpenZFS {version}'s libzpool is not in {}: run cargo xtask setup", root_dir.display()))?;
+        out.push(BenchRelease {
+            version: version.clone(),
+            lab: root.join(format!("target/openzfs-{version}/release/zprof-lab")),
+            libzpool,
+        });
+    }
+    Ok(out)
+}
+
+/// A bpftrace peer script for one release: LIB, the function that plays each
+/// role there (`@role@`; at the function's start: bpftrace 0.17 cannot place a
+/// uprobe at an offset, so it pays the single-steps zprof skips), the struct
+/// offsets (`@struct.member@`) and the lines of the release's flush mode
+/// (`// flush:call` or `// flush:leaf`), all taken from zprof itself.
+fn render_script(root: &Path, template: &str, release: &BenchRelease) -> anyhow::Result<String> {
+    let zprof = root.join("target/release/zprof");
+    let output = Command::new(&zprof)
+        .args(["probes", "--format", "json", "--target"])
+        .arg(format!("libzpool={}", release.libzpool.display()))
+        .output()
+        .context("running zprof probes")?;
+    if !output.status.success() {
+        bail!("zprof probes on {}: {}", release.libzpool.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    let probes: Value = serde_json::from_slice(&output.stdout)?;
+    let version = probes["zfs_version"].as_str().unwrap_or(&release.version).to_owned();
+    let table_path = root.join(format!("zprof/offsets/libzpool-{version}-debian.json"));
+    let table: Value = serde_json::from_str(&std::fs::read_to_string(&table_path).with_context(|| format!("reading {}", table_path.display()))?)?;
+    let leaf_flushes = probes["probes"].as_array().into_iter().flatten().any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
+    let mut text: String = template
+        .lines()
+        .filter(|l| !(l.ends_with("// flush:call") && leaf_flushes || l.ends_with("// flush:leaf") && !leaf_flushes))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    text = text.replace("LIB", &release.libzpool.display().to_string());
+    for probe in probes["probes"].as_array().into_iter().flatten() {
+        let (Some(role), Some(function)) = (probe["role"].as_str(), probe["function"].as_str()) else { continue };
+        text = text.replace(&format!("@{role}@"), function);
+    }
+    for (member, value) in table["offsets"].as_object().into_iter().flatten() {
+        text = text.replace(&format!("@{member}@"), &value.to_string());
+    }
+    if let Some(left) = unfilled_placeholder(&text) {
+        bail!("bpftrace script for OpenZFS {version}: zprof names nothing for {left}");
+    }
+    Ok(text)
+}
+
+/// The first `@name@` left in a script (bpftrace's own maps are `@name` followed
+/// by something other than `@`).
+fn unfilled_placeholder(text: &str) -> Option<String> {
+    text.match_indices('@').find_map(|(at, _)| {
+        let rest = &text[at + 1..];
+        let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(rest.len());
+        (name_len > 0 && rest[name_len..].starts_with('@')).then(|| format!("@{}@", &rest[..name_len]))
+    })
+}
+
+fn run_once(
+    root: &Path,
+    release: &BenchRelease,
+    job: &Job,
+    mode: Mode,
+    scratch: &Path,
+    scripts: &(PathBuf, PathBuf),
+) -> anyhow::Result<RunResult> {
+    let lab = &release.lab;
     let zprof = root.join("target/release/zprof");
     let mut lab_args: Vec<String> = job.lab_args.iter().map(|s| s.to_string()).collect();
     lab_args.extend(["--dir".into(), scratch.display().to_string(), "--output-format".into(), "json".into()]);
     let recording_path = scratch.join("bench.zprof.json");
     let output = match mode {
-        Mode::Alone => Command::new(&lab).args(&lab_args).output(),
+        Mode::Alone => Command::new(lab).args(&lab_args).output(),
         Mode::Zprof => Command::new(&zprof)
             .args(["record", "--target", "libzpool", "--no-explain", "-o"])
             .arg(&recording_path)
             .arg("--")
-            .arg(&lab)
+            .arg(lab)
             .args(&lab_args)
             .output(),
         Mode::Bpftrace | Mode::BpftraceSame => {
@@ -241,30 +341,42 @@ fn budget_lines(results: &Value) -> Vec<String> {
 }
 
 /// Runs the benchmark; writes target/bench/bench.json and prints a table.
-pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()> {
-
-    let libzpool = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
-        .iter()
-        .find(|p| Path::new(p).exists())
-        .context("libzpool.so.5 not found: run cargo xtask setup")?;
+/// Runs the benchmark on each release (`releases`), one after another.
+pub fn bench(root: &Path, pairs: usize, only: Option<&str>, releases: &[BenchRelease]) -> anyhow::Result<()> {
     let out_dir = root.join("target/bench");
     std::fs::create_dir_all(&out_dir)?;
-    let mut script_paths = Vec::new();
-    for name in ["naive.bt", "same-probes.bt"] {
-        let source = std::fs::read_to_string(root.join("bench").join(name))?;
-        let path = out_dir.join(name);
-        std::fs::write(&path, source.replace("LIB", libzpool))?;
-        script_paths.push(path);
-    }
-    let scripts = (script_paths[0].clone(), script_paths[1].clone());
     let scratch: PathBuf = std::env::temp_dir().join(format!("zprof-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let modes = MODES;
     let mut results = Vec::new();
+    for release in releases {
+        let mut script_paths = Vec::new();
+        for name in ["naive.bt", "same-probes.bt"] {
+            let source = std::fs::read_to_string(root.join("bench").join(name))?;
+            let path = out_dir.join(format!("{}-{name}", release.version));
+            std::fs::write(&path, render_script(root, &source, release)?)?;
+            script_paths.push(path);
+        }
+        let scripts = (script_paths[0].clone(), script_paths[1].clone());
+        bench_release(root, release, pairs, only, &scratch, &scripts, &mut results)?;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    print_results(&out_dir, results)
+}
+
+fn bench_release(
+    root: &Path,
+    release: &BenchRelease,
+    pairs: usize,
+    only: Option<&str>,
+    scratch: &Path,
+    scripts: &(PathBuf, PathBuf),
+    results: &mut Vec<Value>,
+) -> anyhow::Result<()> {
+    let modes = MODES;
     for job in JOBS.iter().filter(|j| only.is_none_or(|o| o == j.name)) {
-        eprintln!("bench: {} ({}): warm-up", job.name, job.what);
+        eprintln!("bench: OpenZFS {} {} ({}): warm-up", release.version, job.name, job.what);
         for mode in modes {
-            run_once(root, job, mode, &scratch, &scripts)?;
+            run_once(root, release, job, mode, scratch, scripts)?;
         }
         let mut runs: Vec<Vec<RunResult>> = Vec::new();
         let rounds = pairs * job.rounds_factor;
@@ -273,8 +385,8 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
             let order: Vec<Mode> = (0..modes.len()).map(|i| modes[(i + round) % modes.len()]).collect();
             let mut round_results = Vec::new();
             for mode in order {
-                let r = run_once(root, job, mode, &scratch, &scripts)?;
-                eprintln!("bench: {} round {} {:>8}: {:.0} ops/s", job.name, round + 1, mode.name(), r.iops);
+                let r = run_once(root, release, job, mode, scratch, scripts)?;
+                eprintln!("bench: {} {} round {} {:>8}: {:.0} ops/s", release.version, job.name, round + 1, mode.name(), r.iops);
                 round_results.push(r);
             }
             runs.push(round_results);
@@ -291,6 +403,7 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
         let pick = |f: fn(&ZprofCosts) -> f64| median(costs.iter().map(f).collect());
         let zprof_losses = losses(Mode::Zprof);
         results.push(json!({
+            "openzfs": release.version,
             "job": job.name,
             "what": job.what,
             "lab_args": job.lab_args,
@@ -322,18 +435,23 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>) -> anyhow::Result<()
                 .collect::<Vec<_>>(),
         }));
     }
-    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+fn print_results(out_dir: &Path, results: Vec<Value>) -> anyhow::Result<()> {
     let doc = json!({ "machine": machine(), "results": results });
     let path = out_dir.join("bench.json");
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
     println!(
-        "{:<18} {:>8} {:>15} {:>8} {:>8} {:>9} {:>9} {:>6} {:>4} {:>6} {:>6} {:>6}",
+        "{:<8} {:<18} {:>8} {:>15} {:>8} {:>8} {:>9} {:>9} {:>6} {:>4} {:>6} {:>6} {:>6}",
+        "OpenZFS",
         "job (rounds)", "alone/s", "zprof [p25,p75]", "naive.bt", "same.bt", "zprof cpu", "events/s", "ns/evt", "lost", "attach", "detach", "RSS"
     );
     for r in doc["results"].as_array().unwrap() {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         println!(
-            "{:<18} {:>8.0} {:>15} {:>7.1}% {:>7.1}% {:>8.1}% {:>9.0} {:>6.0} {:>4} {:>4.0}ms {:>4.0}ms {:>3.0}MiB",
+            "{:<8} {:<18} {:>8.0} {:>15} {:>7.1}% {:>7.1}% {:>8.1}% {:>9.0} {:>6.0} {:>4} {:>4.0}ms {:>4.0}ms {:>3.0}MiB",
+            r["openzfs"].as_str().unwrap_or(""),
             format!("{} ({})", r["job"].as_str().unwrap_or(""), r["rounds"]),
             f("alone_ops"),
             format!("{:.1}% [{:.1},{:.1}]", f("zprof_loss") * 100.0, f("zprof_loss_p25") * 100.0, f("zprof_loss_p75") * 100.0),

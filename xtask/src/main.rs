@@ -43,6 +43,10 @@ enum Task {
         /// Only this job (4k-async, 4k-fsync-hdd, 128k-zstd).
         #[arg(long)]
         job: Option<String>,
+        /// Only this OpenZFS release (default: the system's and every release
+        /// of scripts/openzfs-releases that runs here).
+        #[arg(long, value_name = "X.Y.Z")]
+        openzfs: Option<String>,
     },
     /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
     #[command(subcommand)]
@@ -109,6 +113,22 @@ fn build_release_labs(profile_release: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The releases `cargo xtask bench` runs on: all, or the one asked for.
+fn bench_releases(only: Option<&str>) -> anyhow::Result<Vec<bench::BenchRelease>> {
+    let all = bench::releases(&workspace_root(), &runnable_releases()?)?;
+    match only {
+        None => Ok(all),
+        Some(version) => {
+            let known: Vec<String> = all.iter().map(|r| r.version.clone()).collect();
+            let chosen: Vec<_> = all.into_iter().filter(|r| r.version == version).collect();
+            if chosen.is_empty() {
+                bail!("--openzfs {version}: the benchmark runs on {}", known.join(", "));
+            }
+            Ok(chosen)
+        }
+    }
+}
+
 fn demo(runtime: u32) -> anyhow::Result<()> {
     setup()?;
     run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))?;
@@ -157,10 +177,11 @@ fn main() -> ExitCode {
         Task::Setup => setup(),
         Task::Demo { runtime } => demo(runtime),
         Task::Test => test(),
-        Task::Bench { rounds, job } => setup()
+        Task::Bench { rounds, job, openzfs } => setup()
             .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
             .and_then(|()| build_release_labs(true))
-            .and_then(|()| bench::bench(&workspace_root(), rounds, job.as_deref())),
+            .and_then(|()| bench_releases(openzfs.as_deref()))
+            .and_then(|releases| bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };
     match result {

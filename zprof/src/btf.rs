@@ -1,4 +1,5 @@
-//! A minimal BTF reader: struct member offsets by name, from kernel BTF.
+//! A minimal BTF reader: struct member offsets and enumerator values by name,
+//! from kernel BTF.
 //!
 //! zfs.ko's BTF (/sys/kernel/btf/zfs, present when the module was built with
 //! pahole) is "split" BTF: its string offsets continue those of the kernel's base
@@ -10,6 +11,8 @@ use std::collections::HashMap;
 const BTF_MAGIC: u16 = 0xeb9f;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_ENUM64: u32 = 19;
 
 /// Struct name -> member name -> byte offset.
 pub type StructOffsets = HashMap<String, HashMap<String, u32>>;
@@ -71,13 +74,19 @@ fn trailing_len(kind: u32, vlen: usize) -> Result<usize, BtfError> {
     })
 }
 
-/// Reads member offsets of the `wanted` structs from `split` BTF (or from a base
-/// BTF when `base` is `None`). `base` supplies the string table split BTF extends.
-pub fn struct_offsets(
-    split: &[u8],
-    base: Option<&[u8]>,
-    wanted: &[&str],
-) -> Result<StructOffsets, BtfError> {
+/// One type of a BTF type section, as the walk sees it.
+struct Type<'a> {
+    kind: u32,
+    name: String,
+    vlen: usize,
+    kind_flag: bool,
+    /// The kind-specific data after the 12-byte header.
+    body: &'a [u8],
+}
+
+/// Calls `visit` for every type of `split` BTF (names resolved through `base`'s
+/// string table, which split BTF extends).
+fn walk_types(split: &[u8], base: Option<&[u8]>, mut visit: impl FnMut(&Type, &dyn Fn(u32) -> String) -> Result<(), BtfError>) -> Result<(), BtfError> {
     let header = parse_header(split)?;
     let base_strings = match base {
         Some(base) => parse_header(base)?.strings,
@@ -96,36 +105,65 @@ pub fn struct_offsets(
             .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
             .unwrap_or_default()
     };
-    let mut out = StructOffsets::new();
     let types = header.types;
     let mut at = 0;
     while at + 12 <= types.len() {
-        let name_off = u32_at(types, at)?;
         let info = u32_at(types, at + 4)?;
         let kind = (info >> 24) & 0x1f;
         let vlen = (info & 0xffff) as usize;
-        let kind_flag = info >> 31 == 1;
-        let body = at + 12;
-        if kind == KIND_STRUCT || kind == KIND_UNION {
-            let struct_name = name(name_off);
-            if wanted.contains(&struct_name.as_str()) && !out.contains_key(&struct_name) {
-                let mut members = HashMap::new();
-                for i in 0..vlen {
-                    let m = body + i * 12;
-                    let member_name = name(u32_at(types, m)?);
-                    let raw = u32_at(types, m + 8)?;
-                    // With kind_flag the low 24 bits are the bit offset (bitfields).
-                    let bits = if kind_flag { raw & 0x00ff_ffff } else { raw };
-                    if !member_name.is_empty() {
-                        members.insert(member_name, bits / 8);
-                    }
+        let end = at + 12 + trailing_len(kind, vlen)?;
+        let body = types.get(at + 12..end).ok_or(BtfError::Malformed("type data out of bounds"))?;
+        let ty = Type { kind, name: name(u32_at(types, at)?), vlen, kind_flag: info >> 31 == 1, body };
+        visit(&ty, &name)?;
+        at = end;
+    }
+    Ok(())
+}
+
+/// Reads member offsets of the `wanted` structs from `split` BTF (or from a base
+/// BTF when `base` is `None`). `base` supplies the string table split BTF extends.
+pub fn struct_offsets(split: &[u8], base: Option<&[u8]>, wanted: &[&str]) -> Result<StructOffsets, BtfError> {
+    let mut out = StructOffsets::new();
+    walk_types(split, base, |ty, name| {
+        if (ty.kind == KIND_STRUCT || ty.kind == KIND_UNION) && wanted.contains(&ty.name.as_str()) && !out.contains_key(&ty.name) {
+            let mut members = HashMap::new();
+            for i in 0..ty.vlen {
+                let member_name = name(u32_at(ty.body, i * 12)?);
+                let raw = u32_at(ty.body, i * 12 + 8)?;
+                // With kind_flag the low 24 bits are the bit offset (bitfields).
+                let bits = if ty.kind_flag { raw & 0x00ff_ffff } else { raw };
+                if !member_name.is_empty() {
+                    members.insert(member_name, bits / 8);
                 }
-                out.insert(struct_name, members);
+            }
+            out.insert(ty.name.clone(), members);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The value of the enumerator named `wanted` in any enum of `split` BTF, if one
+/// has it (OpenZFS 2.1's `enum zio_flag`; 2.2 and later use #defines, which BTF
+/// does not carry).
+pub fn enumerator(split: &[u8], base: Option<&[u8]>, wanted: &str) -> Result<Option<u64>, BtfError> {
+    let mut found = None;
+    walk_types(split, base, |ty, name| {
+        let (entry, is64) = match ty.kind {
+            KIND_ENUM => (8, false),
+            KIND_ENUM64 => (12, true),
+            _ => return Ok(()),
+        };
+        for i in 0..ty.vlen {
+            if found.is_none() && name(u32_at(ty.body, i * entry)?) == wanted {
+                let low = u32_at(ty.body, i * entry + 4)? as u64;
+                let high = if is64 { u32_at(ty.body, i * entry + 8)? as u64 } else { 0 };
+                found = Some(high << 32 | low);
             }
         }
-        at = body + trailing_len(kind, vlen)?;
-    }
-    Ok(out)
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -144,6 +182,17 @@ mod tests {
         assert!(task["pid"] > 0);
         assert!(task["tgid"] > task["pid"], "tgid follows pid in task_struct");
         assert!(offsets["file"].contains_key("f_op"));
+    }
+
+    /// The running kernel's BTF has enum pid_type with PIDTYPE_TGID = 1.
+    #[test]
+    fn reads_vmlinux_enumerators() {
+        let Ok(vmlinux) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+            eprintln!("skipped: no /sys/kernel/btf/vmlinux on this machine");
+            return;
+        };
+        assert_eq!(enumerator(&vmlinux, None, "PIDTYPE_TGID").unwrap(), Some(1));
+        assert_eq!(enumerator(&vmlinux, None, "ZPROF_NO_SUCH_ENUMERATOR").unwrap(), None);
     }
 
     #[test]

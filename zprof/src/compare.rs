@@ -63,6 +63,10 @@ pub struct Comparison {
     pub rows: Vec<CompareRow>,
     /// Findings that appeared, disappeared or changed share by 10 points or more.
     pub findings: Vec<FindingChange>,
+    /// Set when A and B traced different OpenZFS releases: rows can differ by
+    /// what the release does (a cache flush is one zio_flush call on 2.1, one
+    /// leaf flush on libzpool 2.3), not only by the workload or the pool.
+    pub releases_differ: Option<String>,
 }
 
 fn rate(rec: &Recording, stage: Stage) -> f64 {
@@ -72,6 +76,16 @@ fn rate(rec: &Recording, stage: Stage) -> f64 {
 
 /// Compares two recordings.
 pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Comparison {
+    let version = |r: &Recording| r.target.zfs_version.clone().unwrap_or_else(|| "unknown".into());
+    let releases_differ = (version(a) != version(b) || a.target.kind != b.target.kind).then(|| {
+        format!(
+            "A traced OpenZFS {} ({}), B OpenZFS {} ({}): the releases differ, and so may what a row counts (see `zprof probes`)",
+            version(a),
+            a.target.kind,
+            version(b),
+            b.target.kind
+        )
+    });
     let mut rows = Vec::new();
     for stage in Stage::ALL {
         let name = stage_name(stage);
@@ -128,6 +142,7 @@ pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Compari
         reads_per_second: (rate(a, Stage::WorkloadRead), rate(b, Stage::WorkloadRead)),
         rows,
         findings,
+        releases_differ,
     }
 }
 
@@ -149,6 +164,9 @@ fn delta(a: f64, b: f64) -> String {
 pub fn render(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "A: {}\nB: {}", c.names.0, c.names.1);
+    if let Some(note) = &c.releases_differ {
+        let _ = writeln!(out, "note: {note}");
+    }
     let _ = writeln!(
         out,
         "workload writes/s: {} -> {} ({}); reads/s: {} -> {} ({})\n",

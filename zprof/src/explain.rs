@@ -576,7 +576,7 @@ fn sampled_checksum_cpu(rec: &Recording) -> Option<(f64, u64, Vec<String>)> {
         *by_function.entry(leaf.as_str()).or_default() += stack.count;
     }
     let mut functions: Vec<(&str, u64)> = by_function.into_iter().collect();
-    functions.sort_by(|a, b| b.1.cmp(&a.1));
+    functions.sort_by_key(|f| std::cmp::Reverse(f.1));
     let names = functions.iter().take(3).map(|(f, _)| f.to_string()).collect();
     Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples, names))
 }

@@ -54,11 +54,19 @@ pub struct FoundOffsets {
     pub offsets: Offsets,
     /// Human-readable origin, or why there are none.
     pub source: String,
+    /// ZIO_FLAG_IO_BYPASS as the module's BTF defines it (an enumerator of
+    /// OpenZFS 2.1's `enum zio_flag`; later releases use #defines, which BTF
+    /// does not carry, and the release's series gives the bit).
+    pub zio_flag_io_bypass: Option<u64>,
 }
 
 impl FoundOffsets {
     fn none(reason: String) -> Self {
-        FoundOffsets { offsets: Offsets::default(), source: reason }
+        FoundOffsets { offsets: Offsets::default(), source: reason, zio_flag_io_bypass: None }
+    }
+
+    fn found(offsets: Offsets, source: String) -> Self {
+        FoundOffsets { offsets, source, zio_flag_io_bypass: None }
     }
 }
 
@@ -132,10 +140,10 @@ pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<Foun
         let table = parse_table(&text)
             .map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
         let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
-        return Ok(FoundOffsets {
+        return Ok(FoundOffsets::found(
             offsets,
-            source: format!("{} (OpenZFS {}, given with --offsets)", path.display(), table.zfs_version),
-        });
+            format!("{} (OpenZFS {}, given with --offsets)", path.display(), table.zfs_version),
+        ));
     }
     let Some(build_id) = build_id else {
         return Ok(FoundOffsets::none(
@@ -146,10 +154,10 @@ pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<Foun
         let table = parse_table(text).map_err(|e| format!("built-in table {name}: {e}"))?;
         if table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)) {
             let offsets = from_table(&table).map_err(|e| format!("built-in table {name}: {e}"))?;
-            return Ok(FoundOffsets {
+            return Ok(FoundOffsets::found(
                 offsets,
-                source: format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
-            });
+                format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
+            ));
         }
     }
     Ok(FoundOffsets::none(format!(
@@ -175,7 +183,11 @@ pub fn for_kernel(module_btf: &Path, vmlinux_btf: &Path) -> FoundOffsets {
     let structs = ["zio", "vdev", "zilog", "dsl_pool", "objset", "dmu_tx"];
     match btf::struct_offsets(&split, Some(&base), &structs) {
         Ok(found) => match build(|s, m| found.get(s).and_then(|members| members.get(m)).copied()) {
-            Ok(offsets) => FoundOffsets { offsets, source: format!("module BTF {}", module_btf.display()) },
+            Ok(offsets) => FoundOffsets {
+                offsets,
+                source: format!("module BTF {}", module_btf.display()),
+                zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS").ok().flatten(),
+            },
             Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),
         },
         Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),

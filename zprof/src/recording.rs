@@ -148,6 +148,14 @@ pub struct ProbeStatus {
     pub group: String,
     /// Function probed.
     pub function: String,
+    /// The role it plays, named as OpenZFS 2.1 names the function (the same
+    /// as `function` unless this release renamed or wrapped it).
+    #[serde(default)]
+    pub role: String,
+    /// Byte offset into the function where the probe sits (past instructions
+    /// the kernel would single-step; see openzfs::SKIPPABLE_PROLOGUES).
+    #[serde(default)]
+    pub offset: u32,
     /// Entry only, or entry and return.
     pub returns: bool,
     /// Whether it was attached.

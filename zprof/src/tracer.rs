@@ -163,7 +163,11 @@ impl Session {
             );
         }
         let release = openzfs::interpret(target.zfs_version.as_deref(), kernel).given_by_user(target.zfs_version_given);
-        let semantics = release.semantics(kernel);
+        let mut semantics = release.semantics(kernel);
+        // The build's own definition, where its BTF carries one, over the series'.
+        if let Some(bit) = offsets.zio_flag_io_bypass.filter(|v| v.is_power_of_two() && v.trailing_zeros() < 32) {
+            semantics.zio_flag_io_bypass_bit = bit.trailing_zeros();
+        }
         let config = Config {
             kernel: kernel as u32,
             filter_tgid: filter as u32,
@@ -215,6 +219,8 @@ impl Session {
             let mut status = ProbeStatus {
                 group: point.group.to_owned(),
                 function: function.to_owned(),
+                role: point.function.to_owned(),
+                offset: 0,
                 returns: point.ret.is_some(),
                 attached: false,
                 reason: None,
@@ -272,6 +278,7 @@ impl Session {
             } else {
                 let skipped = openzfs::prologue_skip(function, &elf::read_bytes(Path::new(&target.object), start, 16));
                 if let Some((bytes, why)) = &skipped {
+                    status.offset = *bytes as u32;
                     let skip_note = format!("attached at +{bytes}, past {why}");
                     status.note = Some(match status.note.take() {
                         Some(note) => format!("{note}; {skip_note}"),

@@ -161,3 +161,29 @@ fn the_library_is_the_one_the_command_links() {
         assert!(text.contains(&format!("(OpenZFS {})", release.version)), "the lab says which it runs on: {text}");
     }
 }
+
+/// zprof-lab is the ground truth on every release: each scenario's published
+/// shape holds on each (short runs; `cargo xtask demo` runs the full ones).
+#[test]
+fn lab_scenarios_pass_their_checks_on_each_release() {
+    let runs: [&[&str]; 3] = [
+        &["fsync-collapse", "--runtime", "2"],
+        &["compression", "--size", "8m"],
+        &["volblocksize", "--size", "8m", "--runtime", "1"],
+    ];
+    for release in lab_releases() {
+        for args in runs {
+            let output = std::process::Command::new(&release.lab).arg("scenario").args(args).arg("--check").output().unwrap();
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "OpenZFS {}: scenario {} failed ({:?}):\n{text}\n{}",
+                release.version,
+                args[0],
+                output.status,
+                stderr(&output)
+            );
+            assert!(text.contains("criteria passed"), "{text}");
+        }
+    }
+}
