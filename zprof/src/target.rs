@@ -190,13 +190,37 @@ pub fn installed_libzpools() -> Vec<PathBuf> {
     unique
 }
 
-/// The libzpool a process maps (/proc/PID/maps).
+/// The libzpool a process maps (/proc/PID/maps), or else one of its
+/// descendants (a shell or fio's parent process maps none itself).
 fn mapped_libzpool(pid: u32) -> Option<PathBuf> {
+    let mut queue = vec![pid];
+    // Bounded: a process tree of a few hundred is plenty for a benchmark.
+    for _ in 0..512 {
+        let pid = queue.pop()?;
+        if let Some(found) = maps_libzpool(pid) {
+            return Some(found);
+        }
+        queue.extend(children(pid));
+    }
+    None
+}
+
+fn maps_libzpool(pid: u32) -> Option<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     maps.lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .find(|path| Path::new(path).file_name().is_some_and(|n| is_libzpool(&n.to_string_lossy())))
         .map(PathBuf::from)
+}
+
+/// The child processes of every thread of `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|list| list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>())
+        .collect()
 }
 
 /// The libzpool a program would load, as its dynamic linker resolves it (its
@@ -223,14 +247,18 @@ fn linked_libzpool(program: &str) -> Option<PathBuf> {
 /// else the only one installed. Several installed and no way to choose is an
 /// error listing them.
 pub fn find_libzpool(traced: &Traced) -> Result<PathBuf, TargetError> {
-    if let Some(found) = traced.pid.and_then(mapped_libzpool) {
+    let mapped = traced.pid.and_then(mapped_libzpool);
+    let linked = || traced.command.and_then(|c| c.first()).and_then(|p| linked_libzpool(p));
+    choose_libzpool(mapped.or_else(linked), installed_libzpools)
+}
+
+/// The choice itself: what the traced program uses wins; otherwise the
+/// installed libraries must leave no doubt.
+fn choose_libzpool(used: Option<PathBuf>, installed: impl FnOnce() -> Vec<PathBuf>) -> Result<PathBuf, TargetError> {
+    if let Some(found) = used {
         return Ok(found);
     }
-    if let Some(found) = traced.command.and_then(|c| c.first()).and_then(|p| linked_libzpool(p)) {
-        return Ok(found);
-    }
-    let installed = installed_libzpools();
-    match installed.as_slice() {
+    match installed().as_slice() {
         [] => Err(TargetError::LibraryMissing {
             path: "the dynamic linker's search path".into(),
             reason: "no libzpool.so.N there".into(),
@@ -401,6 +429,19 @@ mod tests {
         for name in ["libzpool.so", "libzpool.so.6.bak", "libzfs.so.6", "libzpool.so."] {
             assert!(!is_libzpool(name), "{name}");
         }
+    }
+
+    #[test]
+    fn the_library_in_use_wins_and_several_installed_are_named() {
+        let five = PathBuf::from("/lib/libzpool.so.5");
+        let six = PathBuf::from("/opt/zfs/lib/libzpool.so.6");
+        let both = || vec![five.clone(), six.clone()];
+        assert_eq!(choose_libzpool(Some(six.clone()), both).unwrap(), six);
+        assert_eq!(choose_libzpool(None, || vec![five.clone()]).unwrap(), five);
+        let err = choose_libzpool(None, both).unwrap_err().to_string();
+        assert!(err.contains("/lib/libzpool.so.5, /opt/zfs/lib/libzpool.so.6"), "{err}");
+        assert!(err.contains("--target libzpool=PATH"), "{err}");
+        assert!(matches!(choose_libzpool(None, Vec::new), Err(TargetError::LibraryMissing { .. })));
     }
 
     #[test]
