@@ -61,8 +61,9 @@ fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target
             ))
             .into());
         }
+        // Given for a build its build-id names already: nothing changes.
+        target.zfs_version_given = known.is_none();
         target.zfs_version = Some(version.clone());
-        target.zfs_version_given = true;
     }
     let found = match target.kind {
         TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())

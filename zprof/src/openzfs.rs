@@ -113,6 +113,12 @@ const FUNCTIONS_2_4: &[(&str, &[&str])] = &[
     ("zio_interrupt", &["zio_interrupt"]),
 ];
 
+/// What every 2.2 release does differently from 2.1.
+const BEHAVIOURS_2_2: &[&str] = &[
+    "zstd early abort (zstd-3 and up, blocks of 128K or more) runs lz4 and zstd-1 trials; the lz4 trial is shown inside zstd, the zstd-1 trial is a second zfs_zstd_compress call at level 1",
+    "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
+];
+
 /// The release series zprof can interpret, oldest first.
 pub const SERIES: &[Series] = &[
     Series {
@@ -138,10 +144,7 @@ pub const SERIES: &[Series] = &[
         kernel: LIBZPOOL_2_1,
         functions: FUNCTIONS_2_1,
         commit_timeout: TIMEOUT_2_1,
-        behaviours: &[
-            "zstd early abort (zstd-3 and up, blocks of 128K or more) runs lz4 and zstd-1 trials; the lz4 trial is shown inside zstd, the zstd-1 trial is a second zfs_zstd_compress call at level 1",
-            "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
-        ],
+        behaviours: BEHAVIOURS_2_2,
     },
     Series {
         name: "2.2.4-2.2.x",
@@ -154,8 +157,8 @@ pub const SERIES: &[Series] = &[
         commit_timeout: TIMEOUT_2_2_4,
         behaviours: &[
             "zio_flush calls itself for each child vdev: only the outermost call is timed; libzpool still fsyncs inline",
-            "zstd early abort (zstd-3 and up, blocks of 128K or more) runs lz4 and zstd-1 trials; the lz4 trial is shown inside zstd, the zstd-1 trial is a second zfs_zstd_compress call at level 1",
-            "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
+            BEHAVIOURS_2_2[0],
+            BEHAVIOURS_2_2[1],
             "a single writer's log block is issued at once (no zfs_commit_timeout_pct wait, now 10%, unless commits come in parallel bursts)",
         ],
     },
