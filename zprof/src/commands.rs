@@ -55,7 +55,7 @@ fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target
     let mut target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
     if let Some(version) = &args.zfs_version {
         let known = target.build_id.as_deref().and_then(offsets::release_of_build);
-        if let Some(known) = known.filter(|k| k != version) {
+        if let Some(known) = known.as_ref().filter(|k| *k != version) {
             return Err(UsageError(format!(
                 "--zfs-version {version} contradicts the build: its build-id is OpenZFS {known}'s; leave --zfs-version out"
             ))
