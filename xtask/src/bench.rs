@@ -149,43 +149,59 @@ pub fn releases(root: &Path, versions: &[String]) -> anyhow::Result<Vec<BenchRel
     Ok(out)
 }
 
-/// A bpftrace peer script for one release: LIB, the function that plays each
-/// role there (`@role@`; at the function's start: bpftrace 0.17 cannot place a
-/// uprobe at an offset, so it pays the single-steps zprof skips), the struct
-/// offsets (`@struct.member@`) and the lines of the release's flush mode
-/// (`// flush:call` or `// flush:leaf`), all taken from zprof itself.
-fn render_script(root: &Path, template: &str, release: &BenchRelease) -> anyhow::Result<String> {
-    let zprof = root.join("target/release/zprof");
-    let output = Command::new(&zprof)
-        .args(["probes", "--format", "json", "--target"])
-        .arg(format!("libzpool={}", release.libzpool.display()))
-        .output()
-        .context("running zprof probes")?;
-    if !output.status.success() {
-        bail!("zprof probes on {}: {}", release.libzpool.display(), String::from_utf8_lossy(&output.stderr));
+/// What the bpftrace peer scripts need to know of one release, asked of zprof
+/// itself once: the function that plays each role there (`zprof probes`), its
+/// flush mode and the struct offsets of its table.
+struct PeerFacts {
+    version: String,
+    probes: Value,
+    offsets: Value,
+    leaf_flushes: bool,
+}
+
+impl PeerFacts {
+    fn of(root: &Path, release: &BenchRelease) -> anyhow::Result<PeerFacts> {
+        let output = Command::new(root.join("target/release/zprof"))
+            .args(["probes", "--format", "json", "--target"])
+            .arg(format!("libzpool={}", release.libzpool.display()))
+            .output()
+            .context("running zprof probes")?;
+        if !output.status.success() {
+            bail!("zprof probes on {}: {}", release.libzpool.display(), String::from_utf8_lossy(&output.stderr));
+        }
+        let probes: Value = serde_json::from_slice(&output.stdout)?;
+        let version = probes["zfs_version"].as_str().unwrap_or(&release.version).to_owned();
+        let table_path = root.join(format!("zprof/offsets/libzpool-{version}-debian.json"));
+        let table: Value =
+            serde_json::from_str(&std::fs::read_to_string(&table_path).with_context(|| format!("reading {}", table_path.display()))?)?;
+        let leaf_flushes =
+            probes["probes"].as_array().into_iter().flatten().any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
+        Ok(PeerFacts { version, offsets: table["offsets"].clone(), probes, leaf_flushes })
     }
-    let probes: Value = serde_json::from_slice(&output.stdout)?;
-    let version = probes["zfs_version"].as_str().unwrap_or(&release.version).to_owned();
-    let table_path = root.join(format!("zprof/offsets/libzpool-{version}-debian.json"));
-    let table: Value = serde_json::from_str(&std::fs::read_to_string(&table_path).with_context(|| format!("reading {}", table_path.display()))?)?;
-    let leaf_flushes = probes["probes"].as_array().into_iter().flatten().any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
-    let mut text: String = template
-        .lines()
-        .filter(|l| !(l.ends_with("// flush:call") && leaf_flushes || l.ends_with("// flush:leaf") && !leaf_flushes))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    text = text.replace("LIB", &release.libzpool.display().to_string());
-    for probe in probes["probes"].as_array().into_iter().flatten() {
-        let (Some(role), Some(function)) = (probe["role"].as_str(), probe["function"].as_str()) else { continue };
-        text = text.replace(&format!("@{role}@"), function);
+
+    /// A peer script for this release: LIB, `@role@` (the function's start:
+    /// bpftrace 0.17 cannot place a uprobe at an offset, so it pays the
+    /// single-steps zprof skips), `@struct.member@`, and only the lines of the
+    /// release's flush mode (`// flush:call` or `// flush:leaf`).
+    fn render(&self, template: &str, libzpool: &Path) -> anyhow::Result<String> {
+        let mut text: String = template
+            .lines()
+            .filter(|l| !(l.ends_with("// flush:call") && self.leaf_flushes || l.ends_with("// flush:leaf") && !self.leaf_flushes))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        text = text.replace("LIB", &libzpool.display().to_string());
+        for probe in self.probes["probes"].as_array().into_iter().flatten() {
+            let (Some(role), Some(function)) = (probe["role"].as_str(), probe["function"].as_str()) else { continue };
+            text = text.replace(&format!("@{role}@"), function);
+        }
+        for (member, value) in self.offsets.as_object().into_iter().flatten() {
+            text = text.replace(&format!("@{member}@"), &value.to_string());
+        }
+        if let Some(left) = unfilled_placeholder(&text) {
+            bail!("bpftrace script for OpenZFS {}: zprof names nothing for {left}", self.version);
+        }
+        Ok(text)
     }
-    for (member, value) in table["offsets"].as_object().into_iter().flatten() {
-        text = text.replace(&format!("@{member}@"), &value.to_string());
-    }
-    if let Some(left) = unfilled_placeholder(&text) {
-        bail!("bpftrace script for OpenZFS {version}: zprof names nothing for {left}");
-    }
-    Ok(text)
 }
 
 /// The first `@name@` left in a script's code, comments aside (bpftrace's own
@@ -353,11 +369,12 @@ pub fn bench(root: &Path, pairs: usize, only: Option<&str>, releases: &[BenchRel
     std::fs::create_dir_all(&scratch)?;
     let mut results = Vec::new();
     for release in releases {
+        let facts = PeerFacts::of(root, release)?;
         let mut script_paths = Vec::new();
         for name in ["naive.bt", "same-probes.bt"] {
             let source = std::fs::read_to_string(root.join("bench").join(name))?;
             let path = out_dir.join(format!("{}-{name}", release.version));
-            std::fs::write(&path, render_script(root, &source, release)?)?;
+            std::fs::write(&path, facts.render(&source, &release.libzpool)?)?;
             script_paths.push(path);
         }
         let scripts = (script_paths[0].clone(), script_paths[1].clone());

@@ -301,15 +301,22 @@ fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
 fn leave(stage: Stage, id: u64) -> Option<(InFlight, u64)> {
     let key = InFlightKey { id, stage: stage as u32, pad: 0 };
     let Some(entry) = (unsafe { INFLIGHT.get(&key) }).copied() else {
-        bump(counter::RETURN_WITHOUT_ENTRY);
-        if let Some(slot) = UNMATCHED.get_ptr_mut(stage as u32) {
-            unsafe { *slot += 1 };
-        }
+        count_unmatched(stage);
         return None;
     };
     let _ = INFLIGHT.remove(&key);
     let now = unsafe { bpf_ktime_get_ns() };
     Some((entry, now.saturating_sub(entry.start_ns)))
+}
+
+/// An end of a span whose start was not seen (attached mid-call, or the start
+/// was lost): counted in total and per stage.
+#[inline(always)]
+fn count_unmatched(stage: Stage) {
+    bump(counter::RETURN_WITHOUT_ENTRY);
+    if let Some(slot) = UNMATCHED.get_ptr_mut(stage as u32) {
+        unsafe { *slot += 1 };
+    }
 }
 
 #[inline(always)]
@@ -665,16 +672,16 @@ fn flush_done_entry(ctx: &ProbeContext) {
         return;
     }
     let zio = arg(ctx, 0);
+    if zio == 0 {
+        return;
+    }
     let io_type: u32 = read_or(zio + config_u32(&CONFIG.offsets.zio_type) as u64, 0);
-    if zio == 0 || io_type != config_u32(&CONFIG.semantics.zio_type_flush) {
+    if io_type != config_u32(&CONFIG.semantics.zio_type_flush) {
         return;
     }
     let vd = member_u64(zio, &CONFIG.offsets.zio_vd);
     let Some(start) = (unsafe { FLUSH_STARTS.get(&vd) }).copied() else {
-        bump(counter::RETURN_WITHOUT_ENTRY);
-        if let Some(slot) = UNMATCHED.get_ptr_mut(Stage::Flush as u32) {
-            unsafe { *slot += 1 };
-        }
+        count_unmatched(Stage::Flush);
         return;
     };
     let _ = FLUSH_STARTS.remove(&vd);

@@ -358,9 +358,9 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     // so it is taken out and put back at the log device's latency. Whether a
     // single writer waits, and how long, depends on the release.
     let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), rec.target.kind == crate::target::TargetKind::Kernel);
-    let rule = release.series.map(|s| s.commit_timeout);
-    let waits = rule.is_none_or(|r| r.single_writer_waits || writers > 1.5);
-    let timeout_fraction = if waits { rule.map_or(0.05, |r| r.fraction) } else { 0.0 };
+    let rule = release.series.map_or(crate::openzfs::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
+    let waits = rule.single_writer_waits || writers > 1.5;
+    let timeout_fraction = if waits { rule.fraction } else { 0.0 };
     let lwb_latency = log_write.p50_ns as f64 + flush.p50_ns as f64;
     let base_other = (other - timeout_fraction * lwb_latency).max(0.0);
     let timeout_text = if waits {
@@ -379,16 +379,20 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     let mut slog_missing = vec![
         "assumes the log device's latencies above; the data still reaches the main pool at txg sync, which must keep up".to_owned(),
     ];
-    if rule.is_none() {
+    if release.series.is_none() {
         slog_missing.push(format!(
-            "OpenZFS {} is not a release zprof knows: the commit-timeout wait is assumed to be 2.1's (5%, single writers wait)",
-            release.version_text()
+            "OpenZFS {} is not a release zprof knows: the commit-timeout wait is assumed to be 2.1's ({:.0}%, single writers wait)",
+            release.version_text(),
+            rule.fraction * 100.0
         ));
     }
+    // One log write and one flush on the device, with the commit timeout
+    // scaled to their latency.
+    let predict_commit = |device: &SlogDevice| base_other + (1.0 + timeout_fraction) * (device.write_ns + device.flush_ns);
     let mut figures = Vec::new();
     let mut best_gain: f64 = 0.0;
     for (name, device) in &devices {
-        let predicted_commit = base_other + (1.0 + timeout_fraction) * (device.write_ns + device.flush_ns);
+        let predicted_commit = predict_commit(device);
         let predicted_ops = writers * writes_per_commit * 1e9 / (predicted_commit + writes_per_commit * t_op);
         // No measured rate (nothing counted the writes): no ratio to claim.
         let gain = if measured_ops > 0.0 { predicted_ops / measured_ops } else { f64::NAN };
@@ -408,7 +412,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         figures.push((format!("predicted_commit_ns_{name}"), predicted_commit));
     }
     let first = &devices[0];
-    let predicted_commit = base_other + (1.0 + timeout_fraction) * (first.1.write_ns + first.1.flush_ns);
+    let predicted_commit = predict_commit(&first.1);
     out.push(Finding {
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),

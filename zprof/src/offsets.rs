@@ -28,9 +28,18 @@ const BUILTIN_TABLES: &[(&str, &str)] = &[
 /// The OpenZFS release of a libzpool build zprof has a table for, by build-id:
 /// the surest way to name a build (Debian's 2.3.2 carries no version string).
 pub fn release_of_build(build_id: &str) -> Option<String> {
-    BUILTIN_TABLES.iter().filter_map(|(_, text)| parse_table(text).ok()).find_map(|table| {
-        table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)).then_some(table.zfs_version)
-    })
+    builtin_table_for(build_id).ok().flatten().map(|(_, table)| table.zfs_version)
+}
+
+/// The built-in table (file name and contents) made for the build `build_id`.
+fn builtin_table_for(build_id: &str) -> Result<Option<(&'static str, OffsetsTable)>, String> {
+    for (name, text) in BUILTIN_TABLES {
+        let table = parse_table(text).map_err(|e| format!("built-in table {name}: {e}"))?;
+        if table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)) {
+            return Ok(Some((name, table)));
+        }
+    }
+    Ok(None)
 }
 
 /// An offsets table file.
@@ -150,15 +159,12 @@ pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<Foun
             "the library has no build-id, so its struct layouts are unknown; pass --offsets FILE".into(),
         ));
     };
-    for (name, text) in BUILTIN_TABLES {
-        let table = parse_table(text).map_err(|e| format!("built-in table {name}: {e}"))?;
-        if table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)) {
-            let offsets = from_table(&table).map_err(|e| format!("built-in table {name}: {e}"))?;
-            return Ok(FoundOffsets::found(
-                offsets,
-                format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
-            ));
-        }
+    if let Some((name, table)) = builtin_table_for(build_id)? {
+        let offsets = from_table(&table).map_err(|e| format!("built-in table {name}: {e}"))?;
+        return Ok(FoundOffsets::found(
+            offsets,
+            format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
+        ));
     }
     Ok(FoundOffsets::none(format!(
         "libzpool build {build_id} is not in zprof's offsets tables; generate one with zprof/offsets/zfs_offsets.c and pass --offsets FILE"

@@ -54,6 +54,9 @@ pub struct CommitTimeout {
 }
 
 const TIMEOUT_2_1: CommitTimeout = CommitTimeout { fraction: 0.05, single_writer_waits: true };
+/// The rule assumed for a release zprof does not know (2.1's: the wait the
+/// SLOG what-if takes out of the measured commit is then the larger one).
+pub const COMMIT_TIMEOUT_ASSUMED: CommitTimeout = TIMEOUT_2_1;
 const TIMEOUT_2_2_4: CommitTimeout = CommitTimeout { fraction: 0.10, single_writer_waits: false };
 
 /// How far zprof has checked a release on one target.

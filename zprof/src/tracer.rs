@@ -271,22 +271,7 @@ impl Session {
                 probes.push(status);
                 continue;
             };
-            // Past instructions the kernel would single-step (endbr64...), where
-            // that is safe for the program (see openzfs::SKIPPABLE_PROLOGUES).
-            let location = if kernel {
-                start
-            } else {
-                let skipped = openzfs::prologue_skip(function, &elf::read_bytes(Path::new(&target.object), start, 16));
-                if let Some((bytes, why)) = &skipped {
-                    status.offset = *bytes as u32;
-                    let skip_note = format!("attached at +{bytes}, past {why}");
-                    status.note = Some(match status.note.take() {
-                        Some(note) => format!("{note}; {skip_note}"),
-                        None => skip_note,
-                    });
-                }
-                start + skipped.map_or(0, |(bytes, _)| bytes as u64)
-            };
+            let location = if kernel { start } else { uprobe_location(&target.object, function, start, &mut status) };
             let mut attach = |base: &str, on_return: bool| -> anyhow::Result<()> {
                 let name = catalogue::program_name(base, kernel);
                 if let Some(multi_links) = multi.as_mut() {
@@ -729,6 +714,22 @@ impl Session {
 pub const COUNT_ONLY: &str = "count only";
 /// The class bit the eBPF side sets on rows counted at entry only.
 pub const COUNT_ONLY_CLASS: u32 = 0x100;
+
+/// Where a uprobe on `function` (starting at file offset `start`) goes: past
+/// instructions the kernel would single-step (endbr64...), where that is safe
+/// for the program (see openzfs::SKIPPABLE_PROLOGUES). The status says so.
+fn uprobe_location(object: &str, function: &str, start: u64, status: &mut ProbeStatus) -> u64 {
+    let Some((bytes, why)) = openzfs::prologue_skip(function, &elf::read_bytes(Path::new(object), start, 16)) else {
+        return start;
+    };
+    status.offset = bytes as u32;
+    let skip_note = format!("attached at +{bytes}, past {why}");
+    status.note = Some(match status.note.take() {
+        Some(note) => format!("{note}; {skip_note}"),
+        None => skip_note,
+    });
+    start + bytes as u64
+}
 
 /// Class name of lz4 trials run by zstd's early abort (not lz4 compressions).
 pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";

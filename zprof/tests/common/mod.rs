@@ -13,12 +13,14 @@ pub fn zprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zprof"))
 }
 
+/// The workspace's target directory, where cargo put every binary.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+}
+
 /// zprof-lab is another package's binary: find it in the shared target dir.
 pub fn lab_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("debug/zprof-lab");
+    let path = target_dir().join("debug/zprof-lab");
     assert!(path.exists(), "{} is missing: build it first (cargo build -p zprof-lab; cargo xtask test does)", path.display());
     path
 }
@@ -84,7 +86,6 @@ fn workspace() -> PathBuf {
 /// The system's release (Debian 12's 2.1.11) and every release of
 /// scripts/openzfs-releases that runs here: the suite checks each.
 pub fn lab_releases() -> Vec<LabRelease> {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let system_lib = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
         .iter()
         .map(PathBuf::from)
@@ -98,7 +99,7 @@ pub fn lab_releases() -> Vec<LabRelease> {
             continue;
         }
         let version = fields[0].to_owned();
-        let lab = target.join(format!("openzfs-{version}/debug/zprof-lab"));
+        let lab = target_dir().join(format!("openzfs-{version}/debug/zprof-lab"));
         assert!(lab.exists(), "{} is missing: cargo xtask test builds a zprof-lab per release", lab.display());
         releases.push(LabRelease { libzpool: release_libzpool(&cache, &version), version, lab });
     }
