@@ -6,11 +6,13 @@
  *    modelled on what a zvol does (range lock, tx, dmu_write, TX_WRITE itx);
  *  - the ZIL get_data callback, so WR_NEED_COPY and WR_INDIRECT records work;
  *  - accounting read from the pool (space, vdev stats, dataset bytes);
- *  - four symbols that the executable exports to take the place of
+ *  - five symbols that the executable exports to take the place of
  *    libzpool's (libzpool reaches them through its PLT):
  *      zio_delay_interrupt  hands each finished leaf I/O to the Rust device
  *                           model, which completes it later (libzpool's own
  *                           version ignores delays outside the kernel);
+ *      vdev_queue_io_done   tells the model when ZFS saw the I/O done, so it
+ *                           can learn and take out the host's hand-off time;
  *      zfs_file_fsync       cache flushes of file vdevs (they never pass
  *                           through zio_delay_interrupt) go to the model too;
  *      zil_commit, spa_sync counting wrappers around the real functions, so
@@ -92,6 +94,7 @@ struct zl_ds {
 
 static zl_io_hook_t zl_io_hook;
 static zl_flush_hook_t zl_flush_hook;
+static zl_done_hook_t zl_done_hook;
 
 static _Atomic uint64_t zl_lab_commits, zl_all_commits, zl_syncs, zl_sync_ns;
 static _Atomic uint64_t zl_txg_min = UINT64_MAX, zl_txg_max, zl_host_fsyncs;
@@ -210,11 +213,25 @@ zio_delay_interrupt(zio_t *zio)
 
 	if (hook != NULL && vd != NULL && vd->vdev_ops->vdev_op_leaf &&
 	    (zio->io_type == ZIO_TYPE_READ || zio->io_type == ZIO_TYPE_WRITE)) {
+		/* io_delay holds the issue time until zio_vdev_io_done. */
 		hook(zio, vd->vdev_guid, zio->io_type == ZIO_TYPE_WRITE,
-		    zio->io_offset, zio->io_size);
+		    zio->io_offset, zio->io_size, zio->io_delay);
 		return;
 	}
 	zio_interrupt(zio);
+}
+
+void
+vdev_queue_io_done(zio_t *zio)
+{
+	static void (*real)(zio_t *);
+	zl_done_hook_t hook = __atomic_load_n(&zl_done_hook, __ATOMIC_ACQUIRE);
+
+	if (hook != NULL)
+		hook(zio);
+	if (real == NULL)
+		real = zl_next("vdev_queue_io_done");
+	real(zio);
 }
 
 int
@@ -285,13 +302,14 @@ zl_init(const char *config_path, char *err, size_t errlen)
 void
 zl_fini(void)
 {
-	zl_set_hooks(NULL, NULL);
+	zl_set_hooks(NULL, NULL, NULL);
 	kernel_fini();
 }
 
 void
-zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush)
+zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush, zl_done_hook_t done)
 {
+	__atomic_store_n(&zl_done_hook, done, __ATOMIC_RELEASE);
 	__atomic_store_n(&zl_io_hook, io, __ATOMIC_RELEASE);
 	__atomic_store_n(&zl_flush_hook, flush, __ATOMIC_RELEASE);
 }

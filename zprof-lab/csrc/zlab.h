@@ -16,9 +16,14 @@
 typedef struct zl_pool zl_pool_t;
 typedef struct zl_ds zl_ds_t;
 
-/* Called for every leaf read/write once the host I/O is done (instead of completing it). */
+/*
+ * Called for every leaf read/write once the host I/O is done (instead of
+ * completing it); issued_ns is when ZFS issued it to the vdev (gethrtime).
+ */
 typedef void (*zl_io_hook_t)(void *zio, uint64_t vdev_guid, int is_write,
-    uint64_t offset, uint64_t size);
+    uint64_t offset, uint64_t size, uint64_t issued_ns);
+/* Called when ZFS sees a leaf I/O done (vdev_queue_io_done), before it is. */
+typedef void (*zl_done_hook_t)(void *zio);
 /* Called for every cache flush of a file vdev; returns 1 if it handled it (no host fsync). */
 typedef int (*zl_flush_hook_t)(int fd);
 
@@ -58,7 +63,7 @@ typedef struct zl_counters {
 
 int zl_init(const char *config_path, char *err, size_t errlen);
 void zl_fini(void);
-void zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush);
+void zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush, zl_done_hook_t done);
 void zl_get_counters(zl_counters_t *out);
 void zl_txg_mark(void);
 

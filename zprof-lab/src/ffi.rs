@@ -20,7 +20,10 @@ pub struct ZlDs {
 }
 
 /// Device-model hook for a finished leaf read/write (see `zio_delay_interrupt` in zlab.c).
-pub type IoHook = extern "C" fn(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64);
+/// `issued_ns` is when ZFS issued it to the vdev (gethrtime, CLOCK_MONOTONIC).
+pub type IoHook = extern "C" fn(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64);
+/// Device-model hook called when ZFS sees a leaf I/O done (vdev_queue_io_done).
+pub type DoneHook = extern "C" fn(zio: *mut c_void);
 /// Device-model hook for a file vdev cache flush; returns 1 when it replaced the host fsync.
 pub type FlushHook = extern "C" fn(fd: c_int) -> c_int;
 
@@ -75,7 +78,7 @@ pub struct ZlCounters {
 unsafe extern "C" {
     pub fn zl_init(config_path: *const c_char, err: *mut c_char, errlen: usize) -> c_int;
     pub fn zl_fini();
-    pub fn zl_set_hooks(io: Option<IoHook>, flush: Option<FlushHook>);
+    pub fn zl_set_hooks(io: Option<IoHook>, flush: Option<FlushHook>, done: Option<DoneHook>);
     pub fn zl_get_counters(out: *mut ZlCounters);
     pub fn zl_txg_mark();
     pub fn zl_pool_create(

@@ -282,6 +282,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
                 read_ops: d(|l| l.read_ops),
                 read_bytes: d(|l| l.read_bytes),
                 flushes: d(|l| l.flushes),
+                device: a.map_or(b.device, |a| b.device.since(&a.device)),
             }
         })
         .collect();

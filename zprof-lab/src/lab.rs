@@ -250,6 +250,7 @@ impl Lab {
     /// kernel_init with a private spa_config_path, and the device-model hooks installed.
     pub fn init(workdir: &WorkDir) -> Result<Lab> {
         let cfg = CString::new(workdir.path().join("zpool.cache").to_string_lossy().as_bytes())?;
+        model::precise_timers();
         let mut e = err_buf();
         // SAFETY: C strings live for the call; zl_init copies the path.
         let rc = unsafe { ffi::zl_init(cfg.as_ptr(), e.as_mut_ptr(), e.len()) };
@@ -310,6 +311,8 @@ pub struct LeafStat {
     pub read_bytes: u64,
     /// Flushes (counted by the device-model hook).
     pub flushes: u64,
+    /// Latencies of its modelled I/Os and flushes, as ZFS saw them.
+    pub device: model::DeviceTimes,
 }
 
 /// An open pool with its dataset. Dropping it closes the dataset, exports the
@@ -501,6 +504,7 @@ impl<'lab> Pool<'lab> {
                 read_ops: l.read_ops,
                 read_bytes: l.read_bytes,
                 flushes: model::flushes(l.guid),
+                device: model::device_times(l.guid),
             })
             .collect()
     }

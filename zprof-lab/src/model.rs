@@ -9,6 +9,13 @@
 //! until the model says the flush is done (the C caller is synchronous too),
 //! and then replaces the host's real fsync.
 //!
+//! The model's clock starts when ZFS issues the I/O (not when the host's file
+//! I/O ends), and the host's hand-off from "done" to "ZFS sees it done" is
+//! learnt and fired early ([`Lag`]), so ZFS sees the modelled latency wherever
+//! the host is faster than the device. Where it is not (a 15 us nvme on a VM
+//! whose thread wake-ups take tens of microseconds), ZFS sees the host's
+//! floor: [`DeviceTimes`] records what ZFS saw, and the lab's report prints it.
+//!
 //! Times are CLOCK_MONOTONIC nanoseconds, the clock libzpool's gethrtime uses.
 
 use std::cmp::Reverse;
@@ -296,6 +303,52 @@ struct Leaf {
     params: ModelParams,
     state: Mutex<DeviceState>,
     flushes: AtomicU64,
+    times: [AtomicU64; 4],
+}
+
+/// What the modelled I/Os and flushes of one leaf took as ZFS saw them: an
+/// I/O from its issue (io_delay's start) to vdev_queue_io_done (its end), a
+/// flush from the fsync hook's entry to its return. They can exceed the
+/// model's figures where the host's own hand-offs are slower than the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceTimes {
+    /// Reads and writes timed.
+    pub ios: u64,
+    /// Their summed latency, ns.
+    pub io_ns: u64,
+    /// Flushes timed.
+    pub flushes: u64,
+    /// Their summed latency, ns.
+    pub flush_ns: u64,
+}
+
+impl DeviceTimes {
+    /// The difference since `earlier`.
+    pub fn since(&self, earlier: &DeviceTimes) -> DeviceTimes {
+        DeviceTimes {
+            ios: self.ios - earlier.ios,
+            io_ns: self.io_ns - earlier.io_ns,
+            flushes: self.flushes - earlier.flushes,
+            flush_ns: self.flush_ns - earlier.flush_ns,
+        }
+    }
+
+    /// Sum of two.
+    pub fn plus(&self, other: &DeviceTimes) -> DeviceTimes {
+        DeviceTimes {
+            ios: self.ios + other.ios,
+            io_ns: self.io_ns + other.io_ns,
+            flushes: self.flushes + other.flushes,
+            flush_ns: self.flush_ns + other.flush_ns,
+        }
+    }
+}
+
+impl Leaf {
+    fn add(&self, slot: usize, ns: u64) {
+        self.times[slot].fetch_add(1, Ordering::Relaxed);
+        self.times[slot + 1].fetch_add(ns, Ordering::Relaxed);
+    }
 }
 
 /// A zio pointer waiting for its completion time. Pointers are only handed
@@ -303,11 +356,62 @@ struct Leaf {
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Pending(u64, usize);
 
+/// A modelled I/O in flight.
+struct Scheduled {
+    leaf: Arc<Leaf>,
+    /// When ZFS issued it.
+    arrival: u64,
+    /// When the model completes it.
+    done: u64,
+    /// Whether the timer fires it (early by the learnt lag); not when the host
+    /// itself took longer than the model, which no timing can make up for.
+    timed: bool,
+}
+
+/// How late the host delivers what the model schedules, learnt as it runs.
+///
+/// Between the moment the model says a device is done and the moment ZFS
+/// sees it (the timer thread's wake-up, zio_interrupt's hand-off to a taskq
+/// thread, that thread's wake-up; a flushing thread's own wake-up), the host
+/// adds tens of microseconds that a device does not have. The model fires
+/// that much early, so ZFS sees the modelled latency: an integral controller
+/// on the observed lateness, clamped to [0, `MAX_LAG_NS`].
+struct Lag(AtomicU64);
+
+/// The largest hand-off the model compensates for.
+const MAX_LAG_NS: u64 = 2_000_000;
+
+impl Lag {
+    const fn new() -> Self {
+        Lag(AtomicU64::new(0))
+    }
+
+    /// When to act so that the result is seen at `target`, but not before `now`.
+    fn fire_at(&self, target: u64, now: u64) -> u64 {
+        target.saturating_sub(self.0.load(Ordering::Relaxed)).max(now)
+    }
+
+    /// Something scheduled for `target` was seen at `seen`: move an eighth of
+    /// the error, at most `MAX_STEP_NS` (a txg sync's stall must not swing
+    /// it; races between threads only blur the average).
+    fn learn(&self, target: u64, seen: u64) {
+        const MAX_STEP_NS: i64 = 100_000;
+        let error = (seen as i64 - target as i64).clamp(-MAX_STEP_NS, MAX_STEP_NS);
+        let current = self.0.load(Ordering::Relaxed) as i64;
+        let next = (current + error / 8).clamp(0, MAX_LAG_NS as i64);
+        self.0.store(next as u64, Ordering::Relaxed);
+    }
+}
+
 struct Runtime {
     by_guid: RwLock<HashMap<u64, Arc<Leaf>>>,
     by_inode: RwLock<HashMap<(u64, u64), u64>>,
     queue: Mutex<BinaryHeap<Reverse<Pending>>>,
     wake: Condvar,
+    /// Each modelled I/O in flight, by zio.
+    scheduled: Mutex<HashMap<usize, Scheduled>>,
+    io_lag: Lag,
+    flush_lag: Lag,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -318,10 +422,13 @@ fn runtime() -> &'static Runtime {
         by_inode: RwLock::new(HashMap::new()),
         queue: Mutex::new(BinaryHeap::new()),
         wake: Condvar::new(),
+        scheduled: Mutex::new(HashMap::new()),
+        io_lag: Lag::new(),
+        flush_lag: Lag::new(),
     })
 }
 
-extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64, size: u64) {
+extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
     let rt = runtime();
     let leaf = rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
     let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
@@ -330,16 +437,35 @@ extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64
         return;
     };
     let now = now_ns();
-    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, now, offset, size)).unwrap_or(now);
-    if done <= now {
+    // The device received the I/O when ZFS issued it: the host's own file I/O
+    // and its hand-off to a vdev_file thread happen inside the modelled time.
+    let arrival = if issued_ns > 0 && issued_ns <= now { issued_ns } else { now };
+    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, arrival, offset, size)).unwrap_or(now);
+    let fire = rt.io_lag.fire_at(done, now);
+    let io = Scheduled { leaf, arrival, done, timed: fire > now };
+    rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).insert(zio as usize, io);
+    if fire <= now {
+        // Already due (the host was slower than the device): no timer wake-up.
         // SAFETY: as above.
         unsafe { crate::ffi::zio_interrupt(zio) };
         return;
     }
     let mut q = rt.queue.lock().unwrap_or_else(|e| e.into_inner());
-    q.push(Reverse(Pending(done, zio as usize)));
+    q.push(Reverse(Pending(fire, zio as usize)));
     drop(q);
     rt.wake.notify_one();
+}
+
+extern "C" fn done_hook(zio: *mut c_void) {
+    let rt = runtime();
+    let io = rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).remove(&(zio as usize));
+    if let Some(io) = io {
+        let now = now_ns();
+        if io.timed {
+            rt.io_lag.learn(io.done, now);
+        }
+        io.leaf.add(0, now.saturating_sub(io.arrival));
+    }
 }
 
 extern "C" fn flush_hook(fd: c_int) -> c_int {
@@ -358,7 +484,10 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
     }
     let now = now_ns();
     let done = leaf.state.lock().map(|mut s| s.flush(&leaf.params, now)).unwrap_or(now);
-    sleep_until(done);
+    sleep_until(rt.flush_lag.fire_at(done, now));
+    let woke = now_ns();
+    rt.flush_lag.learn(done, woke);
+    leaf.add(2, woke - now);
     1
 }
 
@@ -370,10 +499,20 @@ fn sleep_until(t: u64) {
     {}
 }
 
-fn timer_thread() {
-    // Wake-ups are what the model's precision rests on: ask for no timer slack.
+/// Asks for no timer slack on the calling thread, and so on every thread it
+/// creates afterwards (the slack is inherited). Called before kernel_init
+/// starts libzpool's taskq threads: with Linux's default 50 us slack, every
+/// timed sleep in them (a flush emulated in the flushing thread, a taskq's
+/// timed wait) would end up to 50 us late, and an ssd model's 60 us access
+/// would look like 120 us to ZFS.
+pub fn precise_timers() {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+fn timer_thread() {
+    // Wake-ups are what the model's precision rests on.
+    precise_timers();
     let rt = runtime();
     let mut due = Vec::new();
     loop {
@@ -417,7 +556,7 @@ pub fn install() {
             .spawn(timer_thread)
             .expect("spawn device-model timer thread");
         // SAFETY: the hooks are 'static functions of this module.
-        unsafe { crate::ffi::zl_set_hooks(Some(io_hook), Some(flush_hook)) };
+        unsafe { crate::ffi::zl_set_hooks(Some(io_hook), Some(flush_hook), Some(done_hook)) };
     });
 }
 
@@ -443,6 +582,7 @@ pub fn register_leaves(leaves: &[LeafSpec]) {
                 state: Mutex::new(DeviceState::new(&l.params)),
                 params: l.params.clone(),
                 flushes: AtomicU64::new(0),
+                times: Default::default(),
             }),
         );
         if let Ok(md) = std::fs::metadata(&l.path) {
@@ -460,6 +600,15 @@ pub fn unregister_leaves(guids: &[u64]) {
         g.remove(guid);
     }
     rt.by_inode.write().unwrap_or_else(|e| e.into_inner()).retain(|_, v| !guids.contains(v));
+}
+
+/// Latencies of the leaf's modelled I/Os and flushes so far.
+pub fn device_times(guid: u64) -> DeviceTimes {
+    let leaf = runtime().by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
+    leaf.map_or_else(DeviceTimes::default, |l| {
+        let t = |i: usize| l.times[i].load(Ordering::Relaxed);
+        DeviceTimes { ios: t(0), io_ns: t(1), flushes: t(2), flush_ns: t(3) }
+    })
 }
 
 /// Cache flushes seen so far on a leaf (modelled or passed to the host).

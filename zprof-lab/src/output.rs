@@ -1,6 +1,7 @@
 //! Human-readable output, shaped like fio's: one block per job, then the
 //! pool and process totals. (JSON output is `serde_json` of [`Report`].)
 
+use crate::model::DeviceTimes;
 use std::fmt::Write as _;
 
 use crate::report::{IoStats, JobReport, Report};
@@ -112,6 +113,20 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
+    for (name, is_log) in [("data vdevs", false), ("log vdevs", true)] {
+        let t = j.leaves.iter().filter(|l| l.is_log == is_log).fold(DeviceTimes::default(), |t, l| t.plus(&l.device));
+        if t.ios + t.flushes > 0 {
+            let mean = |ns: u64, n: u64| if n > 0 { human_ns(ns as f64 / n as f64) } else { "-".to_owned() };
+            let _ = writeln!(
+                out,
+                "  {name} as ZFS saw them: I/O mean {} ({} timed), flush mean {} ({} timed)",
+                mean(t.io_ns, t.ios),
+                t.ios,
+                mean(t.flush_ns, t.flushes),
+                t.flushes
+            );
+        }
+    }
     let a = &j.pool;
     let _ = writeln!(
         out,

@@ -170,6 +170,10 @@ pub struct LeafDelta {
     pub read_bytes: u64,
     /// Cache flushes of the leaf.
     pub flushes: u64,
+    /// Latencies of its modelled I/Os and flushes during the job, as ZFS saw
+    /// them (absent for unmodelled leaves and older reports).
+    #[serde(default)]
+    pub device: crate::model::DeviceTimes,
 }
 
 /// One job's results.
