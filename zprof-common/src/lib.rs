@@ -106,11 +106,23 @@ pub enum Stage {
     /// Per zil_commit: the rest (CPU, taskq hand-offs, wake-ups): the commit's
     /// duration less its log block write and its flushes.
     ZilOther = 21,
+    /// Per zil_commit of a thread that wrote since its previous commit: the
+    /// time from that commit's return to this one's entry (the thread's writes
+    /// and its own work in between), when both were on the same pool. `bytes` counts the workload writes the
+    /// thread made in between (the writes this commit makes durable: its sync
+    /// writes), `bytes_out` their bytes. A thread's first commit has no
+    /// previous one and is not recorded.
+    SyncWriteCycle = 22,
+    /// Per zil_commit with a log block write: the time the committing thread
+    /// waited for its open log block to fill (zfs_commit_timeout_pct of the
+    /// last block's latency, in cv_timedwait_hires) before it or another
+    /// thread issued it. 0 when it did not wait.
+    ZilTimeoutWait = 23,
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 21] = [
+    pub const ALL: [Stage; 23] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::TxAssign,
@@ -129,7 +141,9 @@ impl Stage {
         Stage::ZilCommit,
         Stage::ZilLogWrite,
         Stage::ZilFlush,
+        Stage::ZilTimeoutWait,
         Stage::ZilOther,
+        Stage::SyncWriteCycle,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
     ];
@@ -215,8 +229,35 @@ pub mod counter {
     pub const SAMPLE_MAP_FULL: u32 = 9;
     /// CPU samples taken of traced threads.
     pub const SAMPLES: u32 = 10;
+    /// A writer's slot (see `WriterSlot`) was taken over by another thread
+    /// whose tid shares it: the first thread's writes since its last commit
+    /// were not attributed.
+    pub const WRITER_SLOT_TAKEN: u32 = 11;
     /// Number of counters.
     pub const COUNT: u32 = 12;
+}
+
+/// Slots of the eBPF side's WRITERS array: a writing thread keeps its
+/// [`WriterSlot`] at `tid % WRITER_SLOTS`.
+pub const WRITER_SLOTS: u32 = 4096;
+
+/// What one writing thread did since its last zil_commit: how sync writes
+/// are told apart from async ones without the benchmark's help (a commit
+/// makes durable the writes its thread made before it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriterSlot {
+    /// The thread owning the slot (0: free).
+    pub tid: u64,
+    /// Workload writes since its last commit.
+    pub writes: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// When its last zil_commit returned (0: none yet).
+    pub last_commit_end_ns: u64,
+    /// The pool of that commit: a cycle spans one pool's commits, not the
+    /// pause between two jobs on different pools.
+    pub last_pool: u64,
 }
 
 /// Entry record kept between an entry probe and its return probe.

@@ -28,7 +28,7 @@ use aya_ebpf::{
     programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
 };
 use zprof_common::{
-    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
+    CommitWindow, Config, WRITER_SLOTS, WriterSlot, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
     InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, Semantics, Stage, TxgEvent, ZIO_WINDOW, counter,
     hist_bucket,
 };
@@ -92,6 +92,11 @@ static SAMPLES: HashMap<SampleKey, u64> = HashMap::with_max_entries(65536, 0);
 /// The ZIL commit in progress per pool (spa_t address).
 #[map]
 static COMMITS: HashMap<u64, CommitWindow> = HashMap::with_max_entries(256, 0);
+
+/// Writing threads: what each wrote since its last zil_commit, at slot
+/// `tid % WRITER_SLOTS` (an array for the same reason as `INTERNAL`).
+#[map]
+static WRITERS: Array<WriterSlot> = Array::with_max_entries(WRITER_SLOTS, 0);
 
 /// Returns without an entry, per stage number: says which probe pair mismatched.
 #[map]
@@ -708,6 +713,7 @@ fn zil_commit_entry(ctx: &ProbeContext) {
         return;
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zilog_spa);
+    close_write_cycle(pool);
     enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
     internal_begin();
     // Open (or join) the pool's commit window. Concurrent committers share one
@@ -734,6 +740,10 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
     internal_end();
     let Some((entry, duration)) = leave(Stage::ZilCommit, thread_id()) else { return };
     record(&stage_key(Stage::ZilCommit, 0, entry.pool, 0), duration, 0, 0);
+    if let Some(slot) = writer_slot() {
+        slot.last_commit_end_ns = unsafe { bpf_ktime_get_ns() };
+        slot.last_pool = entry.pool;
+    }
     let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else { return };
     let window = unsafe { &mut *window };
     if window.writes > 0 {
@@ -745,12 +755,40 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
     }
     record(&stage_key(Stage::ZilFlush, 0, entry.pool, 0), window.flush_ns, 0, 0);
     if window.writes > 0 {
+        // The commit's timed wait (entry.extra) is its own; the log write and
+        // flushes it shares with concurrent committers.
+        let waited = entry.extra.min(duration);
+        record(&stage_key(Stage::ZilTimeoutWait, window.to_log as u32, entry.pool, 0), waited, 0, 0);
         // Per commit, so its median is exact where a difference of medians
         // would be mostly bucket rounding.
-        let other = duration.saturating_sub(window.max_write_ns + window.flush_ns);
+        let other = duration.saturating_sub(window.max_write_ns + window.flush_ns + waited);
         record(&stage_key(Stage::ZilOther, window.to_log as u32, entry.pool, 0), other, 0, 0);
     }
     window.active = window.active.saturating_sub(1);
+}
+
+/// cv_timedwait_hires(kcondvar_t *cv, kmutex_t *mp, hrtime_t tim, ...):
+/// inside zil_commit, zil_commit_waiter's wait for its open log block to
+/// fill (the commit timeout); other callers are left alone.
+fn timed_wait_entry(_ctx: &ProbeContext) {
+    let commit = InFlightKey { id: thread_id(), stage: Stage::ZilCommit as u32, pad: 0 };
+    if unsafe { INFLIGHT.get(&commit) }.is_none() {
+        return;
+    }
+    enter(Stage::ZilTimeoutWait, thread_id(), 0, 0, 0, 0);
+}
+
+/// Adds the wait to the commit in progress (its `extra`).
+fn timed_wait_return(_ctx: &RetProbeContext) {
+    let key = InFlightKey { id: thread_id(), stage: Stage::ZilTimeoutWait as u32, pad: 0 };
+    if unsafe { INFLIGHT.get(&key) }.is_none() {
+        return; // not a wait inside a commit
+    }
+    let Some((_, waited)) = leave(Stage::ZilTimeoutWait, thread_id()) else { return };
+    let commit = InFlightKey { id: thread_id(), stage: Stage::ZilCommit as u32, pad: 0 };
+    if let Some(entry) = INFLIGHT.get_ptr_mut(&commit) {
+        unsafe { (*entry).extra += waited };
+    }
 }
 
 /// Reads spa_name (the first member of spa_t) once per pool.
@@ -894,12 +932,53 @@ fn objset_spa(os: u64) -> u64 {
     spa
 }
 
+/// This thread's writer slot, taken over (and counted) if another thread held it.
+#[inline(always)]
+fn writer_slot() -> Option<&'static mut WriterSlot> {
+    let tid = thread_id();
+    let slot = unsafe { &mut *WRITERS.get_ptr_mut(tid as u32 % WRITER_SLOTS)? };
+    if slot.tid != tid {
+        if slot.tid != 0 && slot.writes > 0 {
+            bump(counter::WRITER_SLOT_TAKEN);
+        }
+        *slot = WriterSlot { tid, ..WriterSlot::default() };
+    }
+    Some(slot)
+}
+
+/// A workload write: remembered until this thread's next zil_commit, which
+/// makes it a sync write.
+#[inline(always)]
+fn note_write(stage: Stage, bytes: u64) {
+    if !matches!(stage, Stage::WorkloadWrite) {
+        return;
+    }
+    if let Some(slot) = writer_slot() {
+        slot.writes += 1;
+        slot.bytes += bytes;
+    }
+}
+
+/// At zil_commit entry: the cycle since this thread's previous commit, with
+/// the writes this commit makes durable.
+#[inline(always)]
+fn close_write_cycle(pool: u64) {
+    let Some(slot) = writer_slot() else { return };
+    if slot.last_commit_end_ns != 0 && slot.last_pool == pool {
+        let cycle = unsafe { bpf_ktime_get_ns() }.saturating_sub(slot.last_commit_end_ns);
+        record(&stage_key(Stage::SyncWriteCycle, 0, pool, 0), cycle, slot.writes, slot.bytes);
+    }
+    slot.writes = 0;
+    slot.bytes = 0;
+}
+
 /// dmu_write/dmu_read(objset_t *os, uint64_t object, uint64_t offset, uint64_t size, ...)
 fn workload_dmu(ctx: &ProbeContext, stage: Stage) {
     if !wanted(true) || in_zfs_internal() {
         return;
     }
     let pool = objset_spa(arg(ctx, 0));
+    note_write(stage, arg(ctx, 3));
     enter(stage, thread_id(), 0, arg(ctx, 3), pool, 0);
 }
 
@@ -910,6 +989,7 @@ fn workload_count(ctx: &ProbeContext, stage: Stage) {
         return;
     }
     let pool = objset_spa(arg(ctx, 0));
+    note_write(stage, arg(ctx, 3));
     record(&stage_key(stage, COUNT_ONLY_CLASS, pool, 0), 0, arg(ctx, 3), 0);
 }
 
@@ -935,6 +1015,7 @@ fn workload_uio(ctx: &ProbeContext, stage: Stage) {
     if !wanted(true) {
         return;
     }
+    note_write(stage, arg(ctx, 2));
     enter(stage, thread_id(), 0, arg(ctx, 2), 0, 0);
 }
 
@@ -1010,6 +1091,7 @@ entry_programs! {
     flush_leaf_entry_k, flush_leaf_entry_u => flush_leaf_entry;
     flush_done_entry_k, flush_done_entry_u => flush_done_entry;
     zil_commit_entry_k, zil_commit_entry_u => zil_commit_entry;
+    timed_wait_entry_k, timed_wait_entry_u => timed_wait_entry;
     spa_sync_entry_k, spa_sync_entry_u => spa_sync_entry;
     txg_wait_entry_k, txg_wait_entry_u => txg_wait_entry;
     tx_assign_entry_k, tx_assign_entry_u => tx_assign_entry;
@@ -1030,6 +1112,7 @@ return_programs! {
     checksum_return_k, checksum_return_u => checksum_return;
     verify_return_k, verify_return_u => verify_return;
     zil_commit_return_k, zil_commit_return_u => zil_commit_return;
+    timed_wait_return_k, timed_wait_return_u => timed_wait_return;
     flush_return_k, flush_return_u => flush_return;
     spa_sync_return_k, spa_sync_return_u => spa_sync_return;
     txg_wait_return_k, txg_wait_return_u => txg_wait_return;

@@ -304,6 +304,10 @@ struct Leaf {
     state: Mutex<DeviceState>,
     flushes: AtomicU64,
     times: [AtomicU64; 4],
+    /// The host's hand-offs, per leaf: a busy hdd pool's completions are
+    /// slower than a log device's, and must not make the log device early.
+    io_lag: Lag,
+    flush_lag: Lag,
 }
 
 /// What the modelled I/Os and flushes of one leaf took as ZFS saw them: an
@@ -410,8 +414,6 @@ struct Runtime {
     wake: Condvar,
     /// Each modelled I/O in flight, by zio.
     scheduled: Mutex<HashMap<usize, Scheduled>>,
-    io_lag: Lag,
-    flush_lag: Lag,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -423,8 +425,6 @@ fn runtime() -> &'static Runtime {
         queue: Mutex::new(BinaryHeap::new()),
         wake: Condvar::new(),
         scheduled: Mutex::new(HashMap::new()),
-        io_lag: Lag::new(),
-        flush_lag: Lag::new(),
     })
 }
 
@@ -441,7 +441,7 @@ extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64
     // and its hand-off to a vdev_file thread happen inside the modelled time.
     let arrival = if issued_ns > 0 && issued_ns <= now { issued_ns } else { now };
     let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, arrival, offset, size)).unwrap_or(now);
-    let fire = rt.io_lag.fire_at(done, now);
+    let fire = leaf.io_lag.fire_at(done, now);
     let io = Scheduled { leaf, arrival, done, timed: fire > now };
     rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).insert(zio as usize, io);
     if fire <= now {
@@ -462,7 +462,7 @@ extern "C" fn done_hook(zio: *mut c_void) {
     if let Some(io) = io {
         let now = now_ns();
         if io.timed {
-            rt.io_lag.learn(io.done, now);
+            io.leaf.io_lag.learn(io.done, now);
         }
         io.leaf.add(0, now.saturating_sub(io.arrival));
     }
@@ -484,9 +484,9 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
     }
     let now = now_ns();
     let done = leaf.state.lock().map(|mut s| s.flush(&leaf.params, now)).unwrap_or(now);
-    sleep_until(rt.flush_lag.fire_at(done, now));
+    sleep_until(leaf.flush_lag.fire_at(done, now));
     let woke = now_ns();
-    rt.flush_lag.learn(done, woke);
+    leaf.flush_lag.learn(done, woke);
     leaf.add(2, woke - now);
     1
 }
@@ -583,6 +583,8 @@ pub fn register_leaves(leaves: &[LeafSpec]) {
                 params: l.params.clone(),
                 flushes: AtomicU64::new(0),
                 times: Default::default(),
+                io_lag: Lag::new(),
+                flush_lag: Lag::new(),
             }),
         );
         if let Ok(md) = std::fs::metadata(&l.path) {

@@ -133,6 +133,8 @@ pub const POINTS: &[ProbePoint] = &[
     flush_point("zio_flush", "flush_leaf_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
     flush_point("zio_interrupt", "flush_done_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
     point("zil", "zil_commit", "zil_commit_entry", Some("zil_commit_return"), Both, Primary),
+    // zil_commit_waiter's timed wait for its log block to fill (spl's on the kernel).
+    point("zil", "cv_timedwait_hires", "timed_wait_entry", Some("timed_wait_return"), Both, Primary),
     point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
 ];

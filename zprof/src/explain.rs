@@ -15,6 +15,7 @@ use zprof_common::Stage;
 
 use crate::{
     bench,
+    sync_path::{self, SyncPath},
     recording::{HistRecord, Recording, Summary, stage_name, summarize},
     report::{format_bytes, format_count, format_ns},
 };
@@ -133,15 +134,6 @@ fn stat(rec: &Recording, stage: Stage, pool: Option<&str>) -> Summary {
     summarize(pick(rec, stage, pool, None))
 }
 
-/// A stage's statistics for one pool, or for all pools when none of its events
-/// carry this pool (the kernel's write path, dmu_write_uio_dnode, has no pool).
-fn stat_of_pool_or_all(rec: &Recording, stage: Stage, pool: &str) -> Summary {
-    match stat(rec, stage, Some(pool)) {
-        s if s.count == 0 => stat(rec, stage, None),
-        s => s,
-    }
-}
-
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
@@ -167,7 +159,7 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
 
     let pools: BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None).iter().map(|h| h.pool.clone()).collect();
     for pool in &pools {
-        sync_write(rec, pool, workload_ns, seconds, options, &mut findings);
+        sync_write(rec, pool, options, &mut findings);
     }
     compression(rec, cpu_ns, &mut findings);
     checksum(rec, cpu_ns, &mut findings);
@@ -180,133 +172,74 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
 }
 
 /// Findings 1 and 2: sync writes bound by ZIL commits, and what a SLOG would do.
-fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, options: &ExplainOptions, out: &mut Vec<Finding>) {
+fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut Vec<Finding>) {
     let commit = stat(rec, Stage::ZilCommit, Some(pool));
     // A handful of commits (zil_close makes one per pool) bound nothing.
-    if commit.count < 10 || (commit.total_ns as f64) < 0.01 * workload_ns {
+    if commit.count < 10 {
         return;
     }
-    let writes = stat_of_pool_or_all(rec, Stage::WorkloadWrite, pool);
-    let assign = stat_of_pool_or_all(rec, Stage::TxAssign, pool);
     let log_main = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("main pool")));
     let log_slog = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("log vdev")));
-    let flush = stat(rec, Stage::ZilFlush, Some(pool));
-    let on_log_device = log_slog.count > log_main.count;
-    let log_write = if on_log_device { &log_slog } else { &log_main };
     // Commits that wrote no log block (sync=disabled, or nothing to log) cost
     // no I/O: they bound nothing, whatever their count.
     let offsets_known = !rec.warnings.iter().any(|w| w.starts_with("no struct offsets"));
-    if log_write.count == 0 && offsets_known {
+    if log_main.count + log_slog.count == 0 && offsets_known {
         return;
     }
-
-    let c50 = commit.p50_ns as f64;
-    let mut t_op = writes.p50_ns as f64 + assign.p50_ns as f64;
-    // The benchmark's own figures for its sync-writing jobs on this pool, when
-    // known: they exclude set-up writes and the other jobs of a scenario.
-    let sync_jobs: Vec<&bench::BenchJob> = rec
-        .benchmark
-        .iter()
-        .flat_map(|b| &b.jobs)
-        .filter(|j| j.sync.as_ref().is_some_and(|s| s.count > 0) && j.write.is_some())
-        .filter(|j| j.pool.as_deref().is_none_or(|p| p == pool))
-        .collect();
-    let bench_totals = (!sync_jobs.is_empty()).then(|| {
-        let writes: u64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0, |w| w.ops)).sum();
-        let syncs: u64 = sync_jobs.iter().map(|j| j.sync.as_ref().map_or(0, |s| s.count)).sum();
-        let iops: f64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.iops)).sum();
-        let lat_mean = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.lat_mean_ns * w.ops as f64)).sum::<f64>()
-            / writes.max(1) as f64;
-        // Little's law per job: concurrent writers = rate x latency.
-        let writers: f64 = sync_jobs.iter().map(|j| j.write.as_ref().map_or(0.0, |w| w.iops * w.lat_mean_ns / 1e9)).sum();
-        (writes, syncs, iops, lat_mean, writers)
-    });
-    let writes_per_commit = match bench_totals {
-        Some((bench_writes, bench_syncs, ..)) => (bench_writes as f64 / bench_syncs.max(1) as f64).max(1.0),
-        None if writes.count > 0 => (writes.count as f64 / commit.count as f64).max(1.0),
-        None => 1.0,
+    let Some(path) = SyncPath::measure(rec, pool) else {
+        out.push(commits_only(rec, pool, &commit));
+        return;
     };
-    // Writes counted at entry only (no latency): take a write's own time from the
-    // benchmark, whose mean write latency includes a commit every
-    // writes_per_commit writes. Means, not medians: both are exact sums, while a
-    // difference of medians would be mostly bucket rounding.
-    if t_op == 0.0
-        && let Some((_, _, _, bench_mean, _)) = bench_totals
-    {
-        t_op = (bench_mean - commit.mean_ns / writes_per_commit).max(0.0);
-    }
-    let commit_rate = commit.count as f64 / seconds;
-    // Little's law: concurrent committers = rate x time each spends per commit
-    // cycle; from the benchmark's own rates and latencies when known.
-    let writers = match bench_totals {
-        Some((.., bench_writers)) => bench_writers.max(1.0),
-        None => (commit_rate * (commit.mean_ns + t_op * writes_per_commit) / 1e9).max(1.0),
-    };
-    let per_writer_ceiling = writes_per_commit * 1e9 / (c50 + writes_per_commit * t_op).max(1.0);
-    // The pool's workload time: from the benchmark's jobs on it when known
-    // (ops x mean latency), else zprof's own workload stages.
-    let pool_jobs_ns: f64 = rec
-        .benchmark
-        .iter()
-        .flat_map(|b| &b.jobs)
-        .filter(|j| j.pool.as_deref().is_none_or(|p| p == pool))
-        .map(|j| {
-            [&j.write, &j.read].iter().filter_map(|o| o.as_ref()).map(|o| o.ops as f64 * o.lat_mean_ns).sum::<f64>()
-        })
-        .sum();
-    let basis = if pool_jobs_ns > 0.0 { pool_jobs_ns } else { workload_ns };
-    let share = (commit.total_ns as f64 / basis).min(1.0);
-    // Measured per commit (zil_other), so its median does not carry the bucket
-    // rounding of three larger medians; older recordings fall back to those.
-    let other_measured = stat(rec, Stage::ZilOther, Some(pool));
-    let other = if other_measured.count > 0 {
-        other_measured.p50_ns as f64
-    } else {
-        (c50 - log_write.p50_ns as f64 - flush.p50_ns as f64).max(0.0)
-    };
-
-    let mut evidence = vec![
+    let bench = BenchSync::of(rec, pool);
+    let writers = bench.as_ref().map_or(path.writers, |b| b.writers.max(1.0));
+    // The sync writers' time: their commits and their own time between them.
+    let writer_ns = path.commit_mean_ns * path.commits as f64 + path.cycle_mean_ns * path.cycles as f64;
+    let share = (commit.total_ns as f64 / writer_ns.max(1.0)).min(1.0);
+    let evidence = vec![
         format!(
-            "{} zil_commit calls ({}/s), p50 {}, p99 {}: {} of the workload's time",
+            "{} sync writes (writes a thread made before its own zil_commit; {} per commit) in {} commits, p50 {}, p99 {}: {} of the sync writers' time",
+            format_count(path.sync_writes as f64),
+            format!("{:.1}", path.writes_per_commit()),
             format_count(commit.count as f64),
-            format_count(commit_rate),
             format_ns(commit.p50_ns),
             format_ns(commit.p99_ns),
             pct(share)
         ),
         format!(
-            "one commit per {:.1} writes; a write itself takes {}{}",
-            writes_per_commit,
-            format_ns(t_op as u64),
-            if writes.p50_ns > 0 {
-                format!(" (dmu_write {} + tx assign {})", format_ns(writes.p50_ns), format_ns(assign.p50_ns))
-            } else {
-                " (the benchmark's write latency less the commit; zprof counted writes at entry only)".to_owned()
-            }
+            "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {} leaf I/Os per commit",
+            format_ns(path.commit.typical_mean_ns as u64),
+            format_ns(path.log_write_ns as u64),
+            if path.on_log_device { "the log vdev" } else { "the main pool's vdevs" },
+            format_ns(path.flush_ns as u64),
+            format_ns(path.timeout_ns as u64),
+            format_ns(path.other_ns as u64),
+            format!("{:.1}", path.leaf_ios_per_commit)
+        ),
+        format!(
+            "per writer: commit {} + its own time between commits {} (mean) = {}/s; about {:.1} writer(s){}",
+            format_ns(path.commit_mean_ns as u64),
+            format_ns(path.cycle_mean_ns as u64),
+            format_count(path.measured_per_writer()),
+            writers,
+            bench.as_ref().map_or(String::new(), |b| format!(" ({} measured {}/s)", b.tool, format_count(b.iops)))
         ),
     ];
-    let mut missing = Vec::new();
-    if log_write.count > 0 {
+    let mut evidence = evidence;
+    if path.commit.stalled + path.cycle.stalled > 0 {
         evidence.push(format!(
-            "a commit at p50: log block write {} on {} + cache flushes {} + other (CPU, wake-ups) {}",
-            format_ns(log_write.p50_ns),
-            if on_log_device { "the log vdev" } else { "the main pool's vdevs" },
-            format_ns(flush.p50_ns),
-            format_ns(other as u64)
+            "{} commits and {} cycles stalled (over {:.0}x their median: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
+            path.commit.stalled,
+            path.cycle.stalled,
+            sync_path::STALL_FACTOR,
+            format_ns((path.commit.stalled_ns + path.cycle.stalled_ns) as u64),
+            pct(path.stall_fraction())
         ));
-    } else {
-        missing.push("no per-commit log write timing (needs vdev offsets)".to_owned());
     }
+    let mut missing = Vec::new();
     if rec.target.kind == crate::target::TargetKind::Kernel {
         missing.push("on the kernel target zio_flush only issues the flushes: their time is inside the log write".into());
     }
-    evidence.push(format!(
-        "ceiling: about {} sync writes/s per writer (1 / (commit + write)); measured {}/s with about {:.1} writer(s)",
-        format_count(per_writer_ceiling),
-        format_count(bench_totals.map_or(writes.count as f64 / seconds, |t| t.2)),
-        writers
-    ));
-    let (title, action) = if on_log_device {
+    let (title, action) = if path.on_log_device {
         (
             format!("sync writes are bound by ZIL commits on the log device ({} each)", format_ns(commit.p50_ns)),
             "The log device is on the critical path: a lower-latency SLOG (NVMe with power-loss protection) shortens every commit; more concurrent writers share commits.".to_owned(),
@@ -314,7 +247,7 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
     } else {
         (
             format!(
-                "sync writes are bound by ZIL commits to the main pool ({} each, {} of the workload's time)",
+                "sync writes are bound by ZIL commits to the main pool ({} each, {} of the sync writers' time)",
                 format_ns(commit.p50_ns),
                 pct(share)
             ),
@@ -326,109 +259,170 @@ fn sync_write(rec: &Recording, pool: &str, workload_ns: f64, seconds: f64, optio
         pool: pool.to_owned(),
         title,
         share,
-        confidence: if commit.count >= 100 && log_write.count > 0 { Confidence::High } else { Confidence::Medium },
+        confidence: if commit.count >= 100 { Confidence::High } else { Confidence::Medium },
         evidence,
         missing,
         action,
         figures: vec![
-            ("commit_p50_ns".into(), c50),
-            ("log_write_p50_ns".into(), log_write.p50_ns as f64),
-            ("flush_p50_ns".into(), flush.p50_ns as f64),
-            ("other_ns".into(), other),
+            ("commit_mean_ns".into(), path.commit_mean_ns),
+            ("log_write_ns".into(), path.log_write_ns),
+            ("flush_ns".into(), path.flush_ns),
+            ("timeout_ns".into(), path.timeout_ns),
+            ("other_ns".into(), path.other_ns),
+            ("cycle_ns".into(), path.cycle_mean_ns),
+            ("writes_per_commit".into(), path.writes_per_commit()),
             ("writers".into(), writers),
-            ("per_writer_ceiling_ops".into(), per_writer_ceiling),
+            ("measured_per_writer_ops".into(), path.measured_per_writer()),
         ],
     });
+    out.push(slog_what_if(rec, pool, &path, writers, share, bench.as_ref(), options));
+}
 
-    if log_write.count == 0 {
-        return;
+/// The benchmark's own figures for its sync-writing jobs on a pool: they
+/// refine the number of writers and the rate to compare with.
+struct BenchSync {
+    tool: String,
+    iops: f64,
+    writers: f64,
+}
+
+impl BenchSync {
+    fn of(rec: &Recording, pool: &str) -> Option<BenchSync> {
+        let bench = rec.benchmark.as_ref()?;
+        let jobs: Vec<&bench::BenchJob> = bench
+            .jobs
+            .iter()
+            .filter(|j| j.sync.as_ref().is_some_and(|s| s.count > 0) && j.write.is_some())
+            .filter(|j| j.pool.as_deref().is_none_or(|p| p == pool))
+            .collect();
+        if jobs.is_empty() {
+            return None;
+        }
+        let iops = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops).sum();
+        // Little's law per job: concurrent writers = rate x latency.
+        let writers = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops * w.lat_mean_ns / 1e9).sum();
+        Some(BenchSync { tool: bench.tool.clone(), iops, writers })
     }
+}
+
+/// A recording without sync-write cycles (made before zprof told sync writes
+/// apart, or with the workload probes unavailable): the commits alone.
+fn commits_only(rec: &Recording, pool: &str, commit: &Summary) -> Finding {
+    let _ = rec;
+    Finding {
+        kind: "sync_write_bound".into(),
+        pool: pool.to_owned(),
+        title: format!("zil_commit takes {} per call (p50)", format_ns(commit.p50_ns)),
+        share: 0.0,
+        confidence: Confidence::Low,
+        evidence: vec![format!(
+            "{} zil_commit calls, p50 {}, p99 {}",
+            format_count(commit.count as f64),
+            format_ns(commit.p50_ns),
+            format_ns(commit.p99_ns)
+        )],
+        missing: vec!["which writes the commits covered (no sync_write_cycle stage: a recording of an older zprof, or the workload probes were unavailable); no SLOG what-if".into()],
+        action: "Record again with this zprof to see whether commits bound the writers.".into(),
+        figures: vec![("commit_p50_ns".into(), commit.p50_ns as f64)],
+    }
+}
+
+fn slog_what_if(
+    rec: &Recording,
+    pool: &str,
+    path: &SyncPath,
+    writers: f64,
+    share: f64,
+    bench: Option<&BenchSync>,
+    options: &ExplainOptions,
+) -> Finding {
     let devices = if options.slogs.is_empty() {
         vec![("ssd".to_owned(), SlogDevice::SSD), ("nvme".to_owned(), SlogDevice::NVME)]
     } else {
         options.slogs.clone()
     };
-    let (measured_ops, measured_by) = match bench_totals {
-        Some((_, _, write_iops, _, _)) => (write_iops, rec.benchmark.as_ref().map_or("", |b| b.tool.as_str())),
-        None => (writes.count as f64 / seconds, "zprof"),
-    };
-    // zil_commit may wait zfs_commit_timeout_pct of the last log block's
-    // write-and-flush latency before issuing a block that is not full, for other
-    // writers to join it; that wait is in "other" and scales with the device,
-    // so it is taken out and put back at the log device's latency. Whether a
-    // single writer waits, and how long, depends on the release.
     let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), rec.target.kind == crate::target::TargetKind::Kernel);
     let rule = release.series.map_or(crate::openzfs::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
-    let waits = rule.single_writer_waits || writers > 1.5;
-    let timeout_fraction = if waits { rule.fraction } else { 0.0 };
-    let lwb_latency = log_write.p50_ns as f64 + flush.p50_ns as f64;
-    let base_other = (other - timeout_fraction * lwb_latency).max(0.0);
-    let timeout_text = if waits {
-        format!("zfs_commit_timeout_pct ({:.0}%) of the log block latency", timeout_fraction * 100.0)
-    } else {
-        format!("no commit-timeout wait (OpenZFS {} issues a single writer's log block at once)", release.version_text())
-    };
+    let measured = bench.map_or(path.measured_per_writer() * writers, |b| b.iops);
+    let measured_by = bench.map_or("zprof", |b| b.tool.as_str());
     let mut evidence = vec![format!(
-        "model: commit = CPU and wake-ups {} + {timeout_text} + one log write + one flush on the log device; writes/s = {:.1} writer(s) x {:.1} writes per commit / (commit + {:.1} x write {})",
-        format_ns(base_other as u64),
-        writers,
-        writes_per_commit,
-        writes_per_commit,
-        format_ns(t_op as u64)
+        "model, from this recording: commit = log write + flush on the device + commit timeout (measured {} here: {:.0}% of the log block's latency + {} of wake-up) + other {}; per writer, writes/s = {:.1} writes per commit / (commit + the writer's own time {}), less the {} stalled",
+        format_ns(path.timeout_ns as u64),
+        rule.fraction * 100.0,
+        format_ns((path.timeout_ns - rule.fraction * (path.log_write_ns + path.flush_ns)).max(0.0) as u64),
+        format_ns(path.other_ns as u64),
+        path.writes_per_commit(),
+        format_ns(path.cycle.typical_mean_ns as u64),
+        pct(path.stall_fraction())
     )];
-    let mut slog_missing = vec![
-        "assumes the log device's latencies above; the data still reaches the main pool at txg sync, which must keep up".to_owned(),
-    ];
-    if release.series.is_none() {
-        slog_missing.push(format!(
-            "OpenZFS {} is not a release zprof knows: the commit-timeout wait is assumed to be 2.1's ({:.0}%, single writers wait)",
-            release.version_text(),
-            rule.fraction * 100.0
-        ));
-    }
-    // One log write and one flush on the device, with the commit timeout
-    // scaled to their latency.
-    let predict_commit = |device: &SlogDevice| base_other + (1.0 + timeout_fraction) * (device.write_ns + device.flush_ns);
     let mut figures = Vec::new();
     let mut best_gain: f64 = 0.0;
+    let mut first = None;
     for (name, device) in &devices {
-        let predicted_commit = predict_commit(device);
-        let predicted_ops = writers * writes_per_commit * 1e9 / (predicted_commit + writes_per_commit * t_op);
-        // No measured rate (nothing counted the writes): no ratio to claim.
-        let gain = if measured_ops > 0.0 { predicted_ops / measured_ops } else { f64::NAN };
+        let p = path.predict(device.write_ns, device.flush_ns, rule);
+        let total = p.per_writer * writers;
+        let gain = if measured > 0.0 { total / measured } else { f64::NAN };
         if gain.is_finite() {
             best_gain = best_gain.max(gain);
         }
         evidence.push(format!(
-            "with a {name} log device (write {}, flush {}): commit about {}, about {} sync writes/s ({:.1}x the {}/s measured by {measured_by})",
+            "with a {name} log device (write {}, flush {}): commit about {}, about {} sync writes/s ({}x the {}/s measured by {measured_by}); {} if none of the non-device time went",
             format_ns(device.write_ns as u64),
             format_ns(device.flush_ns as u64),
-            format_ns(predicted_commit as u64),
-            format_count(predicted_ops),
-            gain,
-            format_count(measured_ops)
+            format_ns(p.commit_ns as u64),
+            format_count(total),
+            if gain.is_finite() { format!("{gain:.1}") } else { "-".into() },
+            format_count(measured),
+            format_count(p.pessimistic_per_writer * writers)
         ));
-        figures.push((format!("predicted_ops_{name}"), predicted_ops));
-        figures.push((format!("predicted_commit_ns_{name}"), predicted_commit));
+        figures.push((format!("predicted_ops_{name}"), total));
+        figures.push((format!("predicted_ops_pessimistic_{name}"), p.pessimistic_per_writer * writers));
+        figures.push((format!("predicted_commit_ns_{name}"), p.commit_ns));
+        first.get_or_insert(p);
     }
-    let first = &devices[0];
-    let predicted_commit = predict_commit(&first.1);
-    out.push(Finding {
+    let uncertainty = format!(
+        "the largest uncertainty is the non-device time, {} per commit (other {} + the writer's own {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of it (per leaf I/O), the pessimistic figure all of it",
+        format_ns(path.non_device_ns() as u64),
+        format_ns(path.other_ns as u64),
+        format_ns(path.cycle.typical_mean_ns as u64),
+        path.leaf_ios_per_commit,
+        sync_path::LOG_DEVICE_LEAF_IOS,
+        first.map_or(100.0, |p| p.non_device_scale * 100.0)
+    );
+    let mut missing = vec![
+        uncertainty,
+        "assumes the log device's latencies above as ZFS sees them (pass --what-if slog=WRITE,flush=FLUSH for yours); the data still reaches the main pool at txg sync, which must keep up".to_owned(),
+    ];
+    if release.series.is_none() {
+        missing.push(format!(
+            "OpenZFS {} is not a release zprof knows: the commit timeout is taken as 2.1's ({:.0}%)",
+            release.version_text(),
+            rule.fraction * 100.0
+        ));
+    }
+    let predicted_time = first.map_or(0.0, |p| p.commit_ns + path.cycle.typical_mean_ns * p.non_device_scale);
+    let measured_time = path.commit_mean_ns + path.cycle_mean_ns;
+    // The share of the writers' time the change would remove.
+    let removed = share * (1.0 - predicted_time / measured_time.max(1.0)).max(0.0);
+    // Inputs measured over many commits, and a narrow gap between the two
+    // ends of the prediction, make it firmer.
+    let spread = first.map_or(f64::INFINITY, |p| p.per_writer / p.pessimistic_per_writer.max(1e-9));
+    let confidence = if path.commits >= 100 && spread < 1.3 { Confidence::Medium } else { Confidence::Low };
+    Finding {
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),
-        title: if on_log_device {
+        title: if path.on_log_device {
             format!("a faster log device would raise sync writes up to {best_gain:.1}x")
         } else {
             format!("a log device (SLOG) would raise sync writes about {best_gain:.0}x")
         },
-        // The part of the workload's time the change would remove.
-        share: share * (1.0 - predicted_commit / c50.max(1.0)).max(0.0),
-        confidence: Confidence::Medium,
+        share: removed,
+        confidence,
         evidence,
-        missing: slog_missing,
+        missing,
         action: "Add a mirrored log vdev (zpool add POOL log mirror DEV1 DEV2) on devices with power-loss protection; check the gain with zprof compare on the same workload.".into(),
         figures,
-    });
+    }
 }
 
 /// Finding 3: compression cost per algorithm.

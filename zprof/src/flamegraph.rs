@@ -61,6 +61,9 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
     let flush = total(rec, Stage::ZilFlush, None);
     inside_commit += flush;
     add("fsync;zil_commit;cache flush".into(), flush);
+    let waited = total(rec, Stage::ZilTimeoutWait, None);
+    inside_commit += waited;
+    add("fsync;zil_commit;commit timeout (waiting for the log block to fill)".into(), waited);
     add("fsync;zil_commit;cpu and wake-ups".into(), total(rec, Stage::ZilCommit, None).saturating_sub(inside_commit));
     add("txg_wait_synced".into(), total(rec, Stage::TxgWaitSynced, None));
     // ZFS's own threads.

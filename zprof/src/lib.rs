@@ -20,6 +20,7 @@ pub mod openzfs;
 pub mod recording;
 pub mod report;
 pub mod symbols;
+pub mod sync_path;
 pub mod target;
 pub mod tracer;
 pub mod uprobe_multi;

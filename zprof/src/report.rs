@@ -78,7 +78,9 @@ fn label(stage: Stage) -> &'static str {
         Stage::ZilCommit => "zil commit",
         Stage::ZilLogWrite => "  log block write",
         Stage::ZilFlush => "  flush in commit",
+        Stage::ZilTimeoutWait => "  commit timeout",
         Stage::ZilOther => "  cpu, wake-ups",
+        Stage::SyncWriteCycle => "sync writer cycle",
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
     }

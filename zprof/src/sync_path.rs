@@ -1,0 +1,204 @@
+//! The sync-write path of one pool as zprof measured it, and what it would
+//! be on a log device: the model behind `explain`'s SLOG what-if.
+//!
+//! Everything comes from zprof's own stages, so `record` and `--pid` predict
+//! what `run` does; a benchmark's JSON only refines the number of writers:
+//! - sync writes are the workload writes a thread made before its own
+//!   zil_commit (`sync_write_cycle`), so an async job on the same pool does
+//!   not count, and a writer's own time between commits is measured, not
+//!   derived;
+//! - a commit is split into measured parts: the log block write (the slowest
+//!   leaf write), the flushes, the commit-timeout wait (the time the waiter
+//!   spent in cv_timedwait_hires for its block to fill) and the rest;
+//! - means carry throughput, but a commit or cycle more than
+//!   [`STALL_FACTOR`] times its median is a stall (a txg-sync wait, such as the
+//!   first commit creating the log), whose time is lost once, not per commit.
+//!
+//! What a log device changes: one log write and one flush at the device's
+//! latencies, and the commit timeout scaled to them. What it may change and
+//! zprof cannot tell apart: the rest of a commit and the writer's own time
+//! include work per leaf I/O (each leaf write and flush of a wide RAID-Z
+//! commit has its completion hand-off, run on the same CPUs), and a log
+//! device has 2 leaf I/Os per commit instead of many. The point prediction
+//! takes that time as per leaf I/O; the pessimistic end takes it as fixed.
+
+use zprof_common::Stage;
+
+use crate::{
+    openzfs::CommitTimeout,
+    recording::{HistRecord, Recording, Stalls, split_stalls, stage_name, summarize},
+};
+
+/// An event longer than this many medians is a stall (see the module doc).
+pub const STALL_FACTOR: f64 = 20.0;
+
+/// Leaf I/Os of one commit on a single log device: its write and its flush.
+pub const LOG_DEVICE_LEAF_IOS: f64 = 2.0;
+
+/// The sync-write path of one pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncPath {
+    /// zil_commit calls.
+    pub commits: u64,
+    /// Their typical mean and stalls.
+    pub commit: Stalls,
+    /// Mean commit, stalls included.
+    pub commit_mean_ns: f64,
+    /// A writer's own time between two of its commits (typical mean, stalls).
+    pub cycle: Stalls,
+    /// Mean cycle, stalls included.
+    pub cycle_mean_ns: f64,
+    /// Commits with a measured cycle.
+    pub cycles: u64,
+    /// Workload writes those commits made durable.
+    pub sync_writes: u64,
+    /// Their bytes.
+    pub sync_bytes: u64,
+    /// Per commit, typical means: log block write, flushes, commit timeout, rest.
+    pub log_write_ns: f64,
+    /// See `log_write_ns`.
+    pub flush_ns: f64,
+    /// See `log_write_ns`.
+    pub timeout_ns: f64,
+    /// See `log_write_ns`.
+    pub other_ns: f64,
+    /// Leaf writes and leaf flushes per commit.
+    pub leaf_ios_per_commit: f64,
+    /// Whether the log blocks went to a log vdev.
+    pub on_log_device: bool,
+    /// Writers' time (cycles and commits) over the recording: the average
+    /// number of sync writers at work.
+    pub writers: f64,
+}
+
+fn rows<'a>(rec: &'a Recording, stage: Stage, pool: &'a str) -> impl Iterator<Item = &'a HistRecord> + Clone {
+    rec.histograms.iter().filter(move |h| h.stage == stage_name(stage) && h.pool == pool)
+}
+
+fn typical_mean(rec: &Recording, stage: Stage, pool: &str) -> f64 {
+    split_stalls(rows(rec, stage, pool), STALL_FACTOR).typical_mean_ns
+}
+
+impl SyncPath {
+    /// The pool's path, when zprof saw writers commit (recordings made before
+    /// zprof told sync writes apart have no cycles: None).
+    pub fn measure(rec: &Recording, pool: &str) -> Option<SyncPath> {
+        let cycles = summarize(rows(rec, Stage::SyncWriteCycle, pool));
+        let commits = summarize(rows(rec, Stage::ZilCommit, pool));
+        let log_writes = summarize(rows(rec, Stage::ZilLogWrite, pool));
+        if cycles.count == 0 || commits.count == 0 || log_writes.count == 0 {
+            return None;
+        }
+        let on_log_device = rows(rec, Stage::ZilLogWrite, pool).filter(|h| h.class == 1).map(|h| h.count).sum::<u64>()
+            > log_writes.count / 2;
+        let leaf_writes = log_writes.bytes as f64 / log_writes.count as f64;
+        let seconds = rec.duration_s.max(1e-9);
+        Some(SyncPath {
+            commits: commits.count,
+            commit: split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR),
+            commit_mean_ns: commits.mean_ns,
+            cycle: split_stalls(rows(rec, Stage::SyncWriteCycle, pool), STALL_FACTOR),
+            cycle_mean_ns: cycles.mean_ns,
+            cycles: cycles.count,
+            sync_writes: cycles.bytes,
+            sync_bytes: cycles.bytes_out,
+            log_write_ns: typical_mean(rec, Stage::ZilLogWrite, pool),
+            flush_ns: typical_mean(rec, Stage::ZilFlush, pool),
+            timeout_ns: typical_mean(rec, Stage::ZilTimeoutWait, pool),
+            other_ns: typical_mean(rec, Stage::ZilOther, pool),
+            // A log device is flushed where it was written; a main pool's
+            // top-level vdev in all of its leaves.
+            leaf_ios_per_commit: leaf_writes
+                + if on_log_device { leaf_writes } else { leaf_flushes_per_commit(rec, pool, commits.count) },
+            on_log_device,
+            writers: ((cycles.total_ns + commits.total_ns) as f64 / 1e9 / seconds).max(1.0),
+        })
+    }
+
+    /// Writes each commit makes durable.
+    pub fn writes_per_commit(&self) -> f64 {
+        (self.sync_writes as f64 / self.cycles.max(1) as f64).max(1e-9)
+    }
+
+    /// Sync writes per second one writer achieved: its writes per commit over
+    /// its commit and its own time (stalls included: this is what it did).
+    pub fn measured_per_writer(&self) -> f64 {
+        self.writes_per_commit() * 1e9 / (self.commit_mean_ns + self.cycle_mean_ns).max(1.0)
+    }
+
+    /// Share of the writers' time lost to stalls.
+    pub fn stall_fraction(&self) -> f64 {
+        let stalled = self.commit.stalled_ns + self.cycle.stalled_ns;
+        let all = self.commit_mean_ns * self.commits as f64 + self.cycle_mean_ns * self.cycles as f64;
+        if all > 0.0 { (stalled / all).clamp(0.0, 1.0) } else { 0.0 }
+    }
+
+    /// Time per commit that is neither device nor timeout: the commit's rest
+    /// and the writer's own time.
+    pub fn non_device_ns(&self) -> f64 {
+        self.other_ns + self.cycle.typical_mean_ns
+    }
+
+    /// The commit timeout as measured: the release's fraction of the log
+    /// block's latency when the waiter waited at all, and the wake-up cost on
+    /// top of it, which does not scale with the device.
+    fn timeout_parts(&self, rule: CommitTimeout) -> (f64, f64) {
+        if self.timeout_ns < 1_000.0 {
+            return (0.0, 0.0);
+        }
+        let fraction = rule.fraction;
+        let wake = (self.timeout_ns - fraction * (self.log_write_ns + self.flush_ns)).max(0.0);
+        (fraction, wake)
+    }
+
+    /// What this path would do with the log blocks on `device`.
+    pub fn predict(&self, write_ns: f64, flush_ns: f64, rule: CommitTimeout) -> Prediction {
+        let (fraction, wake) = self.timeout_parts(rule);
+        let timeout = fraction * (write_ns + flush_ns) + wake;
+        let scale = (LOG_DEVICE_LEAF_IOS / self.leaf_ios_per_commit.max(LOG_DEVICE_LEAF_IOS)).min(1.0);
+        let rate = |non_device_scale: f64| {
+            let commit = timeout + write_ns + flush_ns + self.other_ns * non_device_scale;
+            let cycle = self.cycle.typical_mean_ns * non_device_scale;
+            let per_writer = self.writes_per_commit() * 1e9 / (commit + cycle).max(1.0) * (1.0 - self.stall_fraction());
+            (commit, per_writer)
+        };
+        let (commit_ns, per_writer) = rate(scale);
+        let (pessimistic_commit_ns, pessimistic_per_writer) = rate(1.0);
+        Prediction { commit_ns, per_writer, pessimistic_commit_ns, pessimistic_per_writer, timeout_ns: timeout, non_device_scale: scale }
+    }
+}
+
+/// Leaf flushes per commit: counted per leaf where flushes are timed per leaf;
+/// where zio_flush is timed as one call, each leaf of the pool that took sync
+/// writes (a flush reaches every leaf of a top-level vdev written to).
+fn leaf_flushes_per_commit(rec: &Recording, pool: &str, commits: u64) -> f64 {
+    let kernel = rec.target.kind == crate::target::TargetKind::Kernel;
+    let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), kernel);
+    let semantics = release.series.map(|s| if kernel { s.kernel } else { s.libzpool });
+    if semantics.is_some_and(|s| s.flush_mode == zprof_common::FLUSH_LEAF_ISSUE_TO_DONE) {
+        let flushes: u64 = rows(rec, Stage::Flush, pool).map(|h| h.count).sum();
+        return flushes as f64 / commits.max(1) as f64;
+    }
+    let leaves: std::collections::BTreeSet<u64> = rows(rec, Stage::VdevTotal, pool)
+        .filter(|h| h.class_name == "sync write")
+        .map(|h| h.vdev)
+        .collect();
+    leaves.len() as f64
+}
+
+/// A prediction for one log device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    /// A commit on the device (typical mean), ns.
+    pub commit_ns: f64,
+    /// Sync writes per second per writer.
+    pub per_writer: f64,
+    /// The same if none of the non-device time followed the leaf I/Os.
+    pub pessimistic_commit_ns: f64,
+    /// See `pessimistic_commit_ns`.
+    pub pessimistic_per_writer: f64,
+    /// Its commit-timeout wait, ns.
+    pub timeout_ns: f64,
+    /// The share of the non-device time kept (log device's leaf I/Os over the pool's).
+    pub non_device_scale: f64,
+}
