@@ -366,28 +366,34 @@ fn slog_what_if(
             best_gain = best_gain.max(gain);
         }
         evidence.push(format!(
-            "with a {name} log device (write {}, flush {}): commit about {}, about {} sync writes/s ({}x the {}/s measured by {measured_by}); {} if none of the non-device time went",
+            "with a {name} log device (write {}, flush {}): commit about {}, about {} sync writes/s ({}x the {}/s measured by {measured_by}); {} if {}",
             format_ns(device.write_ns as u64),
             format_ns(device.flush_ns as u64),
             format_ns(p.commit_ns as u64),
             format_count(total),
             if gain.is_finite() { format!("{gain:.1}") } else { "-".into() },
             format_count(measured),
-            format_count(p.pessimistic_per_writer * writers)
+            format_count(p.other_per_writer * writers),
+            if path.cpu_saturated { "the non-device time were per leaf I/O" } else { "all of the non-device time stayed" }
         ));
         figures.push((format!("predicted_ops_{name}"), total));
-        figures.push((format!("predicted_ops_pessimistic_{name}"), p.pessimistic_per_writer * writers));
+        figures.push((format!("predicted_ops_other_assumption_{name}"), p.other_per_writer * writers));
         figures.push((format!("predicted_commit_ns_{name}"), p.commit_ns));
         first.get_or_insert(p);
     }
     let uncertainty = format!(
-        "the largest uncertainty is the non-device time, {} per commit (other {} + the writer's own {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of it (per leaf I/O), the pessimistic figure all of it",
+        "the largest uncertainty is the non-device time, {} per commit (other {} + the writer's own {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of it ({})",
         format_ns(path.non_device_ns() as u64),
         format_ns(path.other_ns as u64),
         format_ns(path.cycle.typical_mean_ns as u64),
         path.leaf_ios_per_commit,
         sync_path::LOG_DEVICE_LEAF_IOS,
-        first.map_or(100.0, |p| p.non_device_scale * 100.0)
+        first.map_or(100.0, |p| p.non_device_scale * 100.0),
+        match rec.machine_cpu_busy {
+            Some(busy) if path.cpu_saturated => format!("the machine's CPUs were {} busy: each wake-up waits for a CPU, per commit", pct(busy)),
+            Some(busy) => format!("between per leaf I/O and per commit: the machine's CPUs were {} busy", pct(busy)),
+            None => "between per leaf I/O and per commit: the recording does not say how busy the machine was".into(),
+        }
     );
     let mut missing = vec![
         uncertainty,
@@ -406,7 +412,7 @@ fn slog_what_if(
     let removed = share * (1.0 - predicted_time / measured_time.max(1.0)).max(0.0);
     // Inputs measured over many commits, and a narrow gap between the two
     // ends of the prediction, make it firmer.
-    let spread = first.map_or(f64::INFINITY, |p| p.per_writer / p.pessimistic_per_writer.max(1e-9));
+    let spread = first.map_or(f64::INFINITY, |p| (p.per_writer / p.other_per_writer.max(1e-9)).max(p.other_per_writer / p.per_writer.max(1e-9)));
     let confidence = if path.commits >= 100 && spread < 1.3 { Confidence::Medium } else { Confidence::Low };
     Finding {
         kind: "slog_what_if".into(),

@@ -66,6 +66,41 @@ pub struct Recording {
     /// zprof's own attach/detach time and memory.
     #[serde(default)]
     pub self_cost: Option<SelfCost>,
+    /// Share of the machine's CPU time that was busy (every process, from
+    /// /proc/stat) during the recording: whether ZFS's threads had to wait
+    /// for a CPU. Absent in older recordings.
+    #[serde(default)]
+    pub machine_cpu_busy: Option<f64>,
+}
+
+/// The machine's CPU time counters (/proc/stat's first line), in ticks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTicks {
+    busy: u64,
+    all: u64,
+}
+
+impl CpuTicks {
+    /// Reads /proc/stat; None where it cannot be read.
+    pub fn read() -> Option<CpuTicks> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        CpuTicks::parse(text.lines().next()?)
+    }
+
+    /// "cpu user nice system idle iowait irq softirq steal ...": idle and
+    /// iowait are not busy.
+    fn parse(line: &str) -> Option<CpuTicks> {
+        let fields: Vec<u64> = line.strip_prefix("cpu ")?.split_whitespace().take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        let all: u64 = fields.iter().sum();
+        let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
+        Some(CpuTicks { busy: all - idle, all })
+    }
+
+    /// Busy share of the time since `earlier`, 0..1.
+    pub fn busy_since(&self, earlier: &CpuTicks) -> f64 {
+        let all = self.all.saturating_sub(earlier.all);
+        if all == 0 { 0.0 } else { (self.busy.saturating_sub(earlier.busy) as f64 / all as f64).clamp(0.0, 1.0) }
+    }
 }
 
 /// What zprof itself cost outside its eBPF programs.
@@ -577,7 +612,16 @@ mod tests {
             benchmark: None,
             cpu: None,
             self_cost: None,
+            machine_cpu_busy: None,
         }
+    }
+
+    #[test]
+    fn cpu_ticks_from_proc_stat() {
+        let a = CpuTicks::parse("cpu  100 0 50 800 50 0 0 0 0 0").unwrap();
+        let b = CpuTicks::parse("cpu  190 0 60 850 50 0 0 0 0 0").unwrap();
+        assert_eq!(b.busy_since(&a), 100.0 / 150.0);
+        assert!(CpuTicks::parse("intr 1 2").is_none());
     }
 
     #[test]

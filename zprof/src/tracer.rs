@@ -82,6 +82,8 @@ pub struct Session {
     probes: Vec<ProbeStatus>,
     warnings: Vec<String>,
     started: Instant,
+    /// The machine's CPU counters at start (see `recording::MachineCpu`).
+    cpu_at_start: Option<crate::recording::CpuTicks>,
     started_unix_ms: u64,
     /// bpf_ktime_get_ns (CLOCK_MONOTONIC) at start, to place txgs in time.
     started_ktime_ns: u64,
@@ -371,6 +373,7 @@ impl Session {
             probes,
             warnings,
             started: Instant::now(),
+            cpu_at_start: crate::recording::CpuTicks::read(),
             attach_ms: load_started.elapsed().as_secs_f64() * 1e3,
             started_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
             started_ktime_ns: monotonic_ns(),
@@ -706,6 +709,7 @@ impl Session {
             benchmark: None,
             cpu,
             self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib, uprobe_multi }),
+            machine_cpu_busy: self.cpu_at_start.zip(crate::recording::CpuTicks::read()).map(|(a, b)| b.busy_since(&a)),
         })
     }
 }
