@@ -108,9 +108,9 @@ pub enum Stage {
     ZilOther = 21,
     /// Per zil_commit of a thread that wrote since its previous commit: the
     /// time from that commit's return to this one's entry (the thread's writes
-    /// and its own work in between), when both were on the same pool. `bytes` counts the workload writes the
-    /// thread made in between (the writes this commit makes durable: its sync
-    /// writes), `bytes_out` their bytes. A thread's first commit has no
+    /// and its own work in between), when both were on the same pool. `bytes`
+    /// counts the workload writes the thread made in between (the writes this
+    /// commit makes durable: its sync writes), `bytes_out` their bytes. A thread's first commit has no
     /// previous one and is not recorded.
     SyncWriteCycle = 22,
     /// Per zil_commit with a log block write: the time the committing thread

@@ -28,9 +28,9 @@ use aya_ebpf::{
     programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
 };
 use zprof_common::{
-    CommitWindow, Config, WRITER_SLOTS, WriterSlot, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, Semantics, Stage, TxgEvent, ZIO_WINDOW, counter,
-    hist_bucket,
+    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    ZIO_WINDOW, counter, hist_bucket,
 };
 
 /// Load-time configuration, patched by user space before loading (`set_global`).
@@ -289,6 +289,12 @@ fn stage_key(stage: Stage, class: u32, pool: u64, vdev: u64) -> HistKey {
     HistKey { stage: stage as u32, class, pool, vdev }
 }
 
+/// The in-flight key of `stage`'s call on this thread.
+#[inline(always)]
+fn thread_key(stage: Stage) -> InFlightKey {
+    InFlightKey { id: thread_id(), stage: stage as u32, pad: 0 }
+}
+
 /// Remembers the start of a call; the matching `leave` turns it into a histogram entry.
 #[inline(always)]
 fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
@@ -304,11 +310,18 @@ fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
 /// Ends a call started by `enter`; returns what the entry saw and the duration.
 #[inline(always)]
 fn leave(stage: Stage, id: u64) -> Option<(InFlight, u64)> {
-    let key = InFlightKey { id, stage: stage as u32, pad: 0 };
-    let Some(entry) = (unsafe { INFLIGHT.get(&key) }).copied() else {
+    let ended = take(InFlightKey { id, stage: stage as u32, pad: 0 });
+    if ended.is_none() {
         count_unmatched(stage);
-        return None;
-    };
+    }
+    ended
+}
+
+/// Ends the call under `key` if one started: `leave` without counting a
+/// missing start, for spans that only some calls open.
+#[inline(always)]
+fn take(key: InFlightKey) -> Option<(InFlight, u64)> {
+    let entry = (unsafe { INFLIGHT.get(&key) }).copied()?;
     let _ = INFLIGHT.remove(&key);
     let now = unsafe { bpf_ktime_get_ns() };
     Some((entry, now.saturating_sub(entry.start_ns)))
@@ -408,8 +421,7 @@ fn lz4_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    let key = InFlightKey { id: thread_id(), stage: Stage::Compress as u32, pad: 0 };
-    let inside_zstd = unsafe { INFLIGHT.get(&key) }.is_some_and(|outer| outer.class & 0xff == ZIO_COMPRESS_ZSTD);
+    let inside_zstd = unsafe { INFLIGHT.get(&thread_key(Stage::Compress)) }.is_some_and(|outer| outer.class & 0xff == ZIO_COMPRESS_ZSTD);
     let class = if inside_zstd { LZ4_CLASS_ZSTD_EARLY_ABORT as u64 } else { 0 };
     enter(Stage::Lz4Compress, thread_id(), class, arg(ctx, 2), 0, 0);
 }
@@ -615,8 +627,7 @@ fn flush_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    let key = InFlightKey { id: thread_id(), stage: Stage::Flush as u32, pad: 0 };
-    if let Some(outer) = INFLIGHT.get_ptr_mut(&key) {
+    if let Some(outer) = INFLIGHT.get_ptr_mut(&thread_key(Stage::Flush)) {
         unsafe { (*outer).bytes += 1 };
         return;
     }
@@ -629,8 +640,7 @@ fn flush_return(_ctx: &RetProbeContext) {
     if !wanted(false) {
         return;
     }
-    let key = InFlightKey { id: thread_id(), stage: Stage::Flush as u32, pad: 0 };
-    if let Some(outer) = INFLIGHT.get_ptr_mut(&key) {
+    if let Some(outer) = INFLIGHT.get_ptr_mut(&thread_key(Stage::Flush)) {
         let depth = unsafe { &mut (*outer).bytes };
         if *depth > 0 {
             *depth -= 1;
@@ -771,22 +781,17 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
 /// inside zil_commit, zil_commit_waiter's wait for its open log block to
 /// fill (the commit timeout); other callers are left alone.
 fn timed_wait_entry(_ctx: &ProbeContext) {
-    let commit = InFlightKey { id: thread_id(), stage: Stage::ZilCommit as u32, pad: 0 };
-    if unsafe { INFLIGHT.get(&commit) }.is_none() {
+    if unsafe { INFLIGHT.get(&thread_key(Stage::ZilCommit)) }.is_none() {
         return;
     }
     enter(Stage::ZilTimeoutWait, thread_id(), 0, 0, 0, 0);
 }
 
-/// Adds the wait to the commit in progress (its `extra`).
+/// Adds the wait to the commit in progress (its `extra`). Waits outside a
+/// commit opened no span: nothing to end, and nothing unmatched.
 fn timed_wait_return(_ctx: &RetProbeContext) {
-    let key = InFlightKey { id: thread_id(), stage: Stage::ZilTimeoutWait as u32, pad: 0 };
-    if unsafe { INFLIGHT.get(&key) }.is_none() {
-        return; // not a wait inside a commit
-    }
-    let Some((_, waited)) = leave(Stage::ZilTimeoutWait, thread_id()) else { return };
-    let commit = InFlightKey { id: thread_id(), stage: Stage::ZilCommit as u32, pad: 0 };
-    if let Some(entry) = INFLIGHT.get_ptr_mut(&commit) {
+    let Some((_, waited)) = take(thread_key(Stage::ZilTimeoutWait)) else { return };
+    if let Some(entry) = INFLIGHT.get_ptr_mut(&thread_key(Stage::ZilCommit)) {
         unsafe { (*entry).extra += waited };
     }
 }

@@ -303,7 +303,9 @@ struct Leaf {
     params: ModelParams,
     state: Mutex<DeviceState>,
     flushes: AtomicU64,
-    times: [AtomicU64; 4],
+    /// What ZFS saw of its modelled I/Os and flushes (see [`DeviceTimes`]).
+    io_times: Timed,
+    flush_times: Timed,
     /// The host's hand-offs, per leaf: a busy hdd pool's completions are
     /// slower than a log device's, and must not make the log device early.
     io_lag: Lag,
@@ -348,10 +350,21 @@ impl DeviceTimes {
     }
 }
 
-impl Leaf {
-    fn add(&self, slot: usize, ns: u64) {
-        self.times[slot].fetch_add(1, Ordering::Relaxed);
-        self.times[slot + 1].fetch_add(ns, Ordering::Relaxed);
+/// A count of events and their summed latency, shared between threads.
+#[derive(Default)]
+struct Timed {
+    count: AtomicU64,
+    ns: AtomicU64,
+}
+
+impl Timed {
+    fn add(&self, ns: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    fn load(&self) -> (u64, u64) {
+        (self.count.load(Ordering::Relaxed), self.ns.load(Ordering::Relaxed))
     }
 }
 
@@ -464,7 +477,7 @@ extern "C" fn done_hook(zio: *mut c_void) {
         if io.timed {
             io.leaf.io_lag.learn(io.done, now);
         }
-        io.leaf.add(0, now.saturating_sub(io.arrival));
+        io.leaf.io_times.add(now.saturating_sub(io.arrival));
     }
 }
 
@@ -487,7 +500,7 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
     sleep_until(leaf.flush_lag.fire_at(done, now));
     let woke = now_ns();
     leaf.flush_lag.learn(done, woke);
-    leaf.add(2, woke - now);
+    leaf.flush_times.add(woke - now);
     1
 }
 
@@ -582,7 +595,8 @@ pub fn register_leaves(leaves: &[LeafSpec]) {
                 state: Mutex::new(DeviceState::new(&l.params)),
                 params: l.params.clone(),
                 flushes: AtomicU64::new(0),
-                times: Default::default(),
+                io_times: Timed::default(),
+                flush_times: Timed::default(),
                 io_lag: Lag::new(),
                 flush_lag: Lag::new(),
             }),
@@ -608,8 +622,8 @@ pub fn unregister_leaves(guids: &[u64]) {
 pub fn device_times(guid: u64) -> DeviceTimes {
     let leaf = runtime().by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
     leaf.map_or_else(DeviceTimes::default, |l| {
-        let t = |i: usize| l.times[i].load(Ordering::Relaxed);
-        DeviceTimes { ios: t(0), io_ns: t(1), flushes: t(2), flush_ns: t(3) }
+        let ((ios, io_ns), (flushes, flush_ns)) = (l.io_times.load(), l.flush_times.load());
+        DeviceTimes { ios, io_ns, flushes, flush_ns }
     })
 }
 

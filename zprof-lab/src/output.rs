@@ -1,9 +1,9 @@
 //! Human-readable output, shaped like fio's: one block per job, then the
 //! pool and process totals. (JSON output is `serde_json` of [`Report`].)
 
-use crate::model::DeviceTimes;
 use std::fmt::Write as _;
 
+use crate::model::DeviceTimes;
 use crate::report::{IoStats, JobReport, Report};
 
 /// Bytes with a binary unit, e.g. `133MiB`.

@@ -178,16 +178,14 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
     if commit.count < 10 {
         return;
     }
-    let log_main = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("main pool")));
-    let log_slog = summarize(pick(rec, Stage::ZilLogWrite, Some(pool), Some("log vdev")));
     // Commits that wrote no log block (sync=disabled, or nothing to log) cost
     // no I/O: they bound nothing, whatever their count.
     let offsets_known = !rec.warnings.iter().any(|w| w.starts_with("no struct offsets"));
-    if log_main.count + log_slog.count == 0 && offsets_known {
+    if stat(rec, Stage::ZilLogWrite, Some(pool)).count == 0 && offsets_known {
         return;
     }
     let Some(path) = SyncPath::measure(rec, pool) else {
-        out.push(commits_only(rec, pool, &commit));
+        out.push(commits_only(pool, &commit));
         return;
     };
     let bench = BenchSync::of(rec, pool);
@@ -195,25 +193,25 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
     // The sync writers' time: their commits and their own time between them.
     let writer_ns = path.commit_mean_ns * path.commits as f64 + path.cycle_mean_ns * path.cycles as f64;
     let share = (commit.total_ns as f64 / writer_ns.max(1.0)).min(1.0);
-    let evidence = vec![
+    let mut evidence = vec![
         format!(
-            "{} sync writes (writes a thread made before its own zil_commit; {} per commit) in {} commits, p50 {}, p99 {}: {} of the sync writers' time",
+            "{} sync writes (writes a thread made before its own zil_commit; {:.1} per commit) in {} commits, p50 {}, p99 {}: {} of the sync writers' time",
             format_count(path.sync_writes as f64),
-            format!("{:.1}", path.writes_per_commit()),
+            path.writes_per_commit(),
             format_count(commit.count as f64),
             format_ns(commit.p50_ns),
             format_ns(commit.p99_ns),
             pct(share)
         ),
         format!(
-            "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {} leaf I/Os per commit",
+            "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {:.1} leaf I/Os per commit",
             format_ns(path.commit.typical_mean_ns as u64),
             format_ns(path.log_write_ns as u64),
             if path.on_log_device { "the log vdev" } else { "the main pool's vdevs" },
             format_ns(path.flush_ns as u64),
             format_ns(path.timeout_ns as u64),
             format_ns(path.other_ns as u64),
-            format!("{:.1}", path.leaf_ios_per_commit)
+            path.leaf_ios_per_commit
         ),
         format!(
             "per writer: commit {} + its own time between commits {} (mean) = {}/s; about {:.1} writer(s){}",
@@ -224,7 +222,6 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
             bench.as_ref().map_or(String::new(), |b| format!(" ({} measured {}/s)", b.tool, format_count(b.iops)))
         ),
     ];
-    let mut evidence = evidence;
     if path.commit.stalled + path.cycle.stalled > 0 {
         evidence.push(format!(
             "{} commits and {} cycles stalled (over {:.0}x their median: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
@@ -307,8 +304,7 @@ impl BenchSync {
 
 /// A recording without sync-write cycles (made before zprof told sync writes
 /// apart, or with the workload probes unavailable): the commits alone.
-fn commits_only(rec: &Recording, pool: &str, commit: &Summary) -> Finding {
-    let _ = rec;
+fn commits_only(pool: &str, commit: &Summary) -> Finding {
     Finding {
         kind: "sync_write_bound".into(),
         pool: pool.to_owned(),
@@ -345,11 +341,12 @@ fn slog_what_if(
     let rule = release.series.map_or(crate::openzfs::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
     let measured = bench.map_or(path.measured_per_writer() * writers, |b| b.iops);
     let measured_by = bench.map_or("zprof", |b| b.tool.as_str());
+    let (timeout_fraction, timeout_wake) = path.timeout_parts(rule);
     let mut evidence = vec![format!(
         "model, from this recording: commit = log write + flush on the device + commit timeout (measured {} here: {:.0}% of the log block's latency + {} of wake-up) + other {}; per writer, writes/s = {:.1} writes per commit / (commit + the writer's own time {}), less the {} stalled",
         format_ns(path.timeout_ns as u64),
-        rule.fraction * 100.0,
-        format_ns((path.timeout_ns - rule.fraction * (path.log_write_ns + path.flush_ns)).max(0.0) as u64),
+        timeout_fraction * 100.0,
+        format_ns(timeout_wake as u64),
         format_ns(path.other_ns as u64),
         path.writes_per_commit(),
         format_ns(path.cycle.typical_mean_ns as u64),
@@ -406,7 +403,7 @@ fn slog_what_if(
             rule.fraction * 100.0
         ));
     }
-    let predicted_time = first.map_or(0.0, |p| p.commit_ns + path.cycle.typical_mean_ns * p.non_device_scale);
+    let predicted_time = first.map_or(0.0, |p| p.commit_ns + p.cycle_ns);
     let measured_time = path.commit_mean_ns + path.cycle_mean_ns;
     // The share of the writers' time the change would remove.
     let removed = share * (1.0 - predicted_time / measured_time.max(1.0)).max(0.0);

@@ -516,8 +516,6 @@ pub fn summarize<'a>(records: impl IntoIterator<Item = &'a HistRecord>) -> Summa
 pub struct Stalls {
     /// Mean of the typical events, ns (buckets' midpoints decide which are stalls).
     pub typical_mean_ns: f64,
-    /// Typical events.
-    pub typical: u64,
     /// Stalled events.
     pub stalled: u64,
     /// Their time, ns (estimated from bucket midpoints, at most the total).
@@ -545,7 +543,7 @@ pub fn split_stalls<'a>(records: impl IntoIterator<Item = &'a HistRecord> + Clon
     let stalled_ns = stalled_ns.min(summary.total_ns as f64);
     let typical = summary.count - stalled.min(summary.count);
     let typical_mean_ns = if typical > 0 { (summary.total_ns as f64 - stalled_ns) / typical as f64 } else { 0.0 };
-    Stalls { typical_mean_ns, typical, stalled, stalled_ns }
+    Stalls { typical_mean_ns, stalled, stalled_ns }
 }
 
 /// Converts dense kernel buckets to the sparse recording form.

@@ -61,8 +61,6 @@ pub struct SyncPath {
     pub cycles: u64,
     /// Workload writes those commits made durable.
     pub sync_writes: u64,
-    /// Their bytes.
-    pub sync_bytes: u64,
     /// Per commit, typical means: log block write, flushes, commit timeout, rest.
     pub log_write_ns: f64,
     /// See `log_write_ns`.
@@ -103,26 +101,25 @@ impl SyncPath {
         let on_log_device = rows(rec, Stage::ZilLogWrite, pool).filter(|h| h.class == 1).map(|h| h.count).sum::<u64>()
             > log_writes.count / 2;
         let leaf_writes = log_writes.bytes as f64 / log_writes.count as f64;
+        let commit = split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR);
+        let log_write_ns = typical_mean(rec, Stage::ZilLogWrite, pool);
+        let flush_ns = typical_mean(rec, Stage::ZilFlush, pool);
+        let timeout_ns = typical_mean(rec, Stage::ZilTimeoutWait, pool);
         let seconds = rec.duration_s.max(1e-9);
         Some(SyncPath {
             commits: commits.count,
-            commit: split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR),
+            commit,
             commit_mean_ns: commits.mean_ns,
             cycle: split_stalls(rows(rec, Stage::SyncWriteCycle, pool), STALL_FACTOR),
             cycle_mean_ns: cycles.mean_ns,
             cycles: cycles.count,
             sync_writes: cycles.bytes,
-            sync_bytes: cycles.bytes_out,
-            log_write_ns: typical_mean(rec, Stage::ZilLogWrite, pool),
-            flush_ns: typical_mean(rec, Stage::ZilFlush, pool),
-            timeout_ns: typical_mean(rec, Stage::ZilTimeoutWait, pool),
+            log_write_ns,
+            flush_ns,
+            timeout_ns,
             // What the typical commit spent beyond its measured parts, so the
             // parts add up to it (each part trimmed apart would not).
-            other_ns: (split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR).typical_mean_ns
-                - typical_mean(rec, Stage::ZilLogWrite, pool)
-                - typical_mean(rec, Stage::ZilFlush, pool)
-                - typical_mean(rec, Stage::ZilTimeoutWait, pool))
-            .max(0.0),
+            other_ns: (commit.typical_mean_ns - log_write_ns - flush_ns - timeout_ns).max(0.0),
             // A log device is flushed where it was written; a main pool's
             // top-level vdev in all of its leaves.
             leaf_ios_per_commit: leaf_writes
@@ -160,7 +157,7 @@ impl SyncPath {
     /// The commit timeout as measured: the release's fraction of the log
     /// block's latency when the waiter waited at all, and the wake-up cost on
     /// top of it, which does not scale with the device.
-    fn timeout_parts(&self, rule: CommitTimeout) -> (f64, f64) {
+    pub fn timeout_parts(&self, rule: CommitTimeout) -> (f64, f64) {
         if self.timeout_ns < 1_000.0 {
             return (0.0, 0.0);
         }
@@ -185,8 +182,8 @@ impl SyncPath {
             (commit, per_writer)
         };
         let (commit_ns, per_writer) = rate(scale);
-        let (other_commit_ns, other_per_writer) = rate(other_scale);
-        Prediction { commit_ns, per_writer, other_commit_ns, other_per_writer, timeout_ns: timeout, non_device_scale: scale }
+        let (_, other_per_writer) = rate(other_scale);
+        Prediction { commit_ns, cycle_ns: self.cycle.typical_mean_ns * scale, per_writer, other_per_writer, non_device_scale: scale }
     }
 }
 
@@ -196,8 +193,7 @@ impl SyncPath {
 fn leaf_flushes_per_commit(rec: &Recording, pool: &str, commits: u64) -> f64 {
     let kernel = rec.target.kind == crate::target::TargetKind::Kernel;
     let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), kernel);
-    let semantics = release.series.map(|s| if kernel { s.kernel } else { s.libzpool });
-    if semantics.is_some_and(|s| s.flush_mode == zprof_common::FLUSH_LEAF_ISSUE_TO_DONE) {
+    if release.semantics(kernel).flush_mode == zprof_common::FLUSH_LEAF_ISSUE_TO_DONE {
         let flushes: u64 = rows(rec, Stage::Flush, pool).map(|h| h.count).sum();
         return flushes as f64 / commits.max(1) as f64;
     }
@@ -213,15 +209,13 @@ fn leaf_flushes_per_commit(rec: &Recording, pool: &str, commits: u64) -> f64 {
 pub struct Prediction {
     /// A commit on the device (typical mean), ns.
     pub commit_ns: f64,
+    /// The writer's own time between commits, ns.
+    pub cycle_ns: f64,
     /// Sync writes per second per writer.
     pub per_writer: f64,
     /// The same under the other assumption about the non-device time (all of
     /// it per leaf I/O, or none).
-    pub other_commit_ns: f64,
-    /// See `other_commit_ns`.
     pub other_per_writer: f64,
-    /// Its commit-timeout wait, ns.
-    pub timeout_ns: f64,
     /// The share of the non-device time kept (log device's leaf I/Os over the pool's).
     pub non_device_scale: f64,
 }

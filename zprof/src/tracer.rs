@@ -82,7 +82,7 @@ pub struct Session {
     probes: Vec<ProbeStatus>,
     warnings: Vec<String>,
     started: Instant,
-    /// The machine's CPU counters at start (see `recording::MachineCpu`).
+    /// The machine's CPU counters at start, for `Recording::machine_cpu_busy`.
     cpu_at_start: Option<crate::recording::CpuTicks>,
     started_unix_ms: u64,
     /// bpf_ktime_get_ns (CLOCK_MONOTONIC) at start, to place txgs in time.
