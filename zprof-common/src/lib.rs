@@ -118,11 +118,15 @@ pub enum Stage {
     /// last block's latency, in cv_timedwait_hires) before it or another
     /// thread issued it. 0 when it did not wait.
     ZilTimeoutWait = 23,
+    /// zio_read entry (count only): a block read from the disks (an ARC
+    /// miss, a prefetch, a scrub); `bytes` = its size. With the leaf sync
+    /// reads it gives a read's fan-out (leaf reads per block).
+    BlockRead = 24,
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 23] = [
+    pub const ALL: [Stage; 24] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::TxAssign,
@@ -131,6 +135,7 @@ impl Stage {
         Stage::ZstdCompress,
         Stage::Lz4Compress,
         Stage::Decompress,
+        Stage::BlockRead,
         Stage::ChecksumCompute,
         Stage::ChecksumVerify,
         Stage::VdevQueue,

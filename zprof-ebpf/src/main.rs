@@ -998,6 +998,38 @@ fn workload_count(ctx: &ProbeContext, stage: Stage) {
     record(&stage_key(stage, COUNT_ONLY_CLASS, pool, 0), 0, arg(ctx, 3), 0);
 }
 
+/// zio_read(zio_t *pio, spa_t *spa, const blkptr_t *bp, abd_t *data,
+/// uint64_t lsize, ...): a block read from the disks, counted at entry.
+/// Not per workload request (ARC hits never get here), so cheap next to the
+/// disk read it starts; ZFS's own threads issue prefetches, so they count on
+/// the kernel too. `bytes` is the logical size, `bytes_out` the physical size
+/// from the block pointer (an on-disk format, the same in every release), and
+/// the class carries log2 of the physical size: with the leaf reads' size it
+/// gives the fan-out of a block over a raidz's data columns. Embedded block
+/// pointers (data in the pointer) are not counted.
+fn block_read_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let logical = arg(ctx, 4);
+    let bp = arg(ctx, 2);
+    let prop = if bp == 0 { 0 } else { read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0) };
+    // An embedded block pointer holds its data: zio_read copies it out
+    // without touching a disk.
+    if prop & BLKPTR_EMBEDDED != 0 {
+        return;
+    }
+    let physical = if prop == 0 { logical } else { (((prop >> 16) & 0xffff) + 1) << 9 };
+    let size_class = if physical <= 1 { 0 } else { 64 - (physical - 1).leading_zeros() as u32 };
+    record(&stage_key(Stage::BlockRead, COUNT_ONLY_CLASS | size_class, arg(ctx, 1), 0), 0, logical, physical);
+}
+
+/// Byte offset of blk_prop in a blkptr_t (after its three 16-byte DVAs):
+/// on-disk format, not a compiler's layout.
+const BLKPTR_PROP_OFFSET: u64 = 48;
+/// blk_prop's embedded-data bit (BP_IS_EMBEDDED).
+const BLKPTR_EMBEDDED: u64 = 1 << 39;
+
 fn dmu_write_count(ctx: &ProbeContext) {
     workload_count(ctx, Stage::WorkloadWrite);
 }
@@ -1104,6 +1136,7 @@ entry_programs! {
     dmu_write_entry_k, dmu_write_entry_u => dmu_write_entry;
     dmu_write_count_k, dmu_write_count_u => dmu_write_count;
     dmu_read_count_k, dmu_read_count_u => dmu_read_count;
+    block_read_entry_k, block_read_entry_u => block_read_entry;
     dmu_read_entry_k, dmu_read_entry_u => dmu_read_entry;
     uio_write_entry_k, uio_write_entry_u => uio_write_entry;
     uio_read_entry_k, uio_read_entry_u => uio_read_entry;

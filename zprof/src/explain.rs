@@ -612,7 +612,8 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
             vdevs.len()
         ),
         format!(
-            "ZIL (sync writes): {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
+            "{}: {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
+            sync_priority_words(rec),
             format_bytes(zil.bytes as f64),
             zil.bytes as f64 / logical.bytes as f64,
             format_bytes(txg.bytes as f64),
@@ -637,7 +638,7 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
             );
         }
     }
-    if zil.bytes * 20 > logical.bytes && txg.bytes > 0 {
+    if zil.bytes * 20 > logical.bytes && txg.bytes > 0 && stat(rec, Stage::ZilCommit, None).count > 0 {
         evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
     }
     out.push(Finding {
@@ -653,6 +654,18 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
         action,
         figures: vec![("write_amplification".into(), factor)],
     });
+}
+
+/// What the leaf writes of sync priority were. ZFS gives that priority to
+/// ZIL blocks, to data that zil_commit writes in place (dmu_sync: large
+/// writes, logbias=throughput) and to vdev labels and uberblocks; without a
+/// zil_commit in the recording they cannot be the ZIL's.
+fn sync_priority_words(rec: &Recording) -> &'static str {
+    if stat(rec, Stage::ZilCommit, None).count > 0 {
+        "sync-priority writes (ZIL blocks and the data zil_commit wrote in place, labels)"
+    } else {
+        "sync-priority writes (no zil_commit was traced: labels, uberblocks, dmu_sync)"
+    }
 }
 
 /// Finding 6: the write throttle and txg sync times.
@@ -707,65 +720,117 @@ fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     });
 }
 
-/// Finding 7: where reads spend their time.
+/// Finding 7: where reads spend their time (see [`crate::read_path`]).
 fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
-    let read = stat(rec, Stage::WorkloadRead, None);
-    if read.count == 0 {
-        return;
-    }
-    let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
-        .into_iter()
-        .filter(|h| !crate::zfs_names::io_class_is_write(h.class) && h.class_name.contains("read"))
-        .collect();
-    let device = summarize(leaf.iter().copied());
-    // The workload's reads are sync reads; async reads are prefetch and ZFS's own.
-    let disk = summarize(pick(rec, Stage::VdevDisk, None, Some("sync read")));
-    let queue = summarize(pick(rec, Stage::VdevQueue, None, Some("sync read")));
-    let decompress = stat(rec, Stage::Decompress, None);
-    let verify = stat(rec, Stage::ChecksumVerify, None);
-    // Medians for the device side (not every read goes to disk, and ZFS reads
-    // metadata too); CPU work spread over all reads.
-    let device_part = disk.p50_ns as f64 * (disk.count.min(read.count) as f64 / read.count as f64);
-    let queue_part = queue.p50_ns as f64 * (queue.count.min(read.count) as f64 / read.count as f64);
-    let cpu_part = (decompress.total_ns + verify.total_ns) as f64 / read.count as f64;
-    let mean = read.p50_ns.max(1) as f64;
-    let (bound, action) = if device_part >= 0.5 * mean {
-        ("device-bound", "Reads wait for the disks: more ARC (or an L2ARC), faster vdevs, or a recordsize/volblocksize closer to the read size.")
-    } else if queue_part >= 0.5 * mean {
-        ("queue-bound", "Reads wait in the vdev queue behind other I/O: look at the async write and scrub load.")
-    } else if cpu_part >= 0.5 * mean {
-        ("CPU-bound", "Decompression and checksum verification dominate: a cheaper compression algorithm speeds reads up.")
+    let Some(path) = crate::read_path::ReadPath::measure(rec) else { return };
+    let reads = &path.reads;
+    let reach = path.blocks_per_read;
+    let device_share = if path.timed { path.device_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
+    let cpu_share = if path.timed { path.cpu_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
+    let amplification = path.amplification();
+    let (bound, action) = if reach < 0.1 && (!path.timed || device_share < 0.5) {
+        (
+            format!("served from the ARC ({:.2} blocks read from disk per read)", reach),
+            "Reads hit the ARC: nothing to tune on the disk side.".to_owned(),
+        )
+    } else if path.timed && device_share < 0.5 && cpu_share >= 0.5 {
+        ("CPU-bound".to_owned(), "Decompression and checksum verification dominate: a cheaper compression algorithm speeds reads up.".to_owned())
+    } else if reach >= 0.5 || device_share >= 0.5 {
+        let what = if amplification >= 4.0 {
+            format!(
+                "disk-bound and amplified {amplification:.0}x: each {} read fetches a {} block from {} leaves",
+                format_bytes(path.read_bytes()),
+                format_bytes(path.block_bytes),
+                path.fan_out
+            )
+        } else {
+            "disk-bound".to_owned()
+        };
+        let action = if amplification >= 4.0 {
+            "Each read moves a whole block from the disks: a recordsize/volblocksize closer to the read size, primarycache=all (or a larger ARC, an L2ARC) so blocks are read once; on RAID-Z a narrow block spans fewer leaves."
+        } else {
+            "Reads wait for the disks: more ARC (or an L2ARC), faster vdevs, or more of them."
+        };
+        (what, action.to_owned())
     } else {
-        ("mostly served from memory", "Most reads hit the ARC; nothing to tune on the disk side.")
+        (
+            format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0),
+            "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
+        )
     };
-    let mut evidence = vec![
-        format!("{} reads, p50 {}, mean {}", format_count(read.count as f64), format_ns(read.p50_ns), format_ns(read.mean_ns as u64)),
-        format!(
-            "per read (device side from sync-read medians, weighted by how many reads reached a disk): disk {}, queue {}, decompression + checksum verification {}",
-            format_ns(device_part as u64),
-            format_ns(queue_part as u64),
-            format_ns(cpu_part as u64)
-        ),
-    ];
-    if read.bytes > 0 && device.bytes > 0 {
-        let amplification = device.bytes as f64 / read.bytes as f64;
+    let latency = if path.timed { format!(", p50 {}, mean {}", format_ns(reads.p50_ns), format_ns(reads.mean_ns as u64)) } else { String::new() };
+    let mut evidence = vec![format!("{} reads of {} on average{latency}", format_count(reads.count as f64), format_bytes(path.read_bytes()))];
+    evidence.push(read_reach_line(&path));
+    evidence.push(format!(
+        "per read: device {} ({:.2} blocks x (slowest of {} leaf reads {} + queue {})), decompression + checksum verification {}",
+        format_ns(path.device_per_read_ns as u64),
+        reach,
+        path.fan_out,
+        format_ns(path.block_disk_ns as u64),
+        format_ns(path.leaf_queue.mean_ns as u64),
+        format_ns(path.cpu_per_read_ns as u64)
+    ));
+    if path.timed {
+        evidence.push(format!("device time is {} of a read's mean, CPU {}", pct(device_share), pct(cpu_share)));
+    }
+    if reads.bytes > 0 && path.leaf_disk.bytes > 0 {
         evidence.push(format!(
-            "read amplification: leaf vdevs read {} for {} requested ({amplification:.1}x)",
-            format_bytes(device.bytes as f64),
-            format_bytes(read.bytes as f64)
+            "read amplification: leaf vdevs read {} (sync) for {} requested ({amplification:.1}x)",
+            format_bytes(path.leaf_disk.bytes as f64),
+            format_bytes(reads.bytes as f64)
         ));
+    }
+    if path.leaf_async_reads > 0 {
+        evidence.push(format!("prefetch and ZFS's own reads: {} leaf async reads", format_count(path.leaf_async_reads as f64)));
+    }
+    // Untimed reads (counted at entry): their time is at least what they
+    // waited for the devices.
+    let read_ns = if path.timed { reads.total_ns as f64 } else { reads.count as f64 * path.device_per_read_ns };
+    let mut missing = vec!["ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart".to_owned()];
+    if path.blocks.is_none() {
+        missing.push("blocks read from disk (zio_read) were not probed: each leaf read is taken as its own block".into());
+    }
+    if !path.timed {
+        missing.push("read latency: counted at entry only on uprobes (--full-timing times each read); the share is the device time".into());
     }
     out.push(Finding {
         kind: "reads".into(),
         pool: String::new(),
-        title: format!("reads are {bound} (p50 {})", format_ns(read.p50_ns)),
-        share: read.total_ns as f64 / workload_ns,
-        confidence: if read.count >= 100 { Confidence::High } else { Confidence::Low },
+        title: format!("reads are {bound}"),
+        share: (read_ns / workload_ns).min(1.0),
+        confidence: if reads.count >= 100 && path.blocks.is_some() { Confidence::High } else { Confidence::Low },
         evidence,
-        missing: vec!["ARC hits and misses are not traced; a read without disk I/O is inferred".into()],
-        action: action.into(),
-        figures: vec![("read_p50_ns".into(), read.p50_ns as f64)],
+        missing,
+        action,
+        figures: vec![
+            ("read_p50_ns".into(), reads.p50_ns as f64),
+            ("blocks_per_read".into(), reach),
+            ("fan_out".into(), path.fan_out as f64),
+            ("device_per_read_ns".into(), path.device_per_read_ns),
+            ("read_amplification".into(), amplification),
+        ],
     });
+}
+
+/// How many reads reached the disks, and how wide a block read was.
+fn read_reach_line(path: &crate::read_path::ReadPath) -> String {
+    let blocks = match &path.blocks {
+        Some(b) => format!(
+            "{} blocks read from disk (zio_read, {} physical, byte-weighted block {})",
+            format_count(b.count as f64),
+            format_bytes(b.bytes_out as f64),
+            format_bytes(path.block_bytes)
+        ),
+        None => "blocks read from disk not probed".to_owned(),
+    };
+    format!(
+        "{blocks}; {} leaf sync reads of {} on average over {} leaves: {} per block, so {:.2} blocks reached the leaves per read",
+        format_count(path.leaf_disk.count as f64),
+        format_bytes(path.leaf_disk.bytes as f64 / path.leaf_disk.count.max(1) as f64),
+        path.leaves,
+        path.fan_out,
+        path.blocks_per_read
+    )
 }
 
 /// Renders findings as text.

@@ -17,6 +17,7 @@ pub mod explain;
 pub mod flamegraph;
 pub mod offsets;
 pub mod openzfs;
+pub mod read_path;
 pub mod recording;
 pub mod report;
 pub mod symbols;

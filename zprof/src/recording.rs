@@ -336,6 +336,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ZilOther => "zil_other",
         Stage::SyncWriteCycle => "sync_write_cycle",
         Stage::ZilTimeoutWait => "zil_timeout_wait",
+        Stage::BlockRead => "block_read",
     }
 }
 

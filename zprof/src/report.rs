@@ -68,6 +68,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::ZstdCompress => "  zstd (inside)",
         Stage::Lz4Compress => "  lz4 (inside)",
         Stage::Decompress => "decompress",
+        Stage::BlockRead => "blocks read",
         Stage::ChecksumCompute => "checksum",
         Stage::ChecksumVerify => "checksum verify",
         Stage::VdevQueue => "vdev queue wait",

@@ -738,6 +738,19 @@ fn uprobe_location(object: &str, function: &str, start: u64, status: &mut ProbeS
 /// Class name of lz4 trials run by zstd's early abort (not lz4 compressions).
 pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";
 
+/// Physical block sizes read from disk, as powers of two: "<=16K" holds
+/// compressed blocks of 8K to 16K.
+fn block_size_class(log2: u32) -> String {
+    let size = 1u64 << log2.min(40);
+    let words = if size >= 1 << 20 { format!("{}M", size >> 20) } else if size >= 1024 { format!("{}K", size >> 10) } else { format!("{size}B") };
+    format!("<={words}")
+}
+
+/// Physical size bound of a blocks-read row's class (see [`block_size_class`]).
+pub fn block_class_bytes(class: u32) -> u64 {
+    1u64 << (class & 0xff).min(40)
+}
+
 /// The words for a stage's class number.
 pub fn class_name(stage: Stage, class: u32) -> String {
     match stage {
@@ -748,6 +761,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Lz4Compress => "lz4".into(),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
+        Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class & 0xff)),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),

@@ -1,0 +1,74 @@
+//! The lab's flash models as ZFS sees them: a 4k read on the ssd model takes
+//! its nominal latency within 10%, measured through zprof's vdev disk stage
+//! (io_delay); the nvme model's nominal 17 us is below what this host can
+//! deliver (its thread hand-offs), so ZFS sees the host's floor, measured
+//! with no model at all, and the test says so. Needs root.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::{first_json, lab_releases, require_root, stderr, zprof};
+
+/// Nominal latency of a 4k I/O: access latency plus transfer, in us.
+fn nominal_us(access_us: f64, rate_mib_s: f64) -> f64 {
+    access_us + 4096.0 / (rate_mib_s * 1048576.0) * 1e6
+}
+
+/// Mean sync-read disk time (us) zprof measured, and the lab's own mean of
+/// the I/Os it modelled as ZFS saw them, for 4k random reads that all reach
+/// one vdev of `model`.
+fn read_latency_us(dir: &Path, lab: &Path, model: &str) -> (f64, f64) {
+    let recording = dir.join(format!("{model}.json"));
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .arg(&recording)
+        .arg("--")
+        .arg(lab)
+        .args(["run", "--vdev-model", model, "--volblocksize", "4k", "--primarycache", "metadata", "--dir"])
+        .arg(dir)
+        .args(["--job", "name=rr,rw=randread,bs=4k,size=16m,runtime=2", "--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lab_json = first_json(&String::from_utf8_lossy(&output.stdout));
+    let device = &lab_json["jobs"][0]["leaves"][0]["device"];
+    let lab_us = device["io_ns"].as_f64().unwrap() / device["ios"].as_f64().unwrap().max(1.0) / 1e3;
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    let (mut count, mut total) = (0.0, 0.0);
+    for h in rec["histograms"].as_array().unwrap() {
+        if h["stage"] == "vdev_disk" && h["class_name"] == "sync read" {
+            count += h["count"].as_f64().unwrap();
+            total += h["total_ns"].as_f64().unwrap();
+        }
+    }
+    assert!(count > 1000.0, "{model}: only {count} sync reads reached the vdev");
+    (total / count / 1e3, lab_us)
+}
+
+#[test]
+fn flash_models_give_their_nominal_latency_where_the_host_can() {
+    require_root();
+    for release in lab_releases() {
+        let dir = common::scratch("zprof-devices", &release.version);
+        let (floor, _) = read_latency_us(&dir, &release.lab, "none");
+        for (model, nominal) in [("ssd", nominal_us(60.0, 500.0)), ("nvme", nominal_us(15.0, 2000.0))] {
+            let (measured, lab_saw) = read_latency_us(&dir, &release.lab, model);
+            let expected = nominal.max(floor);
+            eprintln!(
+                "{} {model}: 4k read {measured:.1} us through zprof's vdev disk stage (lab: {lab_saw:.1} us), nominal {nominal:.1} us, host floor {floor:.1} us",
+                release.version
+            );
+            if floor > nominal {
+                eprintln!("  {model}: this host's floor ({floor:.1} us) is above the model's {nominal:.1} us: ZFS sees the floor");
+            }
+            assert!((measured / expected - 1.0).abs() < 0.10, "{model}: {measured:.1} us vs {expected:.1} us expected");
+            // The lab's own account (the same io_delay span, over the job's
+            // reads and writes where zprof's row is the sync reads of the
+            // whole run) agrees with zprof's.
+            assert!((lab_saw / measured - 1.0).abs() < 0.10, "{model}: lab {lab_saw:.1} us vs zprof {measured:.1} us");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
