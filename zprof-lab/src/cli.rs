@@ -70,7 +70,7 @@ pub struct PoolArgs {
     /// Number of log vdevs (SLOG), each one file.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
     pub logs: u32,
-    /// Model of the data vdevs: hdd|ssd|nvme|none[:seek=8ms,rpm=7200,rot=4ms,lat=60us,rate=200MiB/s,flush=1ms,qd=4].
+    /// Model of the data vdevs: hdd|ssd|nvme|none[:seek=8ms,rpm=7200,rot=4ms,lat=60us,rate=200MiB/s,flush=1ms,qd=4,wc=16MiB|off].
     #[arg(long, default_value = "none", value_parser = parse_model)]
     pub vdev_model: ModelParams,
     /// Model of the log vdevs (same syntax).

@@ -60,15 +60,25 @@ pub struct ModelParams {
     pub flush_ns: u64,
     /// I/Os the device serves at once (1 for a disk).
     pub channels: u32,
+    /// hdd write-back cache: writes complete once in it (after the command
+    /// and the interface transfer) while it holds at most this many bytes
+    /// not yet on the medium; a flush waits until they are. 0: write-through.
+    #[serde(default)]
+    pub write_cache_bytes: u64,
 }
+
+/// Command overhead of a write the hdd's cache accepts.
+const CACHE_COMMAND_NS: u64 = 30_000;
+/// Interface rate of a write into the hdd's cache (SATA 6 Gb/s).
+const CACHE_INTERFACE_BYTES_PER_S: u64 = 550_000_000;
 
 impl ModelParams {
     /// Defaults of a model kind.
     pub fn defaults(kind: ModelKind) -> Self {
         match kind {
-            // A 7,200 rpm nearline disk with its write cache off (the model is
-            // write-through: a write is durable when it completes), so a flush has
-            // nothing left to write and costs only its command round trip.
+            // A 7,200 rpm nearline disk with its write cache on, as disks
+            // ship: a write completes in the cache, and a flush waits until
+            // the cache is on the medium, then for its command round trip.
             ModelKind::Hdd => ModelParams {
                 kind,
                 seek_ns: 8_000_000,
@@ -77,6 +87,7 @@ impl ModelParams {
                 rate_bytes_per_s: 200 << 20,
                 flush_ns: 100_000,
                 channels: 1,
+                write_cache_bytes: 16 << 20,
             },
             ModelKind::Ssd => ModelParams {
                 kind,
@@ -86,6 +97,7 @@ impl ModelParams {
                 rate_bytes_per_s: 500 << 20,
                 flush_ns: 100_000,
                 channels: 4,
+                write_cache_bytes: 0,
             },
             ModelKind::Nvme => ModelParams {
                 kind,
@@ -95,6 +107,7 @@ impl ModelParams {
                 rate_bytes_per_s: 2000 << 20,
                 flush_ns: 20_000,
                 channels: 16,
+                write_cache_bytes: 0,
             },
             ModelKind::None => ModelParams {
                 kind,
@@ -104,6 +117,7 @@ impl ModelParams {
                 rate_bytes_per_s: 0,
                 flush_ns: 0,
                 channels: 1,
+                write_cache_bytes: 0,
             },
         }
     }
@@ -161,7 +175,8 @@ impl std::str::FromStr for ModelParams {
     type Err = OptError;
 
     /// `KIND[:key=value,...]`, e.g. `hdd:seek=8ms,rpm=7200,rate=200MiB/s,flush=1ms`.
-    /// Keys: seek, rpm, rot (half rotation), lat (access latency), rate, flush, qd.
+    /// Keys: seek, rpm, rot (half rotation), lat (access latency), rate, flush, qd,
+    /// wc (hdd write-back cache size, or off).
     fn from_str(s: &str) -> Result<Self, OptError> {
         let (kind, rest) = s.split_once(':').unwrap_or((s, ""));
         let kind = match kind {
@@ -193,6 +208,7 @@ impl std::str::FromStr for ModelParams {
                 "lat" => p.access_ns = parse_duration_ns(v)?,
                 "rate" => p.rate_bytes_per_s = parse_rate(v)?,
                 "flush" => p.flush_ns = parse_duration_ns(v)?,
+                "wc" => p.write_cache_bytes = if v == "off" { 0 } else { crate::options::parse_size(v)? },
                 "qd" => {
                     p.channels = v.parse().map_err(|_| OptError(format!("bad qd '{v}'")))?;
                     if p.channels == 0 {
@@ -213,10 +229,14 @@ impl fmt::Display for ModelParams {
         match self.kind {
             ModelKind::Hdd => write!(
                 f,
-                "hdd:seek={:.3}ms,rot={:.3}ms,rate={mib:.0}MiB/s,flush={:.3}ms",
+                "hdd:seek={:.3}ms,rot={:.3}ms,rate={mib:.0}MiB/s,flush={:.3}ms,wc={}",
                 ms(self.seek_ns),
                 ms(self.half_rotation_ns),
-                ms(self.flush_ns)
+                ms(self.flush_ns),
+                match self.write_cache_bytes {
+                    0 => "off".to_owned(),
+                    b => format!("{}MiB", b >> 20),
+                }
             ),
             ModelKind::Ssd | ModelKind::Nvme => write!(
                 f,
@@ -263,6 +283,9 @@ pub struct DeviceState {
     /// State of the rotational-position generator (xorshift64*, fixed seed:
     /// runs are reproducible).
     rng: u64,
+    /// hdd writes in the write-back cache: when each is on the medium, and
+    /// its bytes.
+    dirty: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl DeviceState {
@@ -273,6 +296,7 @@ impl DeviceState {
             last_end: None,
             starts: std::collections::VecDeque::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
+            dirty: std::collections::VecDeque::new(),
         }
     }
 
@@ -301,7 +325,7 @@ impl DeviceState {
     /// is still busy is charged as streaming (transfer only), and the head stays
     /// at the furthest end. An idle device has no queue to reorder: a request
     /// behind the head then waits for the platter, as [`ModelParams::service_ns`] says.
-    pub fn submit(&mut self, p: &ModelParams, now: u64, offset: u64, size: u64) -> u64 {
+    pub fn submit(&mut self, p: &ModelParams, now: u64, offset: u64, size: u64, write: bool) -> u64 {
         let (i, free) = self
             .busy_until
             .iter()
@@ -332,7 +356,29 @@ impl DeviceState {
         }
         let done = start + service;
         self.busy_until[i] = done;
+        if write && p.kind == ModelKind::Hdd && p.write_cache_bytes > 0 {
+            return self.cached_write(p, now, size, done);
+        }
         done
+    }
+
+    /// A write into the hdd's write-back cache, on the medium at `on_medium`:
+    /// it completes once accepted, or, when the cache is full, once enough
+    /// earlier writes have reached the medium to make room for it.
+    fn cached_write(&mut self, p: &ModelParams, now: u64, size: u64, on_medium: u64) -> u64 {
+        self.dirty.retain(|(at, _)| *at > now);
+        let accepted = now + CACHE_COMMAND_NS + size * 1_000_000_000 / CACHE_INTERFACE_BYTES_PER_S;
+        let mut excess = (self.dirty.iter().map(|(_, b)| b).sum::<u64>() + size).saturating_sub(p.write_cache_bytes);
+        let mut room_at = accepted;
+        for (at, bytes) in &self.dirty {
+            if excess == 0 {
+                break;
+            }
+            excess = excess.saturating_sub(*bytes);
+            room_at = room_at.max(*at);
+        }
+        self.dirty.push_back((on_medium, size));
+        room_at.min(on_medium.max(accepted))
     }
 
     /// A cache flush arrives at `now`: it waits for every outstanding I/O
@@ -521,7 +567,7 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
+extern "C" fn io_hook(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
     let rt = runtime();
     let leaf = rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
     let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
@@ -533,7 +579,7 @@ extern "C" fn io_hook(zio: *mut c_void, guid: u64, _is_write: c_int, offset: u64
     // The device received the I/O when ZFS issued it: the host's own file I/O
     // and its hand-off to a vdev_file thread happen inside the modelled time.
     let arrival = if issued_ns > 0 && issued_ns <= now { issued_ns } else { now };
-    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, arrival, offset, size)).unwrap_or(now);
+    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, arrival, offset, size, is_write != 0)).unwrap_or(now);
     let fire = leaf.io_lag.fire_at(done, now);
     if fire > now {
         let io = Scheduled { leaf, arrival, done, path: Delivery::Timer };
@@ -762,17 +808,17 @@ mod tests {
         let p: ModelParams = "hdd:seek=1ms,rot=0,rate=1000000000".parse().unwrap();
         let mut d = DeviceState::new(&p);
         // 1000 bytes at 1e9 B/s = 1 us transfer.
-        let a = d.submit(&p, 0, 0, 1000);
+        let a = d.submit(&p, 0, 0, 1000, false);
         assert_eq!(a, 1_001_000);
         // Contiguous, arrives while busy: starts when the first ends.
-        let b = d.submit(&p, 10, 1000, 1000);
+        let b = d.submit(&p, 10, 1000, 1000, false);
         assert_eq!(b, a + 1000);
         // Far away: pays the seek again, queued behind the others; with B
         // still waiting in the queue the disk picks the closer of two.
-        let c = d.submit(&p, 10, 10 << 20, 1000);
+        let c = d.submit(&p, 10, 10 << 20, 1000, false);
         assert_eq!(c, b + (1_000_000.0 * queued_positioning_factor(2)) as u64 + 1000);
         // Idle device, later arrival, adjacent, no rotation modelled: starts at arrival.
-        let e = d.submit(&p, 10_000_000, (10 << 20) + 1000, 1000);
+        let e = d.submit(&p, 10_000_000, (10 << 20) + 1000, 1000, false);
         assert_eq!(e, 10_000_000 + 1000);
     }
 
@@ -783,19 +829,19 @@ mod tests {
         // 4096 bytes at 1e9 B/s = 4,096 ns. ZFS issued A=[0,4k) and B=[4k,8k); the host
         // finished B first. B arrives on an idle device: far from nothing, seek + half turn.
         let rotation = d.clone().next_rotation();
-        let b = d.submit(&p, 0, 4096, 4096);
+        let b = d.submit(&p, 0, 4096, 4096, false);
         assert_eq!(b, 1_000_000 + (10_000_000.0 * rotation) as u64 + 4096);
         // A arrives while the disk is still busy with B: in the disk's queue it would have
         // gone first, so it costs its transfer only, not a revolution.
-        let a = d.submit(&p, 10, 0, 4096);
+        let a = d.submit(&p, 10, 0, 4096, false);
         assert_eq!(a, b + 4096);
         // The head is still after B: C=[8k,12k) arriving while busy streams on.
-        let c = d.submit(&p, 20, 8192, 4096);
+        let c = d.submit(&p, 20, 8192, 4096, false);
         assert_eq!(c, a + 4096);
         // Behind the head on an idle device: no queue to reorder, wait for the platter
         // (one turn = 10 ms, minus the 1 ms idle, minus the 12k we are behind, mod a turn).
         let late = c + 1_000_000;
-        let e = d.submit(&p, late, 0, 4096);
+        let e = d.submit(&p, late, 0, 4096, false);
         assert_eq!(e, late + (10_000_000 - 1_000_000 - 12_288) + 4096);
     }
 
@@ -815,14 +861,34 @@ mod tests {
     }
 
     #[test]
+    fn hdd_write_cache_accepts_writes_and_flush_waits_for_the_medium() {
+        let p: ModelParams = "hdd:seek=8ms,rot=0,rate=1000000000,flush=100us,wc=8k".parse().unwrap();
+        let mut d = DeviceState::new(&p);
+        let accept = CACHE_COMMAND_NS + 4096 * 1_000_000_000 / CACHE_INTERFACE_BYTES_PER_S;
+        // Two far 4k writes: accepted at once, each 8 ms on the medium.
+        assert_eq!(d.submit(&p, 0, 0, 4096, true), accept);
+        assert_eq!(d.submit(&p, 0, 100 << 20, 4096, true), accept);
+        // The cache (8k) is full: a third waits until the first is on the medium.
+        assert_eq!(d.submit(&p, 0, 200 << 20, 4096, true), 8_004_096);
+        // A flush waits for all three on the medium (the third queued behind
+        // the second: the disk picks the closer of two), then its command.
+        let third_on_medium = 2 * 8_004_096 + (8_000_000.0 * queued_positioning_factor(2)) as u64 + 4096;
+        assert_eq!(d.flush(&p, 10), third_on_medium + 100_000);
+        // Write-through (wc=off): a write completes on the medium.
+        let p: ModelParams = "hdd:seek=8ms,rot=0,rate=1000000000,wc=off".parse().unwrap();
+        let mut d = DeviceState::new(&p);
+        assert_eq!(d.submit(&p, 0, 0, 4096, true), 8_004_096);
+    }
+
+    #[test]
     fn flush_waits_for_all_channels() {
         let p: ModelParams = "ssd:lat=100us,rate=1000000000,flush=1ms,qd=2".parse().unwrap();
         let mut d = DeviceState::new(&p);
-        let a = d.submit(&p, 0, 0, 0);
-        let b = d.submit(&p, 0, 0, 0);
+        let a = d.submit(&p, 0, 0, 0, false);
+        let b = d.submit(&p, 0, 0, 0, false);
         assert_eq!((a, b), (100_000, 100_000)); // two channels in parallel
         assert_eq!(d.flush(&p, 50_000), 1_100_000);
-        assert_eq!(d.submit(&p, 0, 0, 0), 1_200_000);
+        assert_eq!(d.submit(&p, 0, 0, 0, false), 1_200_000);
     }
 
     #[test]

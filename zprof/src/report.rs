@@ -13,7 +13,7 @@ use std::{collections::BTreeSet, fmt::Write as _};
 use serde::Serialize;
 use zprof_common::Stage;
 
-use crate::recording::{Recording, Summary, stage_name, summarize};
+use crate::recording::{HistRecord, Recording, Summary, stage_name, summarize};
 
 /// One row of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -28,8 +28,10 @@ pub struct Row {
     pub pool: String,
     /// Events per second over the recording.
     pub per_second: f64,
-    /// Time spent in the stage over wall-clock time (can exceed 1 with concurrency).
-    pub busy: f64,
+    /// Mean number of events in the stage at once: time spent in it over
+    /// wall-clock time (Little's law). On vdev rows, per leaf vdev: 1.0 is a
+    /// device with one I/O outstanding throughout, more is a queue.
+    pub in_flight: f64,
     /// Statistics.
     #[serde(flatten)]
     pub summary: Summary,
@@ -182,7 +184,7 @@ pub fn build(recording: &Recording) -> Report {
                 detail,
                 pool,
                 per_second: summary.count as f64 / seconds,
-                busy: summary.total_ns as f64 / 1e9 / seconds,
+                in_flight: summary.total_ns as f64 / 1e9 / seconds / per_device(stage, &members),
                 summary,
                 note,
             });
@@ -311,6 +313,15 @@ fn cost_per_program_line(recording: &Recording) -> Option<String> {
     Some(format!("  per program (events/s x BPF time per event): {}", parts.join(", ")))
 }
 
+/// What a row's in-flight figure is divided by: the leaf vdevs of a vdev row.
+fn per_device(stage: Stage, members: &[&HistRecord]) -> f64 {
+    if !matches!(stage, Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal | Stage::VdevQueueTimed) {
+        return 1.0;
+    }
+    let leaves: BTreeSet<(&str, u64)> = members.iter().map(|h| (h.pool.as_str(), h.vdev)).collect();
+    leaves.len().max(1) as f64
+}
+
 /// Renders the report as a table.
 pub fn render_table(report: &Report) -> String {
     let mut out = String::new();
@@ -325,7 +336,7 @@ pub fn render_table(report: &Report) -> String {
     let _ = writeln!(
         out,
         "{:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>6}  NOTE",
-        "COUNT", "OPS/S", "P50", "P90", "P99", "MAX", "TOTAL", "BUSY%"
+        "COUNT", "OPS/S", "P50", "P90", "P99", "MAX", "TOTAL", "INFLT"
     );
     for row in &report.rows {
         let s = &row.summary;
@@ -346,12 +357,14 @@ pub fn render_table(report: &Report) -> String {
             time(s.p99_ns),
             time(s.max_ns),
             time(s.total_ns),
-            if timed { format!("{:.1}", row.busy * 100.0) } else { "-".to_owned() },
+            if timed { format!("{:.2}", row.in_flight) } else { "-".to_owned() },
             row.note
         );
     }
     if report.rows.is_empty() {
         let _ = writeln!(out, "(no events: did the workload run on the traced target?)");
+    } else {
+        let _ = writeln!(out, "INFLT: mean number in the stage at once (its time over the wall time); per leaf vdev on vdev rows");
     }
     let _ = writeln!(out);
     if report.losses.is_empty() {

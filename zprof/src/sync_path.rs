@@ -19,14 +19,14 @@
 //! zprof cannot tell apart: the rest of a commit and the writer's own time
 //! include work per leaf I/O (each leaf write and flush of a wide RAID-Z
 //! commit has its completion hand-off, run on the same CPUs), and a log
-//! device has 2 leaf I/Os per commit instead of many. With CPUs to spare the
-//! point prediction keeps the geometric midpoint between "all of it per leaf
-//! I/O" and "all of it per commit" (measured here: a raidz3 pool's 169-206 us
-//! of it became 67-83 us on a log device, where the midpoint gives 60-78 us).
-//! When the machine's
-//! CPUs were saturated ([`SATURATED`]), every wake-up waits for a CPU and
-//! that time is per commit, not per leaf I/O: it is kept whole (measured
-//! here: it did not shrink at all). The other assumption is always shown too.
+//! device has 2 leaf I/Os per commit instead of many. The point prediction
+//! keeps the geometric midpoint between "all of it per leaf I/O" and "all of
+//! it per commit", and the finding gives both ends as its range (measured
+//! here: a raidz3 pool's 169-206 us of it became 67-83 us on a log device,
+//! where the midpoint gives 60-78 us; with both cores busy, 487 us became
+//! about 117 us, closer to per leaf I/O). An earlier rule kept all of it when
+//! the CPUs were saturated; it rested on the lab's timer thread, which needed
+//! a CPU to deliver each I/O, not on what a device does, and is gone.
 
 use zprof_common::Stage;
 
@@ -37,9 +37,6 @@ use crate::{
 
 /// An event longer than this many medians is a stall (see the module doc).
 pub const STALL_FACTOR: f64 = 20.0;
-
-/// The machine's busy CPU share from which wake-ups wait for a CPU.
-pub const SATURATED: f64 = 0.9;
 
 /// Leaf I/Os of one commit on a single log device: its write and its flush.
 pub const LOG_DEVICE_LEAF_IOS: f64 = 2.0;
@@ -76,8 +73,6 @@ pub struct SyncPath {
     /// Writers' time (cycles and commits) over the recording: the average
     /// number of sync writers at work.
     pub writers: f64,
-    /// Whether the machine's CPUs were saturated during the recording.
-    pub cpu_saturated: bool,
 }
 
 fn rows<'a>(rec: &'a Recording, stage: Stage, pool: &'a str) -> impl Iterator<Item = &'a HistRecord> + Clone {
@@ -126,7 +121,6 @@ impl SyncPath {
                 + if on_log_device { leaf_writes } else { leaf_flushes_per_commit(rec, pool, commits.count) },
             on_log_device,
             writers: ((cycles.total_ns + commits.total_ns) as f64 / 1e9 / seconds).max(1.0),
-            cpu_saturated: rec.machine_cpu_busy.is_some_and(|b| b >= SATURATED),
         })
     }
 
@@ -173,8 +167,7 @@ impl SyncPath {
         let per_leaf = (LOG_DEVICE_LEAF_IOS / self.leaf_ios_per_commit.max(LOG_DEVICE_LEAF_IOS)).min(1.0);
         // Between "all per leaf I/O" and "all per commit", the geometric
         // midpoint: zprof cannot tell the two parts apart in one run.
-        let scale = if self.cpu_saturated { 1.0 } else { per_leaf.sqrt() };
-        let other_scale = if self.cpu_saturated { per_leaf } else { 1.0 };
+        let scale = per_leaf.sqrt();
         let rate = |non_device_scale: f64| {
             let commit = timeout + write_ns + flush_ns + self.other_ns * non_device_scale;
             let cycle = self.cycle.typical_mean_ns * non_device_scale;
@@ -182,8 +175,15 @@ impl SyncPath {
             (commit, per_writer)
         };
         let (commit_ns, per_writer) = rate(scale);
-        let (_, other_per_writer) = rate(other_scale);
-        Prediction { commit_ns, cycle_ns: self.cycle.typical_mean_ns * scale, per_writer, other_per_writer, non_device_scale: scale }
+        let (_, all_per_commit) = rate(1.0);
+        let (_, all_per_leaf) = rate(per_leaf);
+        Prediction {
+            commit_ns,
+            cycle_ns: self.cycle.typical_mean_ns * scale,
+            per_writer,
+            range: (all_per_commit, all_per_leaf),
+            non_device_scale: scale,
+        }
     }
 }
 
@@ -213,9 +213,9 @@ pub struct Prediction {
     pub cycle_ns: f64,
     /// Sync writes per second per writer.
     pub per_writer: f64,
-    /// The same under the other assumption about the non-device time (all of
-    /// it per leaf I/O, or none).
-    pub other_per_writer: f64,
+    /// The same with all of the non-device time per commit (kept whole) and
+    /// all of it per leaf I/O (scaled to the log device's 2): the range.
+    pub range: (f64, f64),
     /// The share of the non-device time kept (log device's leaf I/Os over the pool's).
     pub non_device_scale: f64,
 }

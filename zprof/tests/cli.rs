@@ -370,8 +370,8 @@ enum Mode {
 
 /// Runs the lab's fsync=1 job on raidz3 of 8 emulated HDDs under zprof, with
 /// or without one ssd log vdev; returns the recording and the lab's JSON.
-fn fsync_on_raidz3(dir: &Path, lab: &Path, logs: u32, bs: &str, mode: Mode) -> (PathBuf, Value) {
-    let recording = dir.join(format!("logs{logs}-{bs}-{mode:?}.json"));
+fn fsync_on_raidz3(dir: &Path, lab: &Path, logs: u32, bs: &str, mode: Mode, tag: &str) -> (PathBuf, Value) {
+    let recording = dir.join(format!("logs{logs}-{bs}-{mode:?}{tag}.json"));
     let output = zprof()
         .args([if mode == Mode::Run { "run" } else { "record" }, "--target", "libzpool", "--no-explain", "-o"])
         .arg(&recording)
@@ -410,8 +410,9 @@ impl Drop for CpuLoad {
 /// the measured rate.
 fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> (PathBuf, PathBuf, f64, f64) {
     let load = loaded.then(CpuLoad::start);
-    let (without, _) = fsync_on_raidz3(dir, lab, 0, bs, mode);
-    let (with, lab_with) = fsync_on_raidz3(dir, lab, 1, bs, mode);
+    let tag = if loaded { "-loaded" } else { "" };
+    let (without, _) = fsync_on_raidz3(dir, lab, 0, bs, mode, tag);
+    let (with, lab_with) = fsync_on_raidz3(dir, lab, 1, bs, mode, tag);
     drop(load);
     let measured = lab_with["jobs"][0]["write"]["iops"].as_f64().unwrap();
     // The log device as ZFS saw it in the lab (its model's latency where the
@@ -426,6 +427,9 @@ fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> (Pat
     let findings = findings.as_array().unwrap();
     assert_eq!(findings[0]["kind"], "sync_write_bound", "first finding ({bs}, {mode:?}): {}", findings[0]);
     let what_if = findings.iter().find(|f| f["kind"] == "slog_what_if").expect("no slog what-if finding");
+    if loaded {
+        assert!(what_if["missing"].to_string().contains("upper bound"), "{what_if:#}");
+    }
     let predicted = what_if["figures"]
         .as_array()
         .unwrap()
@@ -452,9 +456,7 @@ fn slog_prediction_matches_the_lab_and_compare_explains_it_on_each_release() {
 fn slog_prediction_matches_the_lab_and_compare_explains_it(version: &str, lab: &Path) {
     let dir = scratch(&format!("slog-{version}"));
     let cases = [("4k", Mode::Run, false), ("4k", Mode::Record, false), ("32k", Mode::Run, false), ("32k", Mode::Record, false), ("4k", Mode::Record, true)];
-    // 2.3's bound is still open (issue 12: one 4k run case came out 33% high);
-    // it is held to 50% until then, and every case is printed either way.
-    let bound = if version.starts_with("2.1") { 0.30 } else { 0.50 };
+    let bound = 0.30;
     let mut failures = Vec::new();
     let mut first = None;
     for (bs, mode, loaded) in cases {
@@ -462,7 +464,17 @@ fn slog_prediction_matches_the_lab_and_compare_explains_it(version: &str, lab: &
         let error = (predicted - measured).abs() / measured;
         let case = format!("{bs} {mode:?}{}", if loaded { " with both cores loaded" } else { "" });
         eprintln!("| {version} | {case} | {predicted:.0} | {measured:.0} | {:+.0}% |", (predicted / measured - 1.0) * 100.0);
-        if error > bound {
+        // With both cores loaded the finding says its prediction is an upper
+        // bound (ZFS's threads compete harder for CPUs at the higher commit
+        // rate): 2.1.11 meets 30% there too; 2.3.2 came out 65% high (issue
+        // 12, open), so there it is held to being an upper bound (30% of
+        // noise allowed below) and within 2.5x.
+        let within = if loaded && !version.starts_with("2.1") {
+            measured <= predicted * (1.0 + bound) && predicted <= measured * 2.5
+        } else {
+            error <= bound
+        };
+        if !within {
             failures.push(format!("{case}: predicted {predicted:.0}/s vs measured {measured:.0}/s"));
         }
         first.get_or_insert((without, with));
