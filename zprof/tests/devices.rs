@@ -60,10 +60,17 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
                 "{} {model}: 4k read {measured:.1} us through zprof's vdev disk stage (lab: {lab_saw:.1} us), nominal {nominal:.1} us, host floor {floor:.1} us",
                 release.version
             );
-            if floor > nominal {
+            // Within 10% of nominal; where the host's floor is above it, the
+            // model must add nothing to the floor, measured in another run
+            // (run-to-run noise of the floor on this VM: 30-34 us), so 20%: a
+            // model that added its latency to the floor would be 50% over.
+            let tolerance = if floor > nominal {
                 eprintln!("  {model}: this host's floor ({floor:.1} us) is above the model's {nominal:.1} us: ZFS sees the floor");
-            }
-            assert!((measured / expected - 1.0).abs() < 0.10, "{model}: {measured:.1} us vs {expected:.1} us expected");
+                0.20
+            } else {
+                0.10
+            };
+            assert!((measured / expected - 1.0).abs() < tolerance, "{model}: {measured:.1} us vs {expected:.1} us expected");
             // The lab's own account (the same io_delay span, over the job's
             // reads and writes where zprof's row is the sync reads of the
             // whole run) agrees with zprof's.
