@@ -1220,24 +1220,21 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
     }
     bump(counter::SAMPLES);
     const BPF_F_USER_STACK: u64 = 1 << 8;
-    let user_stack = match ctx.get_stackid(&STACKS, BPF_F_USER_STACK) {
+    // -EFAULT: no user stack (a kernel thread); anything else is a loss,
+    // counted once per sample however many of its two stacks were lost.
+    const EFAULT: i32 = -14;
+    let user = ctx.get_stackid(&STACKS, BPF_F_USER_STACK);
+    let kernel = ctx.get_stackid(&STACKS, 0);
+    if matches!(user, Err(e) if e != EFAULT) || matches!(kernel, Err(e) if e != EFAULT) {
+        bump(counter::STACK_LOST);
+    }
+    let user_stack = match user {
         Ok(id) => id as i32,
-        Err(err) => {
-            // -EFAULT: no user stack (a kernel thread); anything else is a loss.
-            if err != -14 {
-                bump(counter::STACK_LOST);
-            }
-            err
-        }
+        Err(err) => err as i32,
     };
-    let kernel_stack = match ctx.get_stackid(&STACKS, 0) {
+    let kernel_stack = match kernel {
         Ok(id) => id as i32,
-        Err(err) => {
-            if err != -14 {
-                bump(counter::STACK_LOST);
-            }
-            err
-        }
+        Err(err) => err as i32,
     };
     let key = SampleKey { tgid, user_stack, kernel_stack, pad: 0, comm };
     match SAMPLES.get_ptr_mut(&key) {

@@ -215,6 +215,9 @@ pub fn parse_target(s: &str) -> Result<TargetSpec, String> {
     s.parse()
 }
 
+/// The longest duration accepted: beyond it, deadlines overflow the clock.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86400);
+
 /// Parses a duration: plain seconds, or a number with ms, s, m or h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration '{s}': use seconds (10), or a number with ms, s, m or h (500ms, 2m)");
@@ -231,6 +234,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     if !(seconds > 0.0 && seconds.is_finite()) {
         return Err(format!("invalid duration '{s}': must be greater than zero"));
+    }
+    if seconds > MAX_DURATION.as_secs_f64() {
+        return Err(format!("invalid duration '{s}': at most 366 days (8784h)"));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -255,6 +261,10 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration("0").unwrap_err().contains("greater than zero"));
         assert!(parse_duration("-3").is_err());
+        // Issue 14: these panicked (one while parsing, one after attaching).
+        assert!(parse_duration("100000000000000000000").unwrap_err().contains("at most 366 days"));
+        assert!(parse_duration("10000000000000000000").unwrap_err().contains("at most 366 days"));
+        assert_eq!(parse_duration("8784h").unwrap(), MAX_DURATION);
     }
 
     #[test]

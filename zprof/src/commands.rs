@@ -210,6 +210,10 @@ impl GatedChild {
     }
 }
 
+/// How much of a command's output `run` keeps to look for its benchmark
+/// result (fio's JSON for hundreds of jobs is a few MiB).
+const MAX_CAPTURED_OUTPUT: usize = 64 << 20;
+
 /// Copies a command's stdout to ours as it comes, keeping a copy to parse.
 struct Tee {
     buffer: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
@@ -232,7 +236,11 @@ impl Tee {
                         if echo {
                             let _ = std::io::stdout().lock().write_all(&chunk[..n]);
                         }
-                        shared.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&chunk[..n]);
+                        // A benchmark's JSON is small: past the cap the output
+                        // is still passed through (or drained), not kept.
+                        let mut kept = shared.lock().unwrap_or_else(|e| e.into_inner());
+                        let room = MAX_CAPTURED_OUTPUT.saturating_sub(kept.len());
+                        kept.extend_from_slice(&chunk[..n.min(room)]);
                     }
                 }
             }
@@ -279,11 +287,10 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     {
         return Err(UsageError(format!("no process with pid {pid}")).into());
     }
-    if let Some(path) = &args.output
-        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.is_dir()
-    {
-        return Err(UsageError(format!("cannot write {}: directory {} does not exist", path.display(), dir.display())).into());
+    // Output paths are checked before anything runs: a recording must not be
+    // lost at the end of a long run for want of a writable path.
+    for path in [&args.output, &args.flamegraph].into_iter().flatten() {
+        check_writable(path)?;
     }
     let traced = target::Traced { command: (!args.command.is_empty()).then_some(args.command.as_slice()), pid: args.pid };
     let (target, found) = prepare(&args.target, &traced)?;
@@ -334,16 +341,56 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
             }
         }
     }
+    // A write that fails now (disk full, path removed during the run) loses
+    // nothing: the recording goes to a fallback file, the report is printed,
+    // and the exit status says something failed.
+    let mut failed = false;
     if let Some(path) = &args.output {
-        recording.save(path).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("recording written to {}", path.display());
+        match recording.save(path) {
+            Ok(()) => eprintln!("recording written to {}", path.display()),
+            Err(err) => {
+                failed = true;
+                let fallback = std::env::temp_dir().join(format!("zprof-recording-{}.json", std::process::id()));
+                let saved = recording.save(&fallback).map(|()| format!("saved to {} instead", fallback.display()));
+                eprintln!("zprof: error: cannot write {}: {err}; recording {}", path.display(), saved.unwrap_or_else(|e| format!("not saved either ({e})")));
+            }
+        }
     }
-    if let Some(path) = &args.flamegraph {
-        write_flamegraph(&recording, args.flamegraph_kind, path)?;
+    if let Some(path) = &args.flamegraph
+        && let Err(err) = write_flamegraph(&recording, args.flamegraph_kind, path)
+    {
+        failed = true;
+        eprintln!("zprof: error: flame graph: {err:#}");
     }
     let findings = (!args.no_explain).then(|| explain_recording(&recording, &args.what_if));
     print_all(&recording, findings.as_deref(), args.format)?;
-    Ok(command_exit.unwrap_or(0))
+    let status = command_exit.unwrap_or(0);
+    Ok(if failed && status == 0 { 1 } else { status })
+}
+
+/// An output path zprof will write at the end of a run: not a directory, in
+/// an existing directory, writable.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(UsageError(format!("cannot write {shown}: it is a directory (give a file name)")).into());
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(UsageError(format!("cannot write {shown}: directory {} does not exist", dir.display())).into());
+    }
+    let writable = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
+        // SAFETY: access() only reads the NUL-terminated path.
+        unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    };
+    let target = if path.exists() { path } else { dir };
+    // access() answers for root too where it matters: a read-only mount (EROFS).
+    if !writable(target) {
+        return Err(UsageError(format!("cannot write {shown}: {} is not writable", target.display())).into());
+    }
+    Ok(())
 }
 
 /// Writes a flame graph: folded stacks for a `.folded` path, SVG otherwise.
@@ -463,7 +510,7 @@ async fn collect(
     // Memory maps of sampled processes, for symbolizing stacks after they exit.
     let mut maps_ticker = tokio::time::interval(Duration::from_millis(250));
     let mut command_exit = None;
-    let mut stop_requested = false;
+    let mut stop = None;
     loop {
         let until_deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         tokio::select! {
@@ -480,27 +527,64 @@ async fn collect(
                 command_exit = status.ok().flatten();
                 break;
             }
-            _ = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => break,
-            _ = interrupt.recv() => { stop_requested = true; break; }
-            _ = terminate.recv() => {
-                // The terminal delivers Ctrl-C to the command too; SIGTERM was
-                // sent to zprof alone, so pass it on.
-                if let Some(pid) = child_pid {
-                    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-                }
-                stop_requested = true;
+            _ = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => {
+                stop = Some(Stop::Deadline);
                 break;
             }
+            _ = interrupt.recv() => { stop = Some(Stop::Interrupt); break; }
+            _ = terminate.recv() => { stop = Some(Stop::Terminate); break; }
         }
     }
-    if stop_requested && child_pid.is_some() && command_exit.is_none() {
-        // Let the command finish its own cleanup (the lab exports its pool).
-        eprintln!("stopping: waiting up to 30 s for the command to exit");
-        if let Ok(status) = tokio::time::timeout(Duration::from_secs(30), &mut exit_rx).await {
-            command_exit = status.ok().flatten();
-        }
+    if let (Some(stop), Some(pid)) = (stop, child_pid)
+        && command_exit.is_none()
+    {
+        command_exit = stop_command(pid, stop, &mut exit_rx).await;
     }
     Ok(command_exit)
+}
+
+/// Why zprof stopped before the command it ran.
+#[derive(Clone, Copy, PartialEq)]
+enum Stop {
+    /// `--duration` ran out.
+    Deadline,
+    /// SIGINT: from the terminal (the command got it too) or sent to zprof alone.
+    Interrupt,
+    /// SIGTERM, sent to zprof alone.
+    Terminate,
+}
+
+/// Ends the command zprof ran, so that it never runs on untraced: passes the
+/// signal on (after a grace period for SIGINT, which the terminal already
+/// delivered to the whole process group), waits up to 30 s for its own
+/// cleanup (the lab exports its pool), then kills it. Returns its status.
+async fn stop_command(pid: u32, stop: Stop, exit_rx: &mut tokio::sync::oneshot::Receiver<Option<i32>>) -> Option<i32> {
+    let mut wait = async |limit: Duration| tokio::time::timeout(limit, &mut *exit_rx).await.ok().map(|s| s.ok().flatten());
+    let signal = match stop {
+        Stop::Interrupt => match wait(Duration::from_secs(2)).await {
+            Some(status) => return status,
+            None => libc::SIGINT,
+        },
+        Stop::Terminate | Stop::Deadline => libc::SIGTERM,
+    };
+    let why = if stop == Stop::Deadline { "the duration is over" } else { "zprof was stopped" };
+    eprintln!("stopping: {why}; sent {} to the command (pid {pid}), waiting up to 30 s for it to exit", signal_name(signal));
+    // SAFETY: kill() on the pid of our own child, which we have not reaped.
+    unsafe { libc::kill(pid as i32, signal) };
+    if let Some(status) = wait(Duration::from_secs(30)).await {
+        return status;
+    }
+    eprintln!("stopping: the command did not exit; killed it (SIGKILL)");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    wait(Duration::from_secs(5)).await.flatten()
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
 }
 
 fn print_report(recording: &Recording, format: Format) -> anyhow::Result<()> {

@@ -317,8 +317,8 @@ fn commits_only(pool: &str, commit: &Summary) -> Finding {
             format_ns(commit.p50_ns),
             format_ns(commit.p99_ns)
         )],
-        missing: vec!["which writes the commits covered (no sync_write_cycle stage: a recording of an older zprof, or the workload probes were unavailable); no SLOG what-if".into()],
-        action: "Record again with this zprof to see whether commits bound the writers.".into(),
+        missing: vec!["which writes the commits covered (no sync_write_cycle stage, or one without writes: a recording of an older zprof, or the workload probes were skipped or unavailable); no SLOG what-if".into()],
+        action: "Record again with this zprof and the workload probes (no --skip workload) to see whether commits bound the writers.".into(),
         figures: vec![("commit_p50_ns".into(), commit.p50_ns as f64)],
     }
 }

@@ -125,7 +125,8 @@ pub struct CpuProfile {
     pub frequency_hz: u64,
     /// Samples taken of traced threads.
     pub samples_total: u64,
-    /// Samples whose stack was lost (stack map full or hash collision; raise --stack-storage-size).
+    /// Samples with a stack lost (stack map full or hash collision; raise
+    /// --stack-storage-size): once per sample, user and kernel stack alike.
     pub stack_lost: u64,
     /// Samples not counted (sample map full).
     pub sample_map_full: u64,
@@ -349,20 +350,38 @@ pub fn stage_from_name(name: &str) -> Option<Stage> {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
     /// The file could not be read.
-    #[error("cannot read recording {path}: {source}")]
+    // The causes are fields of the message, not error sources: anyhow's
+    // chain would print them a second time.
+    #[error("cannot read recording {path}: {cause}")]
     Read {
         /// File.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
+    },
+    /// Larger than any recording zprof writes (or an endless file).
+    #[error("{path} is not a zprof recording: more than {limit_mib} MiB (recordings are a few MiB)")]
+    TooLarge {
+        /// File.
+        path: String,
+        /// The limit, MiB.
+        limit_mib: u64,
+    },
+    /// Does not even start like JSON.
+    #[error("{path} is not a zprof recording: it starts with byte {first:#04x}, not a JSON object")]
+    NotJson {
+        /// File.
+        path: String,
+        /// Its first byte that is not white space.
+        first: u8,
     },
     /// Not JSON, or not the expected shape.
-    #[error("{path} is not a valid zprof recording (corrupt or truncated?): {source}")]
+    #[error("{path} is not a valid zprof recording (corrupt or truncated?): {cause}")]
     Corrupt {
         /// File.
         path: String,
         /// The parser's complaint, with line and column.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// JSON, but some other document.
     #[error("{path} is not a zprof recording (schema is {found:?}, expected \"zprof-recording\")")]
@@ -393,9 +412,32 @@ pub enum RecordingError {
 impl Recording {
     /// Reads and checks a recording file.
     pub fn load(path: &Path) -> Result<Recording, RecordingError> {
+        use std::io::Read as _;
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| RecordingError::Read { path: shown.clone(), source })?;
+        let read_error = |cause| RecordingError::Read { path: shown.clone(), cause };
+        // A huge file, or an endless one (/dev/zero), must not take the
+        // machine's memory before it is refused: its size is checked first,
+        // its first bytes must open a JSON object, and at most one byte past
+        // the limit is read.
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let too_large = || RecordingError::TooLarge { path: shown.clone(), limit_mib: MAX_RECORDING_BYTES >> 20 };
+        if file.metadata().is_ok_and(|m| m.is_file() && m.len() > MAX_RECORDING_BYTES) {
+            return Err(too_large());
+        }
+        let mut reader = std::io::BufReader::new(file.take(MAX_RECORDING_BYTES + 1));
+        let mut bytes = Vec::new();
+        let head = std::io::BufRead::fill_buf(&mut reader).map_err(read_error)?;
+        if let Some(first) = head.iter().find(|b| !b.is_ascii_whitespace())
+            && *first != b'{'
+        {
+            return Err(RecordingError::NotJson { path: shown, first: *first });
+        }
+        reader.read_to_end(&mut bytes).map_err(read_error)?;
+        if bytes.len() as u64 > MAX_RECORDING_BYTES {
+            return Err(too_large());
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text ({e})"))))?;
         Self::parse(&text, &shown)
     }
 
@@ -404,7 +446,7 @@ impl Recording {
         // Check the schema and version first, so a newer or foreign file gets the
         // right message instead of a field-level parse error.
         let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|source| RecordingError::Corrupt { path: shown.to_owned(), source })?;
+            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause })?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
             return Err(RecordingError::WrongSchema { path: shown.to_owned(), found: schema.to_owned() });
@@ -414,12 +456,20 @@ impl Recording {
             return Err(RecordingError::TooNew { path: shown.to_owned(), found: version });
         }
         let recording: Recording = serde_json::from_value(value)
-            .map_err(|source| RecordingError::Corrupt { path: shown.to_owned(), source })?;
+            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause })?;
         recording.validate().map_err(|problem| RecordingError::Invalid { path: shown.to_owned(), problem })?;
         Ok(recording)
     }
 
     fn validate(&self) -> Result<(), String> {
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s < MAX_DURATION_S) {
+            return Err(format!("duration {} s is not a recording's length", self.duration_s));
+        }
+        if let Some(busy) = self.machine_cpu_busy
+            && !(0.0..=1.0).contains(&busy)
+        {
+            return Err(format!("machine_cpu_busy {busy} is not a share"));
+        }
         for h in &self.histograms {
             if stage_from_name(&h.stage).is_none() {
                 return Err(format!("unknown stage {:?}", h.stage));
@@ -429,10 +479,17 @@ impl Recording {
                 if *index as usize >= HIST_BUCKETS {
                     return Err(format!("stage {} has bucket index {index} out of range", h.stage));
                 }
-                sum += count;
+                sum = sum.checked_add(*count).ok_or_else(|| format!("stage {} bucket counts overflow", h.stage))?;
             }
             if sum != h.count {
                 return Err(format!("stage {} buckets sum to {sum}, count says {}", h.stage, h.count));
+            }
+            // A count or a sum this large is a wrapped counter, not a measurement.
+            if h.count > MAX_PLAUSIBLE || h.total_ns > MAX_PLAUSIBLE_SUM || h.bytes > MAX_PLAUSIBLE_SUM {
+                return Err(format!("stage {} holds wrapped counters (count {}, total {} ns)", h.stage, h.count, h.total_ns));
+            }
+            if h.count > 0 && h.max_ns.saturating_mul(h.count) < h.total_ns {
+                return Err(format!("stage {}: total {} ns exceeds count x max", h.stage, h.total_ns));
             }
         }
         Ok(())
@@ -444,6 +501,17 @@ impl Recording {
         std::fs::write(path, text + "\n")
     }
 }
+
+/// The largest recording `load` reads: zprof writes a few MiB.
+pub const MAX_RECORDING_BYTES: u64 = 256 << 20;
+/// The longest recording accepted: a year.
+const MAX_DURATION_S: f64 = 366.0 * 86400.0;
+/// Events beyond this in one histogram row are a wrapped counter (2^50:
+/// ten million events a second for three and a half years).
+const MAX_PLAUSIBLE: u64 = 1 << 50;
+/// Summed nanoseconds or bytes beyond this (2^62: 146 years, 4 EiB) in one
+/// row are a wrapped counter.
+const MAX_PLAUSIBLE_SUM: u64 = 1 << 62;
 
 /// Summary statistics of one or more histograms merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -230,7 +230,7 @@ pub fn build(recording: &Recording) -> Report {
         title,
         workload,
         rows,
-        losses: recording.losses.nonzero(),
+        losses: losses_with_samples(recording),
         unavailable: recording
             .probes
             .iter()
@@ -311,6 +311,24 @@ fn cost_per_program_line(recording: &Recording) -> Option<String> {
         parts.push(format!("{} more at {}/s in all", rest.len(), format_count(runs as f64 / seconds)));
     }
     Some(format!("  per program (events/s x BPF time per event): {}", parts.join(", ")))
+}
+
+/// The loss counters, and the CPU samples whose stacks were lost or not
+/// counted: a flame graph's gaps belong in the report's footer too.
+fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
+    let mut losses = recording.losses.nonzero();
+    if let Some(cpu) = &recording.cpu {
+        if cpu.stack_lost > 0 {
+            losses.push((
+                format!("CPU samples with a lost stack (of {} sampled; raise --stack-storage-size)", cpu.samples_total),
+                cpu.stack_lost,
+            ));
+        }
+        if cpu.sample_map_full > 0 {
+            losses.push(("CPU samples not counted (sample map full)".to_owned(), cpu.sample_map_full));
+        }
+    }
+    losses
 }
 
 /// What a row's in-flight figure is divided by: the leaf vdevs of a vdev row.

@@ -85,12 +85,13 @@ fn typical_mean(rec: &Recording, stage: Stage, pool: &str) -> f64 {
 
 impl SyncPath {
     /// The pool's path, when zprof saw writers commit (recordings made before
-    /// zprof told sync writes apart have no cycles: None).
+    /// zprof told sync writes apart have no cycles, and with the workload
+    /// group skipped the cycles hold no writes: None).
     pub fn measure(rec: &Recording, pool: &str) -> Option<SyncPath> {
         let cycles = summarize(rows(rec, Stage::SyncWriteCycle, pool));
         let commits = summarize(rows(rec, Stage::ZilCommit, pool));
         let log_writes = summarize(rows(rec, Stage::ZilLogWrite, pool));
-        if cycles.count == 0 || commits.count == 0 || log_writes.count == 0 {
+        if cycles.count == 0 || cycles.bytes == 0 || commits.count == 0 || log_writes.count == 0 {
             return None;
         }
         let on_log_device = rows(rec, Stage::ZilLogWrite, pool).filter(|h| h.class == 1).map(|h| h.count).sum::<u64>()
