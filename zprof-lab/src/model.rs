@@ -67,6 +67,35 @@ pub struct ModelParams {
     pub write_cache_bytes: u64,
 }
 
+impl ModelParams {
+    /// Refuses a model no device has: a pool on it would take hours per txg
+    /// (seek=100s) or per block (rate=1), and the lab would look hung.
+    fn check_plausible(&self) -> Result<(), OptError> {
+        const SECOND: u64 = 1_000_000_000;
+        let limits = [
+            ("seek", self.seek_ns, SECOND, "1s"),
+            ("rot (half a rotation)", self.half_rotation_ns, SECOND, "1s (rpm at least 30)"),
+            ("lat", self.access_ns, SECOND, "1s"),
+            ("flush", self.flush_ns, 10 * SECOND, "10s"),
+        ];
+        for (name, value, max, shown) in limits {
+            if value > max {
+                return Err(OptError(format!("device model {name} must be at most {shown}")));
+            }
+        }
+        if self.kind != ModelKind::None && self.rate_bytes_per_s < 1 << 20 {
+            return Err(OptError("device model rate must be at least 1MiB/s".into()));
+        }
+        if self.channels > 4096 {
+            return Err(OptError("device model qd must be at most 4096".into()));
+        }
+        if self.write_cache_bytes > 16 << 30 {
+            return Err(OptError("device model wc must be at most 16GiB".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Command overhead of a write the hdd's cache accepts.
 const CACHE_COMMAND_NS: u64 = 30_000;
 /// Interface rate of a write into the hdd's cache (SATA 6 Gb/s).
@@ -218,6 +247,7 @@ impl std::str::FromStr for ModelParams {
                 other => return Err(OptError(format!("unknown device model option '{other}'"))),
             }
         }
+        p.check_plausible()?;
         Ok(p)
     }
 }
@@ -898,5 +928,9 @@ mod tests {
         assert!("hdd:colour=red".parse::<ModelParams>().is_err());
         assert!("ssd:qd=0".parse::<ModelParams>().is_err());
         assert_eq!("none".parse::<ModelParams>().unwrap().kind, ModelKind::None);
+        // Issue 14: models no device has made the lab look hung.
+        assert!("hdd:seek=100s".parse::<ModelParams>().unwrap_err().0.contains("seek must be at most 1s"));
+        assert!("ssd:rate=1".parse::<ModelParams>().unwrap_err().0.contains("at least 1MiB/s"));
+        assert!("hdd:rpm=1".parse::<ModelParams>().is_err());
     }
 }

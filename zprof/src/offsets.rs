@@ -148,10 +148,24 @@ pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<Foun
             .map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
         let table = parse_table(&text)
             .map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
+        // A table made for another build would be believed field by field:
+        // garbage pool names, vdev rows gone. Its build-ids must name this one.
+        let matches = build_id.map(|id| table.build_ids.iter().any(|t| t.eq_ignore_ascii_case(id)));
+        if let (Some(false), Some(id)) = (matches.filter(|_| !table.build_ids.is_empty()), build_id) {
+            return Err(format!(
+                "offsets table {} was made for libzpool build {}, not for the traced build {id}: its layouts may differ; generate a table for this build with zprof/offsets/zfs_offsets.c",
+                path.display(),
+                table.build_ids.join(", ")
+            ));
+        }
         let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
+        let checked = match matches {
+            Some(true) => "its build-id matches",
+            _ => "unchecked: the table or the library names no build-id",
+        };
         return Ok(FoundOffsets::found(
             offsets,
-            format!("{} (OpenZFS {}, given with --offsets)", path.display(), table.zfs_version),
+            format!("{} (OpenZFS {}, given with --offsets; {checked})", path.display(), table.zfs_version),
         ));
     }
     let Some(build_id) = build_id else {
@@ -242,6 +256,23 @@ mod tests {
         let err = for_libzpool(None, Some(&path)).unwrap_err();
         std::fs::remove_file(&path).unwrap();
         assert!(err.contains("is malformed"), "{err}");
+    }
+
+    #[test]
+    fn a_table_for_another_build_is_refused() {
+        let (_, text) = BUILTIN_TABLES[0];
+        let mut table: serde_json::Value = serde_json::from_str(text).unwrap();
+        let own = table["build_ids"][0].as_str().unwrap().to_owned();
+        let path = std::env::temp_dir().join(format!("zprof-foreign-offsets-{}.json", std::process::id()));
+        table["build_ids"] = serde_json::json!(["00ff"]);
+        std::fs::write(&path, table.to_string()).unwrap();
+        let err = for_libzpool(Some(&own), Some(&path)).unwrap_err();
+        table["build_ids"] = serde_json::json!([own]);
+        std::fs::write(&path, table.to_string()).unwrap();
+        let found = for_libzpool(Some(&own), Some(&path)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("was made for libzpool build 00ff, not for the traced build"), "{err}");
+        assert!(found.source.contains("its build-id matches"), "{}", found.source);
     }
 
     #[test]
