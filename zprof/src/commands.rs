@@ -212,7 +212,7 @@ impl GatedChild {
 
 /// How much of a command's output `run` keeps to look for its benchmark
 /// result (fio's JSON for hundreds of jobs is a few MiB).
-const MAX_CAPTURED_OUTPUT: usize = 64 << 20;
+const MAX_CAPTURED_OUTPUT: usize = 16 << 20;
 
 /// Copies a command's stdout to ours as it comes, keeping a copy to parse.
 struct Tee {
@@ -253,7 +253,7 @@ impl Tee {
     /// process it left running in the background may hold the pipe open.
     fn finish(self) -> String {
         let _ = self.done.recv_timeout(Duration::from_secs(5));
-        let bytes = self.buffer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let bytes = std::mem::take(&mut *self.buffer.lock().unwrap_or_else(|e| e.into_inner()));
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }
