@@ -21,6 +21,13 @@ use crate::options::{GroupKind, Layout};
 use crate::report::{PoolAccount, PoolInfo};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by a second SIGINT/SIGTERM: stop now, whatever the pool is doing.
+static FORCE: AtomicBool = AtomicBool::new(false);
+
+/// How long a stop may take before the lab gives up on its pool: a suspended
+/// pool (I/O errors, such as --dir running out of space) never finishes a txg,
+/// and every thread waiting for one waits forever.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// True once SIGINT or SIGTERM arrived.
 pub fn stop_requested() -> bool {
@@ -28,14 +35,18 @@ pub fn stop_requested() -> bool {
 }
 
 extern "C" fn on_signal(_sig: c_int) {
-    STOP.store(true, Ordering::Relaxed);
+    if STOP.swap(true, Ordering::Relaxed) {
+        FORCE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Makes SIGINT and SIGTERM set the stop flag instead of killing the process,
-/// so that a run can still print what it measured and clean up.
+/// so that a run can still print what it measured and clean up. A second
+/// signal, or a stop that takes longer than [`STOP_GRACE`], abandons the pool:
+/// the work directory is removed (unless --keep) and the process exits 130.
 pub fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        // SAFETY: the handler only touches atomics (async-signal-safe).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as *const () as usize;
@@ -43,6 +54,24 @@ pub fn install_signal_handlers() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
+    std::thread::spawn(stop_watchdog);
+}
+
+/// Waits for a stop request, then for the stop to finish in time.
+fn stop_watchdog() {
+    let tick = std::time::Duration::from_millis(100);
+    while !stop_requested() {
+        std::thread::sleep(tick);
+    }
+    let since = std::time::Instant::now();
+    while since.elapsed() < STOP_GRACE && !FORCE.load(Ordering::Relaxed) {
+        std::thread::sleep(tick);
+    }
+    let why = if FORCE.load(Ordering::Relaxed) { "a second signal" } else { "the pool did not stop within 60 s (suspended? is --dir out of space?)" };
+    crash_cleanup::abandon(why);
+    // SAFETY: _exit ends the process without running libzpool's atexit
+    // handlers, which would wait for the stuck pool too.
+    unsafe { libc::_exit(130) };
 }
 
 fn err_buf() -> Vec<c_char> {
@@ -221,6 +250,28 @@ mod crash_cleanup {
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
         }
+    }
+
+    /// Gives up on the pool (outside a signal handler): removes the work
+    /// directory and its files unless --keep, and says so.
+    pub fn abandon(why: &str) {
+        let Some(l) = current() else {
+            eprintln!("zprof-lab: stopping at once ({why})");
+            return;
+        };
+        let dir = l.dir.to_string_lossy();
+        if l.keep {
+            eprintln!("zprof-lab: stopping at once ({why}); work directory kept (--keep): {dir}");
+            return;
+        }
+        for f in &l.files {
+            let _ = std::fs::remove_file(f.to_string_lossy().as_ref());
+        }
+        let removed = std::fs::remove_dir(dir.as_ref()).is_ok();
+        eprintln!(
+            "zprof-lab: stopping at once ({why}); {} the work directory {dir}",
+            if removed { "removed" } else { "could not remove" }
+        );
     }
 
     fn install() {

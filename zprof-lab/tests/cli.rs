@@ -250,3 +250,46 @@ fn abort_removes_the_work_directory() {
     assert_eq!(entries(&dir), 0, "work directory removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A pool suspended by I/O errors (its vdev files on a full tmpfs) never
+/// finishes a txg: a second SIGINT abandons it, removes the work directory
+/// and exits 130 (issue 14: only SIGKILL stopped it, leaving its files).
+#[test]
+fn a_suspended_pool_is_abandoned_on_a_second_signal() {
+    assert!(unsafe { libc::geteuid() } == 0, "this test mounts a tmpfs: run it as root (cargo xtask test does)");
+    let dir = scratch("suspended");
+    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=40m", "tmpfs"]).arg(&dir).status().unwrap();
+    assert!(mounted.success(), "mount tmpfs on {}", dir.display());
+    let child = lab()
+        .args(["run", "--vdev-size", "1g", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=fill,rw=write,bs=1m,size=512m,runtime=60"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the tmpfs to fill (the pool then suspends), then interrupt twice.
+    let full = || {
+        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        unsafe { libc::statvfs(c.as_ptr(), &mut st) == 0 && st.f_bavail * st.f_frsize < 1 << 20 }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !full() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pid = child.id() as i32;
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let left = entries(&dir);
+    let _ = Command::new("umount").arg(&dir).status();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}: {err}", started.elapsed());
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(left, 0, "files left in the work directory: {err}");
+}

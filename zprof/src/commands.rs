@@ -557,7 +557,8 @@ enum Stop {
 /// Ends the command zprof ran, so that it never runs on untraced: passes the
 /// signal on (after a grace period for SIGINT, which the terminal already
 /// delivered to the whole process group), waits up to 30 s for its own
-/// cleanup (the lab exports its pool), then kills it. Returns its status.
+/// cleanup (the lab exports its pool), sends it again (the lab then abandons
+/// a stuck pool and removes its files), then kills it. Returns its status.
 async fn stop_command(pid: u32, stop: Stop, exit_rx: &mut tokio::sync::oneshot::Receiver<Option<i32>>) -> Option<i32> {
     let mut wait = async |limit: Duration| tokio::time::timeout(limit, &mut *exit_rx).await.ok().map(|s| s.ok().flatten());
     let signal = match stop {
@@ -572,6 +573,12 @@ async fn stop_command(pid: u32, stop: Stop, exit_rx: &mut tokio::sync::oneshot::
     // SAFETY: kill() on the pid of our own child, which we have not reaped.
     unsafe { libc::kill(pid as i32, signal) };
     if let Some(status) = wait(Duration::from_secs(30)).await {
+        return status;
+    }
+    // A second signal: the lab (and many tools) then stop at once, cleaning up.
+    eprintln!("stopping: the command did not exit in 30 s; sent {} again", signal_name(signal));
+    unsafe { libc::kill(pid as i32, signal) };
+    if let Some(status) = wait(Duration::from_secs(5)).await {
         return status;
     }
     eprintln!("stopping: the command did not exit; killed it (SIGKILL)");
