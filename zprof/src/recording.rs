@@ -470,6 +470,20 @@ impl Recording {
         {
             return Err(format!("machine_cpu_busy {busy} is not a share"));
         }
+        // Every sum zprof computes is a part of one of these totals: bounded
+        // totals mean no sum anywhere overflows.
+        let hist = |f: fn(&HistRecord) -> u64| self.histograms.iter().map(f);
+        bounded_sum("histogram counts", hist(|h| h.count))?;
+        bounded_sum("histogram times", hist(|h| h.total_ns))?;
+        bounded_sum("histogram bytes", hist(|h| h.bytes))?;
+        bounded_sum("histogram output bytes", hist(|h| h.bytes_out))?;
+        bounded_sum("program run counts", self.bpf_programs.iter().map(|p| p.run_count))?;
+        bounded_sum("program run times", self.bpf_programs.iter().map(|p| p.run_time_ns))?;
+        bounded_sum("txg durations", self.txgs.iter().map(|t| t.duration_ns))?;
+        if let Some(cpu) = &self.cpu {
+            bounded_sum("CPU samples", cpu.stacks.iter().map(|s| s.count).chain([cpu.samples_total, cpu.stack_lost, cpu.sample_map_full]))?;
+        }
+        bounded_sum("loss counters", self.losses.nonzero().into_iter().map(|(_, n)| n))?;
         for h in &self.histograms {
             if stage_from_name(&h.stage).is_none() {
                 return Err(format!("unknown stage {:?}", h.stage));
@@ -512,6 +526,14 @@ const MAX_PLAUSIBLE: u64 = 1 << 50;
 /// Summed nanoseconds or bytes beyond this (2^62: 146 years, 4 EiB) in one
 /// row are a wrapped counter.
 const MAX_PLAUSIBLE_SUM: u64 = 1 << 62;
+
+/// Sums `values`, refusing a total over [`MAX_PLAUSIBLE_SUM`] (a wrapped or
+/// forged counter).
+fn bounded_sum(what: &str, mut values: impl Iterator<Item = u64>) -> Result<u64, String> {
+    values
+        .try_fold(0u64, |sum, v| sum.checked_add(v).filter(|s| *s <= MAX_PLAUSIBLE_SUM))
+        .ok_or_else(|| format!("{what} add up beyond any measurement (wrapped counters)"))
+}
 
 /// Summary statistics of one or more histograms merged.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

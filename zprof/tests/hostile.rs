@@ -120,3 +120,101 @@ fn recordings_with_impossible_figures_are_refused() {
     assert!(stderr(&output).contains("duration -10 s is not a recording's length"), "{}", stderr(&output));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A real recording with its numbers replaced at random (zeros, huge values,
+/// negatives, fractions): `report` and `explain` either refuse it (exit 2,
+/// one line) or render it without NaN, infinities or a panic.
+#[test]
+fn mutated_recordings_are_refused_or_rendered_sanely() {
+    require_root();
+    let dir = scratch("fuzz");
+    let good = dir.join("good.json");
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .arg(&good)
+        .arg("--")
+        .arg(common::lab_binary())
+        .args(["run", "--layout", "raidz1:3", "--vdev-model", "ssd", "--dir"])
+        .arg(&dir)
+        .args(["--job", "name=f,rw=randwrite,bs=4k,fsync=1,runtime=1", "--job", "name=r,rw=randread,bs=4k,size=4m,runtime=1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let mut numbers = Vec::new();
+    collect_number_paths(&original, &mut Vec::new(), &mut numbers);
+    assert!(numbers.len() > 100, "only {} numbers in the recording", numbers.len());
+    let figures: Vec<String> = numbers.iter().filter(|p| !p.contains("/buckets/")).cloned().collect();
+    let values = [serde_json::json!(0), serde_json::json!(-1), serde_json::json!(u64::MAX), serde_json::json!(1e300), serde_json::json!(0.5), serde_json::json!(-1e-9)];
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut refused, mut rendered) = (0, 0);
+    for round in 0..200 {
+        let mut mutated = original.clone();
+        for _ in 0..1 + next() % 4 {
+            // Mostly figures other than bucket counts: a changed bucket breaks
+            // the buckets' sum and is refused, which tests little.
+            let pool = if next() % 4 == 0 { &numbers } else { &figures };
+            let path = &pool[(next() % pool.len() as u64) as usize];
+            *pointer(&mut mutated, path) = values[(next() % values.len() as u64) as usize].clone();
+        }
+        let file = dir.join(format!("mutated-{round}.json"));
+        std::fs::write(&file, mutated.to_string()).unwrap();
+        for command in ["report", "explain"] {
+            let output = zprof().arg(command).arg(&file).output().unwrap();
+            let (out, err) = (String::from_utf8_lossy(&output.stdout), stderr(&output));
+            match output.status.code() {
+                Some(0) => {
+                    rendered += 1;
+                    // Infinities print as "inf" (a word of their own); "infer" is fine.
+                    let infinite = out.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c)).any(|token| {
+                        let bare = token.trim_start_matches(['-', '+']).trim_end_matches(['%', 'x', 's']);
+                        bare == "inf"
+                    });
+                    assert!(!infinite, "{command} round {round} printed an infinity:\n{out}");
+                    for bad in ["NaN", "panicked"] {
+                        assert!(!out.contains(bad) && !err.contains(bad), "{command} round {round} printed {bad}:\n{out}\n{err}");
+                    }
+                }
+                Some(2) => {
+                    refused += 1;
+                    assert_eq!(err.trim().lines().count(), 1, "{command} round {round}: one line, got:\n{err}");
+                }
+                other => panic!("{command} round {round} exited {other:?}:\n{err}"),
+            }
+        }
+    }
+    eprintln!("{rendered} rendered, {refused} refused");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// JSON pointer paths of every number in `value`.
+fn collect_number_paths(value: &serde_json::Value, at: &mut Vec<String>, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Number(_) => out.push(format!("/{}", at.join("/"))),
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                at.push(i.to_string());
+                collect_number_paths(item, at, out);
+                at.pop();
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                at.push(key.replace('~', "~0").replace('/', "~1"));
+                collect_number_paths(item, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn pointer<'a>(value: &'a mut serde_json::Value, path: &str) -> &'a mut serde_json::Value {
+    value.pointer_mut(path).unwrap()
+}
