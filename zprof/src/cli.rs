@@ -108,7 +108,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub full_timing: bool,
     /// Leave these stage groups out (comma-separated: workload, throttle,
-    /// compression, checksum, vdev, flush, zil, txg), e.g. to take the per-write
+    /// compression, checksum, reads, vdev, flush, zil, txg), e.g. to take the per-write
     /// uprobe off a benchmark that reports its own throughput.
     #[arg(long, value_delimiter = ',', value_parser = parse_group)]
     pub skip: Vec<String>,
