@@ -86,7 +86,12 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
             // The lab's own account (the same io_delay span, over the job's
             // reads and writes where zprof's row is the sync reads of the
             // whole run) agrees with zprof's.
-            assert!((lab_saw / measured - 1.0).abs() < 0.10, "{model}: lab {lab_saw:.1} us vs zprof {measured:.1} us");
+            // The lab's clock stops in vdev_queue_io_done, a few microseconds
+            // after io_delay's end (2.3 takes locks in between): 10% or 5 us.
+            assert!(
+                (lab_saw - measured).abs() < (0.10 * measured).max(5.0),
+                "{model}: lab {lab_saw:.1} us vs zprof {measured:.1} us"
+            );
         }
         std::fs::remove_dir_all(dir).unwrap();
     }
