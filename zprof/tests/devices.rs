@@ -87,7 +87,7 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
             // reads and writes where zprof's row is the sync reads of the
             // whole run) agrees with zprof's.
             // The lab's clock stops in vdev_queue_io_done, a few microseconds
-            // after io_delay's end (2.3 takes locks in between): 10% or 5 us.
+            // after io_delay's end, so they may differ by that: 10% or 5 us.
             assert!(
                 (lab_saw - measured).abs() < (0.10 * measured).max(5.0),
                 "{model}: lab {lab_saw:.1} us vs zprof {measured:.1} us"
