@@ -772,36 +772,7 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     let device_share = if path.timed { path.device_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
     let cpu_share = if path.timed { path.cpu_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
     let amplification = path.amplification();
-    let (bound, action) = if reach < 0.1 && (!path.timed || device_share < 0.5) {
-        (
-            format!("served from the ARC ({:.2} blocks read from disk per read)", reach),
-            "Reads hit the ARC: nothing to tune on the disk side.".to_owned(),
-        )
-    } else if path.timed && device_share < 0.5 && cpu_share >= 0.5 {
-        ("CPU-bound".to_owned(), "Decompression and checksum verification dominate: a cheaper compression algorithm speeds reads up.".to_owned())
-    } else if reach >= 0.5 || device_share >= 0.5 {
-        let what = if amplification >= 4.0 {
-            format!(
-                "disk-bound and amplified {amplification:.0}x: each {} read fetches a {} block from {} leaves",
-                format_bytes(path.read_bytes()),
-                format_bytes(path.block_bytes),
-                path.fan_out
-            )
-        } else {
-            "disk-bound".to_owned()
-        };
-        let action = if amplification >= 4.0 {
-            "Each read moves a whole block from the disks: a recordsize/volblocksize closer to the read size, primarycache=all (or a larger ARC, an L2ARC) so blocks are read once; on RAID-Z a narrow block spans fewer leaves."
-        } else {
-            "Reads wait for the disks: more ARC (or an L2ARC), faster vdevs, or more of them."
-        };
-        (what, action.to_owned())
-    } else {
-        (
-            format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0),
-            "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
-        )
-    };
+    let (bound, action) = read_bound(&path, device_share, cpu_share);
     let latency = if path.timed { format!(", p50 {}, mean {}", format_ns(reads.p50_ns), format_ns(reads.mean_ns as u64)) } else { String::new() };
     let mut evidence = vec![format!("{} reads of {} on average{latency}", format_count(reads.count as f64), format_bytes(path.read_bytes()))];
     evidence.push(read_reach_line(&path));
@@ -854,6 +825,44 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
             ("read_amplification".into(), amplification),
         ],
     });
+}
+
+/// What bounds the reads, and what to do: served by the ARC, CPU-bound,
+/// disk-bound (amplified when each read fetches a much larger block), or
+/// partly from disk.
+fn read_bound(path: &crate::read_path::ReadPath, device_share: f64, cpu_share: f64) -> (String, String) {
+    let reach = path.blocks_per_read;
+    let amplification = path.amplification();
+    if reach < 0.1 && (!path.timed || device_share < 0.5) {
+        (
+            format!("served from the ARC ({:.2} blocks read from disk per read)", reach),
+            "Reads hit the ARC: nothing to tune on the disk side.".to_owned(),
+        )
+    } else if path.timed && device_share < 0.5 && cpu_share >= 0.5 {
+        ("CPU-bound".to_owned(), "Decompression and checksum verification dominate: a cheaper compression algorithm speeds reads up.".to_owned())
+    } else if reach >= 0.5 || device_share >= 0.5 {
+        let what = if amplification >= 4.0 {
+            format!(
+                "disk-bound and amplified {amplification:.0}x: each {} read fetches a {} block from {} leaves",
+                format_bytes(path.read_bytes()),
+                format_bytes(path.block_bytes),
+                path.fan_out
+            )
+        } else {
+            "disk-bound".to_owned()
+        };
+        let action = if amplification >= 4.0 {
+            "Each read moves a whole block from the disks: a recordsize/volblocksize closer to the read size, primarycache=all (or a larger ARC, an L2ARC) so blocks are read once; on RAID-Z a narrow block spans fewer leaves."
+        } else {
+            "Reads wait for the disks: more ARC (or an L2ARC), faster vdevs, or more of them."
+        };
+        (what, action.to_owned())
+    } else {
+        (
+            format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0),
+            "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
+        )
+    }
 }
 
 /// How many reads reached the disks, and how wide a block read was.

@@ -405,7 +405,10 @@ impl Session {
             samples.keys().filter_map(Result::ok).map(|k| k.tgid).collect()
         };
         for tgid in tgids {
-            if let Some(maps) = ProcessMaps::read(tgid) {
+            // A process that is exiting (or a zombie) has no mappings left:
+            // its last real snapshot must not be replaced by an empty one, or
+            // every user frame it left in the samples becomes [unknown].
+            if let Some(maps) = ProcessMaps::read(tgid).filter(|m| !m.mappings.is_empty()) {
                 self.process_maps.insert(tgid, maps);
             }
             if let Ok(name) = std::fs::read_to_string(format!("/proc/{tgid}/comm")) {
