@@ -16,7 +16,7 @@ use zprof_common::Stage;
 use crate::{
     bench,
     sync_path::{self, SyncPath},
-    recording::{HistRecord, Recording, Summary, stage_name, summarize},
+    recording::{Recording, Summary, pick, summarize},
     report::{format_bytes, format_count, format_ns},
 };
 
@@ -118,16 +118,6 @@ impl Default for ExplainOptions {
     fn default() -> Self {
         ExplainOptions { slogs: Vec::new(), cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
     }
-}
-
-/// Selects histograms of a stage, optionally of one pool and one class name.
-fn pick<'a>(rec: &'a Recording, stage: Stage, pool: Option<&str>, class: Option<&str>) -> Vec<&'a HistRecord> {
-    rec.histograms
-        .iter()
-        .filter(|h| h.stage == stage_name(stage))
-        .filter(|h| pool.is_none_or(|p| h.pool == p))
-        .filter(|h| class.is_none_or(|c| h.class_name == c))
-        .collect()
 }
 
 fn stat(rec: &Recording, stage: Stage, pool: Option<&str>) -> Summary {

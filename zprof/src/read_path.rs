@@ -17,10 +17,10 @@
 //! Sync reads are the ones a reader waits for; async reads are prefetch and
 //! ZFS's own, shown apart.
 
-use zprof_common::{Stage, hist_bucket_high, hist_bucket_low};
+use zprof_common::Stage;
 
 use crate::{
-    recording::{HistRecord, Recording, Summary, stage_name, summarize},
+    recording::{HistRecord, Recording, Summary, bucket_midpoint, pick, summarize},
     tracer::{COUNT_ONLY, block_class_bytes},
 };
 
@@ -59,18 +59,18 @@ pub struct ReadPath {
 impl ReadPath {
     /// The read path of `rec`, or `None` when the workload read nothing.
     pub fn measure(rec: &Recording) -> Option<ReadPath> {
-        let read_rows = rows(rec, Stage::WorkloadRead, None);
+        let read_rows = pick(rec, Stage::WorkloadRead, None, None);
         let reads = summarize(read_rows.iter().copied());
         if reads.count == 0 {
             return None;
         }
         let timed = reads.total_ns > 0 && !read_rows.iter().all(|h| h.class_name.ends_with(COUNT_ONLY));
-        let block_rows = rows(rec, Stage::BlockRead, None);
+        let block_rows = pick(rec, Stage::BlockRead, None, None);
         let blocks = (!block_rows.is_empty()).then(|| summarize(block_rows.iter().copied()));
-        let leaf_rows = rows(rec, Stage::VdevDisk, Some("sync read"));
+        let leaf_rows = pick(rec, Stage::VdevDisk, None, Some("sync read"));
         let leaf_disk = summarize(leaf_rows.iter().copied());
-        let leaf_queue = summarize(rows(rec, Stage::VdevQueue, Some("sync read")));
-        let leaf_async_reads = summarize(rows(rec, Stage::VdevTotal, Some("async read"))).count;
+        let leaf_queue = summarize(pick(rec, Stage::VdevQueue, None, Some("sync read")));
+        let leaf_async_reads = summarize(pick(rec, Stage::VdevTotal, None, Some("async read"))).count;
         let leaves = leaf_rows.iter().filter(|h| h.count > 0).map(|h| (&h.pool, h.vdev)).collect::<std::collections::BTreeSet<_>>().len();
         let block_bytes = weighted_block_bytes(&block_rows);
         let leaf_reads = leaf_disk.count + leaf_async_reads;
@@ -86,7 +86,7 @@ impl ReadPath {
         let device_per_read_ns = blocks_per_read * (block_disk_ns + queue_mean);
         let cpu = [Stage::Decompress, Stage::ChecksumVerify]
             .iter()
-            .map(|s| summarize(rows(rec, *s, None)).total_ns as f64)
+            .map(|s| summarize(pick(rec, *s, None, None)).total_ns as f64)
             .sum::<f64>();
         Some(ReadPath {
             cpu_per_read_ns: cpu / reads.count as f64,
@@ -114,14 +114,6 @@ impl ReadPath {
     pub fn read_bytes(&self) -> f64 {
         self.reads.bytes as f64 / self.reads.count.max(1) as f64
     }
-}
-
-fn rows<'a>(rec: &'a Recording, stage: Stage, class: Option<&str>) -> Vec<&'a HistRecord> {
-    rec.histograms
-        .iter()
-        .filter(|h| h.stage == stage_name(stage))
-        .filter(|h| class.is_none_or(|c| h.class_name == c))
-        .collect()
 }
 
 /// Byte-weighted mean physical size of the blocks read: a block's weight is
@@ -170,9 +162,7 @@ pub fn expected_max(records: &[&HistRecord], k: u64) -> f64 {
     }
     let (mut below, mut expected) = (0u64, 0f64);
     for (index, count) in merged {
-        let low = hist_bucket_low(index as usize);
-        let high = hist_bucket_high(index as usize).min(max_ns.max(low));
-        let mid = (low + (high - low) / 2) as f64;
+        let mid = bucket_midpoint(index as usize, max_ns) as f64;
         let before = (below as f64 / total as f64).powi(k as i32);
         below += count;
         let after = (below as f64 / total as f64).powi(k as i32);

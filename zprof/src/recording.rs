@@ -341,6 +341,16 @@ pub fn stage_name(stage: Stage) -> &'static str {
     }
 }
 
+/// Selects histograms of a stage, optionally of one pool and one class name.
+pub fn pick<'a>(rec: &'a Recording, stage: Stage, pool: Option<&str>, class: Option<&str>) -> Vec<&'a HistRecord> {
+    rec.histograms
+        .iter()
+        .filter(|h| h.stage == stage_name(stage))
+        .filter(|h| pool.is_none_or(|p| h.pool == p))
+        .filter(|h| class.is_none_or(|c| h.class_name == c))
+        .collect()
+}
+
 /// The stage with this recording name.
 pub fn stage_from_name(name: &str) -> Option<Stage> {
     Stage::ALL.into_iter().find(|s| stage_name(*s) == name)
@@ -560,6 +570,14 @@ pub struct Summary {
     pub p999_ns: u64,
 }
 
+/// The value a bucket's events stand for: its midpoint, the top of the
+/// bucket capped by the largest event seen (`max_ns`).
+pub fn bucket_midpoint(index: usize, max_ns: u64) -> u64 {
+    let low = hist_bucket_low(index);
+    let high = hist_bucket_high(index).min(max_ns.max(low));
+    low + (high - low) / 2
+}
+
 /// Merges histograms and computes percentiles.
 ///
 /// Percentiles come from an hdrhistogram fed with each bucket's midpoint, so they
@@ -586,9 +604,7 @@ pub fn summarize<'a>(records: impl IntoIterator<Item = &'a HistRecord>) -> Summa
     summary.mean_ns = summary.total_ns as f64 / summary.count as f64;
     let mut hdr = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures is valid");
     for (index, count) in merged.iter().enumerate().filter(|(_, c)| **c > 0) {
-        let low = hist_bucket_low(index);
-        let high = hist_bucket_high(index).min(summary.max_ns.max(low));
-        let _ = hdr.record_n(low + (high - low) / 2, *count);
+        let _ = hdr.record_n(bucket_midpoint(index, summary.max_ns), *count);
     }
     let at = |q: f64| hdr.value_at_quantile(q).min(summary.max_ns);
     summary.p50_ns = at(0.50);
@@ -623,11 +639,9 @@ pub fn split_stalls<'a>(records: impl IntoIterator<Item = &'a HistRecord> + Clon
     let (mut stalled, mut stalled_ns) = (0u64, 0f64);
     for r in records {
         for [index, count] in &r.buckets {
-            let low = hist_bucket_low(*index as usize);
-            if (low as f64) > threshold {
-                let high = hist_bucket_high(*index as usize).min(summary.max_ns.max(low));
+            if (hist_bucket_low(*index as usize) as f64) > threshold {
                 stalled += count;
-                stalled_ns += *count as f64 * (low + (high - low) / 2) as f64;
+                stalled_ns += *count as f64 * bucket_midpoint(*index as usize, summary.max_ns) as f64;
             }
         }
     }

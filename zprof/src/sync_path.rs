@@ -32,7 +32,7 @@ use zprof_common::Stage;
 
 use crate::{
     openzfs::CommitTimeout,
-    recording::{HistRecord, Recording, Stalls, split_stalls, stage_name, summarize},
+    recording::{HistRecord, Recording, Stalls, pick, split_stalls, summarize},
 };
 
 /// An event longer than this many medians is a stall (see the module doc).
@@ -75,8 +75,8 @@ pub struct SyncPath {
     pub writers: f64,
 }
 
-fn rows<'a>(rec: &'a Recording, stage: Stage, pool: &'a str) -> impl Iterator<Item = &'a HistRecord> + Clone {
-    rec.histograms.iter().filter(move |h| h.stage == stage_name(stage) && h.pool == pool)
+fn rows<'a>(rec: &'a Recording, stage: Stage, pool: &str) -> impl Iterator<Item = &'a HistRecord> + Clone + use<'a> {
+    pick(rec, stage, Some(pool), None).into_iter()
 }
 
 fn typical_mean(rec: &Recording, stage: Stage, pool: &str) -> f64 {
