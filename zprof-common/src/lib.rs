@@ -119,8 +119,9 @@ pub enum Stage {
     /// thread issued it. 0 when it did not wait.
     ZilTimeoutWait = 23,
     /// zio_read entry (count only): a block read from the disks (an ARC
-    /// miss, a prefetch, a scrub); `bytes` = its size. With the leaf sync
-    /// reads it gives a read's fan-out (leaf reads per block).
+    /// miss, a prefetch, a scrub); `bytes` = its logical size, `bytes_out`
+    /// its physical size, class = COUNT_ONLY | log2 of the physical size.
+    /// With the leaf reads it gives a read's fan-out (leaf reads per block).
     BlockRead = 24,
 }
 

@@ -1004,9 +1004,9 @@ fn workload_count(ctx: &ProbeContext, stage: Stage) {
 /// disk read it starts; ZFS's own threads issue prefetches, so they count on
 /// the kernel too. `bytes` is the logical size, `bytes_out` the physical size
 /// from the block pointer (an on-disk format, the same in every release), and
-/// the class carries log2 of the physical size: with the leaf reads' size it
-/// gives the fan-out of a block over a raidz's data columns. Embedded block
-/// pointers (data in the pointer) are not counted.
+/// the class carries log2 of the physical size. With the leaf reads, the
+/// count gives the fan-out of a block over a raidz's data columns. Embedded
+/// block pointers (data in the pointer) are not counted.
 fn block_read_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;

@@ -634,6 +634,7 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
         return;
     }
     let factor = all.bytes as f64 / logical.bytes as f64;
+    let has_commits = stat(rec, Stage::ZilCommit, None).count > 0;
     let vdevs: BTreeSet<u64> = leaf.iter().map(|h| h.vdev).collect();
     let disk_busy = summarize(pick(rec, Stage::VdevDisk, None, None).into_iter().filter(|h| crate::zfs_names::io_class_is_write(h.class)))
         .total_ns as f64
@@ -647,7 +648,7 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
         ),
         format!(
             "{}: {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
-            sync_priority_words(rec),
+            sync_priority_words(has_commits),
             format_bytes(zil.bytes as f64),
             zil.bytes as f64 / logical.bytes as f64,
             format_bytes(txg.bytes as f64),
@@ -672,7 +673,7 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
             );
         }
     }
-    if zil.bytes * 20 > logical.bytes && txg.bytes > 0 && stat(rec, Stage::ZilCommit, None).count > 0 {
+    if zil.bytes * 20 > logical.bytes && txg.bytes > 0 && has_commits {
         evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
     }
     out.push(Finding {
@@ -694,8 +695,8 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
 /// ZIL blocks, to data that zil_commit writes in place (dmu_sync: large
 /// writes, logbias=throughput) and to vdev labels and uberblocks; without a
 /// zil_commit in the recording they cannot be the ZIL's.
-fn sync_priority_words(rec: &Recording) -> &'static str {
-    if stat(rec, Stage::ZilCommit, None).count > 0 {
+fn sync_priority_words(has_commits: bool) -> &'static str {
+    if has_commits {
         "sync-priority writes (ZIL blocks and the data zil_commit wrote in place, labels)"
     } else {
         "sync-priority writes (no zil_commit was traced: labels, uberblocks, dmu_sync)"

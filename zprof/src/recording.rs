@@ -508,8 +508,9 @@ impl Recording {
             if sum != h.count {
                 return Err(format!("stage {} buckets sum to {sum}, count says {}", h.stage, h.count));
             }
-            // A count or a sum this large is a wrapped counter, not a measurement.
-            if h.count > MAX_PLAUSIBLE || h.total_ns > MAX_PLAUSIBLE_SUM || h.bytes > MAX_PLAUSIBLE_SUM {
+            // A count this large is a wrapped counter, not a measurement (the
+            // sums are bounded by the totals above).
+            if h.count > MAX_PLAUSIBLE {
                 return Err(format!("stage {} holds wrapped counters (count {}, total {} ns)", h.stage, h.count, h.total_ns));
             }
             if h.count > 0 && h.max_ns.saturating_mul(h.count) < h.total_ns {
@@ -533,8 +534,8 @@ const MAX_DURATION_S: f64 = 366.0 * 86400.0;
 /// Events beyond this in one histogram row are a wrapped counter (2^50:
 /// ten million events a second for three and a half years).
 const MAX_PLAUSIBLE: u64 = 1 << 50;
-/// Summed nanoseconds or bytes beyond this (2^62: 146 years, 4 EiB) in one
-/// row are a wrapped counter.
+/// Summed counts, nanoseconds or bytes beyond this (2^62: 146 years, 4 EiB)
+/// over a whole recording are a wrapped or forged counter.
 const MAX_PLAUSIBLE_SUM: u64 = 1 << 62;
 
 /// Sums `values`, refusing a total over [`MAX_PLAUSIBLE_SUM`] (a wrapped or

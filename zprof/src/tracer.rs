@@ -743,8 +743,8 @@ pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";
 
 /// Physical block sizes read from disk, as powers of two: "<=16K" holds
 /// compressed blocks of 8K to 16K.
-fn block_size_class(log2: u32) -> String {
-    let size = 1u64 << log2.min(40);
+fn block_size_class(class: u32) -> String {
+    let size = block_class_bytes(class);
     let words = if size >= 1 << 20 { format!("{}M", size >> 20) } else if size >= 1024 { format!("{}K", size >> 10) } else { format!("{size}B") };
     format!("<={words}")
 }
@@ -764,7 +764,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Lz4Compress => "lz4".into(),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
-        Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class & 0xff)),
+        Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
