@@ -227,22 +227,26 @@ mod crash_cleanup {
         }
     }
 
+    /// Unlinks the listed files and removes the directory, with
+    /// async-signal-safe calls only; true when the directory is gone.
+    fn remove_listed(l: &List) -> bool {
+        for f in &l.files {
+            // SAFETY: unlink/rmdir are async-signal-safe; NUL-terminated paths.
+            unsafe { libc::unlink(f.as_ptr()) };
+        }
+        // SAFETY: as above.
+        unsafe { libc::rmdir(l.dir.as_ptr()) == 0 }
+    }
+
     extern "C" fn on_fatal(sig: c_int) {
         if let Some(l) = current() {
             let dir = l.dir.as_bytes();
             if l.keep {
                 say(&[b"zprof-lab: crashed; work directory kept (--keep): ", dir, b"\n"]);
+            } else if remove_listed(l) {
+                say(&[b"zprof-lab: crashed (fatal signal); removed the work directory ", dir, b"\n"]);
             } else {
-                for f in &l.files {
-                    // SAFETY: unlink/rmdir are async-signal-safe; NUL-terminated paths.
-                    unsafe { libc::unlink(f.as_ptr()) };
-                }
-                // SAFETY: as above.
-                if unsafe { libc::rmdir(l.dir.as_ptr()) } == 0 {
-                    say(&[b"zprof-lab: crashed (fatal signal); removed the work directory ", dir, b"\n"]);
-                } else {
-                    say(&[b"zprof-lab: crashed (fatal signal); could not remove the work directory ", dir, b"\n"]);
-                }
+                say(&[b"zprof-lab: crashed (fatal signal); could not remove the work directory ", dir, b"\n"]);
             }
         }
         // SAFETY: back to the default action, then die of the same signal.
@@ -264,10 +268,7 @@ mod crash_cleanup {
             eprintln!("zprof-lab: stopping at once ({why}); work directory kept (--keep): {dir}");
             return;
         }
-        for f in &l.files {
-            let _ = std::fs::remove_file(f.to_string_lossy().as_ref());
-        }
-        let removed = std::fs::remove_dir(dir.as_ref()).is_ok();
+        let removed = remove_listed(l);
         eprintln!(
             "zprof-lab: stopping at once ({why}); {} the work directory {dir}",
             if removed { "removed" } else { "could not remove" }

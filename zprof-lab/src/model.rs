@@ -374,19 +374,20 @@ impl DeviceState {
             _ => offset + size,
         });
         let start = now.max(free);
+        let hdd = p.kind == ModelKind::Hdd;
+        // Measured (and the queue's record trimmed) at every hdd request, so
+        // that streaming requests do not pile up start times.
+        let depth = if hdd { self.queue_depth(now) } else { 1 };
         let service = match (p.kind, gap) {
-            (ModelKind::Hdd, None) => {
-                let depth = self.queue_depth(now);
-                p.far_ns(size, self.next_rotation(), depth)
-            }
+            (ModelKind::Hdd, None) => p.far_ns(size, self.next_rotation(), depth),
             _ => p.service_ns(size, gap),
         };
-        if p.kind == ModelKind::Hdd {
+        if hdd {
             self.starts.push_back(start);
         }
         let done = start + service;
         self.busy_until[i] = done;
-        if write && p.kind == ModelKind::Hdd && p.write_cache_bytes > 0 {
+        if write && hdd && p.write_cache_bytes > 0 {
             return self.cached_write(p, now, size, done);
         }
         done
