@@ -14,7 +14,7 @@ use std::{
 use serde_json::Value;
 
 mod common;
-use common::{LabRelease, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof};
+use common::{LabRelease, explain_json, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof, zprof_on_lab};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("zprof-test", name)
@@ -372,19 +372,10 @@ enum Mode {
 /// or without one ssd log vdev; returns the recording and the lab's JSON.
 fn fsync_on_raidz3(dir: &Path, lab: &Path, logs: u32, bs: &str, mode: Mode, tag: &str) -> (PathBuf, Value) {
     let recording = dir.join(format!("logs{logs}-{bs}-{mode:?}{tag}.json"));
-    let output = zprof()
-        .args([if mode == Mode::Run { "run" } else { "record" }, "--target", "libzpool", "--no-explain", "-o"])
-        .arg(&recording)
-        .arg("--")
-        .arg(lab)
-        .args(["run", "--layout", "raidz3:8", "--vdev-model", "hdd", "--log-model", "ssd", "--volblocksize", bs])
-        .args(["--logs", &logs.to_string(), "--dir"])
-        .arg(dir)
-        .args(["--job", &format!("name=fsync,rw=randwrite,bs={bs},fsync=1,runtime=3"), "--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    (recording, first_json(&String::from_utf8_lossy(&output.stdout)))
+    let (logs, job) = (logs.to_string(), format!("name=fsync,rw=randwrite,bs={bs},fsync=1,runtime=3"));
+    let args = ["--layout", "raidz3:8", "--vdev-model", "hdd", "--log-model", "ssd", "--volblocksize", bs, "--logs", &logs, "--job", &job];
+    let lab_json = zprof_on_lab(if mode == Mode::Run { "run" } else { "record" }, lab, dir, &recording, &args);
+    (recording, lab_json)
 }
 
 /// Two busy loops, one per core of this machine, for as long as it lives.
@@ -421,10 +412,7 @@ fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> (Pat
     let mean = |sum: &str, n: &str| log["device"][sum].as_f64().unwrap() / log["device"][n].as_f64().unwrap().max(1.0) / 1e3;
     let what_if = format!("slog={:.0}us,flush={:.0}us", mean("io_ns", "ios"), mean("flush_ns", "flushes"));
     eprintln!("{bs} {mode:?}: the lab's log device as ZFS saw it: {what_if}");
-    let output = zprof().arg("explain").arg(&without).args(["--what-if", &what_if, "--format", "json"]).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let findings: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let findings = findings.as_array().unwrap();
+    let findings = explain_json(&without, &["--what-if", &what_if]);
     assert_eq!(findings[0]["kind"], "sync_write_bound", "first finding ({bs}, {mode:?}): {}", findings[0]);
     let what_if = findings.iter().find(|f| f["kind"] == "slog_what_if").expect("no slog what-if finding");
     if loaded {
@@ -536,21 +524,8 @@ fn run_reads_fio_results() {
 
 fn lab_findings(dir: &Path, name: &str, args: &[&str]) -> Vec<Value> {
     let recording = dir.join(format!("{name}.json"));
-    let output = zprof()
-        .args(["run", "--target", "libzpool", "-o"])
-        .arg(&recording)
-        .arg("--")
-        .arg(lab_binary())
-        .args(["run", "--dir"])
-        .arg(dir)
-        .args(args)
-        .args(["--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let output = zprof().arg("explain").arg(&recording).args(["--format", "json"]).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
+    zprof_on_lab("run", &lab_binary(), dir, &recording, args);
+    explain_json(&recording, &[])
 }
 
 /// fsync=1 on hdd raidz3: the sync-write finding ranks first; with sync=disabled

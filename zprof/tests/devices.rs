@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{first_json, lab_releases, require_root, stderr, zprof};
+use common::{lab_releases, require_root, zprof_on_lab};
 
 /// Nominal latency of a 4k I/O: access latency plus transfer, in us.
 fn nominal_us(access_us: f64, rate_mib_s: f64) -> f64 {
@@ -21,18 +21,8 @@ fn nominal_us(access_us: f64, rate_mib_s: f64) -> f64 {
 /// one vdev of `model`.
 fn read_latency_us(dir: &Path, lab: &Path, model: &str) -> (f64, f64) {
     let recording = dir.join(format!("{model}.json"));
-    let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
-        .arg(&recording)
-        .arg("--")
-        .arg(lab)
-        .args(["run", "--vdev-model", model, "--volblocksize", "4k", "--primarycache", "metadata", "--dir"])
-        .arg(dir)
-        .args(["--job", "name=rr,rw=randread,bs=4k,size=16m,runtime=2", "--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let lab_json = first_json(&String::from_utf8_lossy(&output.stdout));
+    let args = ["--vdev-model", model, "--volblocksize", "4k", "--primarycache", "metadata"];
+    let lab_json = zprof_on_lab("record", lab, dir, &recording, &[&args[..], &["--job", "name=rr,rw=randread,bs=4k,size=16m,runtime=2"]].concat());
     let device = &lab_json["jobs"][0]["leaves"][0]["device"];
     let lab_us = device["io_ns"].as_f64().unwrap() / device["ios"].as_f64().unwrap().max(1.0) / 1e3;
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();

@@ -129,17 +129,8 @@ fn mutated_recordings_are_refused_or_rendered_sanely() {
     require_root();
     let dir = scratch("fuzz");
     let good = dir.join("good.json");
-    let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
-        .arg(&good)
-        .arg("--")
-        .arg(common::lab_binary())
-        .args(["run", "--layout", "raidz1:3", "--vdev-model", "ssd", "--dir"])
-        .arg(&dir)
-        .args(["--job", "name=f,rw=randwrite,bs=4k,fsync=1,runtime=1", "--job", "name=r,rw=randread,bs=4k,size=4m,runtime=1"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let jobs = ["--job", "name=f,rw=randwrite,bs=4k,fsync=1,runtime=1", "--job", "name=r,rw=randread,bs=4k,size=4m,runtime=1"];
+    common::zprof_on_lab("record", &common::lab_binary(), &dir, &good, &[&["--layout", "raidz1:3", "--vdev-model", "ssd"][..], &jobs].concat());
     let original: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
     let mut numbers = Vec::new();
     collect_number_paths(&original, &mut Vec::new(), &mut numbers);

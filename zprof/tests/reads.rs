@@ -10,28 +10,14 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{first_json, lab_releases, require_root, stderr, zprof};
+use common::{explain_json, lab_releases, require_root, zprof_on_lab};
 
 /// Runs the lab under zprof (`run` or `record`) and returns the explain
 /// findings and the lab's JSON.
 fn lab_reads(dir: &Path, lab: &Path, mode: &str, name: &str, args: &[&str]) -> (Vec<Value>, Value) {
     let recording = dir.join(format!("{name}-{mode}.json"));
-    let output = zprof()
-        .args([mode, "--target", "libzpool", "--no-explain", "-o"])
-        .arg(&recording)
-        .arg("--")
-        .arg(lab)
-        .args(["run", "--dir"])
-        .arg(dir)
-        .args(args)
-        .args(["--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let lab_json = first_json(&String::from_utf8_lossy(&output.stdout));
-    let output = zprof().arg("explain").arg(&recording).args(["--format", "json"]).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    (serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone(), lab_json)
+    let lab_json = zprof_on_lab(mode, lab, dir, &recording, args);
+    (explain_json(&recording, &[]), lab_json)
 }
 
 fn reads_finding(findings: &[Value]) -> &Value {

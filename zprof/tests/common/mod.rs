@@ -52,6 +52,32 @@ pub fn first_json(text: &str) -> Value {
     stream.next().expect("no JSON document").expect("malformed JSON")
 }
 
+/// `zprof MODE` (record or run) around `LAB run --dir DIR ARGS`, writing
+/// `recording`, with the lab's JSON output; checks it succeeded and returns
+/// that JSON.
+pub fn zprof_on_lab(mode: &str, lab: &Path, dir: &Path, recording: &Path, args: &[&str]) -> Value {
+    let output = zprof()
+        .args([mode, "--target", "libzpool", "--no-explain", "-o"])
+        .arg(recording)
+        .arg("--")
+        .arg(lab)
+        .args(["run", "--dir"])
+        .arg(dir)
+        .args(args)
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    first_json(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// `zprof explain RECORDING --format json EXTRA`: the findings.
+pub fn explain_json(recording: &Path, extra: &[&str]) -> Vec<Value> {
+    let output = zprof().arg("explain").arg(recording).args(["--format", "json"]).args(extra).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
+}
+
 /// Events of a stage in a recording, over every class, pool and vdev.
 pub fn stage_count(recording: &Value, stage: &str) -> u64 {
     stage_field(recording, stage, "count")
