@@ -11,8 +11,10 @@
 //!   are), and pack the initramfs. Every step is cached under the cache directory
 //!   and skipped when its inputs are unchanged ([`build`]).
 //! - `guest run -- CMD`: boot, run CMD inside, bring `/results` back ([`run`]).
-//! - `guest test`: run `guest/zfs-kernel-test.sh` on both variants and check what
-//!   zprof measured against fio and `zpool iostat` ([`check`]).
+//! - `guest test`: run `guest/zfs-kernel-test.sh` on three variants (module BTF;
+//!   no BTF but the offsets `zprof offsets` compiles from the module's build
+//!   tree, as on a dkms host; neither) and check what zprof measured against fio
+//!   and `zpool iostat`, and the headers' offsets against the BTF's ([`check`]).
 //!
 //! The cache (`$ZPROF_GUEST_CACHE`, else `~/.cache/zprof-guest`) holds only
 //! generated or downloaded files; nothing from Debian or OpenZFS enters the repo.
@@ -44,8 +46,8 @@ pub enum GuestCommand {
     /// Boot the guest and run a command inside (default: the kernel-target test
     /// script); results come back to `--out`.
     Run(RunArgs),
-    /// Build if needed, run the kernel-target test on both module variants, and
-    /// check zprof's figures against fio and `zpool iostat`.
+    /// Build if needed, run the kernel-target test on each variant (BTF, headers,
+    /// none), and check zprof's figures against fio and `zpool iostat`.
     Test(TestArgs),
     /// Check the results of an earlier run of the test script again (no boot).
     Check {
@@ -96,29 +98,45 @@ pub struct TestArgs {
     /// Seconds each fio job runs in the guest.
     #[arg(long, default_value_t = 8)]
     pub runtime: u32,
-    /// Only this variant (default: both).
+    /// Only this variant (default: all three).
     #[arg(long, value_enum)]
     pub variant: Option<Variant>,
 }
 
-/// The two builds of the zfs modules.
+/// Where zprof gets the module's struct offsets: the two builds of the zfs
+/// modules, and for the one without BTF, with or without a table compiled
+/// from its build tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Variant {
     /// With BTF (pahole against the kernel's vmlinux): /sys/kernel/btf/zfs exists.
     Btf,
-    /// Without BTF, as dkms builds them: zprof falls back where it needs offsets.
+    /// Without BTF, as dkms builds them, with the offsets table `zprof offsets`
+    /// compiles from the module's build tree and kernel headers (on the host,
+    /// as a dkms host would; the guest has no compiler): in zprof's cache.
+    Headers,
+    /// Without BTF and without headers (a vendor's built-in zfs.ko): zprof
+    /// says what is missing and falls back where it needs offsets.
     Nobtf,
 }
 
 impl Variant {
-    /// Both, in the order tests run them.
-    pub const ALL: [Variant; 2] = [Variant::Btf, Variant::Nobtf];
+    /// All, in the order tests run them.
+    pub const ALL: [Variant; 3] = [Variant::Btf, Variant::Headers, Variant::Nobtf];
+
+    /// The modules it boots with (the build with BTF, or the one without).
+    pub fn modules(self) -> &'static str {
+        match self {
+            Variant::Btf => "btf",
+            Variant::Headers | Variant::Nobtf => "nobtf",
+        }
+    }
 }
 
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Variant::Btf => "btf",
+            Variant::Headers => "headers",
             Variant::Nobtf => "nobtf",
         })
     }
@@ -171,7 +189,7 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     };
     let mut failures = Vec::new();
     let mut summaries = Vec::new();
-    for variant in variants {
+    for &variant in &variants {
         let out = run_dir(&format!("test-{variant}"));
         let command = vec!["zfs-kernel-test.sh".to_owned(), format!("--runtime={}", args.runtime)];
         let outcome = run::run(&artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps)
@@ -192,6 +210,13 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
                 summaries.push(format!("{variant} ({:.0?} in the guest):\n{summary}", outcome.elapsed));
             }
             Err(err) => failures.push(format!("{variant}: {err:#} (results in {})", outcome.results.display())),
+        }
+    }
+    let results = |v: Variant| run_dir(&format!("test-{v}")).join("results");
+    if variants.contains(&Variant::Btf) && variants.contains(&Variant::Headers) && failures.is_empty() {
+        match check::headers_match_btf(&results(Variant::Btf), &results(Variant::Headers)) {
+            Ok(line) => summaries.push(format!("headers against btf: {line}")),
+            Err(err) => failures.push(format!("headers against btf: {err:#}")),
         }
     }
     for summary in &summaries {
@@ -233,7 +258,7 @@ fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-/// The guest step of `cargo xtask test`: both variants, default settings.
+/// The guest step of `cargo xtask test`: every variant, default settings.
 /// `ZPROF_SKIP_GUEST=1` skips it (saying so); CI never sets it.
 pub fn test_step() -> anyhow::Result<()> {
     if std::env::var_os("ZPROF_SKIP_GUEST").is_some_and(|v| v != "0") {

@@ -13,6 +13,10 @@
  * With "-j VERSION SOURCE [build-id ...]" it prints the JSON table instead
  * (libzpool-<version>-debian.json): VERSION is the OpenZFS release, SOURCE
  * says which headers it was compiled against.
+ *
+ * Compiled with -D_KERNEL by the kernel's kbuild instead (zprof does this on
+ * a host whose zfs.ko has no BTF, from the module's dkms build tree), it
+ * yields the kernel module's layouts as assembly markers: see below.
  */
 #include <sys/zfs_context.h>
 #include <sys/spa.h>
@@ -26,6 +30,92 @@
 #include <sys/dmu_tx.h>
 #include <sys/vdev_file.h>
 
+/* The members zprof reads: (short struct name, C type, member). */
+#define	ZPROF_FIELDS(F) \
+	F(zio, zio_t, io_spa) \
+	F(zio, zio_t, io_type) \
+	F(zio, zio_t, io_priority) \
+	F(zio, zio_t, io_vd) \
+	F(zio, zio_t, io_delta) \
+	F(zio, zio_t, io_delay) \
+	F(zio, zio_t, io_timestamp) \
+	F(zio, zio_t, io_target_timestamp) \
+	F(zio, zio_t, io_size) \
+	F(zio, zio_t, io_lsize) \
+	F(zio, zio_t, io_offset) \
+	F(zio, zio_t, io_error) \
+	F(zio, zio_t, io_flags) \
+	F(zio, zio_t, io_txg) \
+	F(zio, zio_t, io_stage) \
+	F(zio, zio_t, io_child_type) \
+	F(zio, zio_t, io_prop) \
+	F(zio_prop, zio_prop_t, zp_compress) \
+	F(zio_prop, zio_prop_t, zp_checksum) \
+	F(zio_prop, zio_prop_t, zp_complevel) \
+	F(vdev, vdev_t, vdev_guid) \
+	F(vdev, vdev_t, vdev_id) \
+	F(vdev, vdev_t, vdev_ops) \
+	F(vdev, vdev_t, vdev_top) \
+	F(vdev, vdev_t, vdev_islog) \
+	F(vdev, vdev_t, vdev_alloc_bias) \
+	F(vdev, vdev_t, vdev_path) \
+	F(vdev, vdev_t, vdev_spa) \
+	F(vdev, vdev_t, vdev_parent) \
+	F(vdev, vdev_t, vdev_tsd) \
+	F(vdev, vdev_t, vdev_children) \
+	F(vdev_file, vdev_file_t, vf_file) \
+	F(vdev_ops, vdev_ops_t, vdev_op_leaf) \
+	F(vdev_ops, vdev_ops_t, vdev_op_type) \
+	F(spa, spa_t, spa_name) \
+	F(spa, spa_t, spa_root_vdev) \
+	F(zilog, zilog_t, zl_spa) \
+	F(zilog, zilog_t, zl_os) \
+	F(zilog, zilog_t, zl_dmu_pool) \
+	F(dsl_pool, dsl_pool_t, dp_spa) \
+	F(objset, objset_t, os_spa) \
+	F(dmu_tx, dmu_tx_t, tx_pool) \
+	F(dmu_tx, dmu_tx_t, tx_txg) \
+	F(dmu_tx, dmu_tx_t, tx_objset)
+
+#define	ZPROF_STRUCTS(S) \
+	S(zio, zio_t) \
+	S(zio_prop, zio_prop_t) \
+	S(vdev, vdev_t) \
+	S(vdev_ops, vdev_ops_t) \
+	S(spa, spa_t) \
+	S(zilog, zilog_t) \
+	S(dsl_pool, dsl_pool_t) \
+	S(objset, objset_t) \
+	S(dmu_tx, dmu_tx_t) \
+	S(vdev_file, vdev_file_t)
+
+#ifdef _KERNEL
+/*
+ * Kernel layout: kbuild compiles this file to assembly only (zprof runs
+ * "make -C KERNEL_BUILD M=DIR zprof_offsets.s" with the module build's own
+ * flags), and zprof reads the constants from the marker lines
+ * "->field <short struct>.<member> <offsetof> <sizeof>" and
+ * "->struct <short struct> 0 <sizeof>", as the kernel's asm-offsets does.
+ */
+#define	KFIELD(shortname, type, member) \
+	asm volatile("\n.ascii \"->field " #shortname "." #member \
+	    " %c0 %c1\"" : : "i" (offsetof(type, member)), \
+	    "i" (sizeof (((type *)0)->member)));
+#define	KSTRUCT(shortname, type) \
+	asm volatile("\n.ascii \"->struct " #shortname " 0 %c0\"" : : \
+	    "i" (sizeof (type)));
+
+void zprof_offsets(void);
+
+void
+zprof_offsets(void)
+{
+	ZPROF_FIELDS(KFIELD)
+	ZPROF_STRUCTS(KSTRUCT)
+}
+
+#else
+
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,66 +128,15 @@ struct field {
 
 #define	F(shortname, type, member) \
 	{ #shortname "." #member, offsetof(type, member), \
-	    sizeof (((type *)0)->member) }
+	    sizeof (((type *)0)->member) },
+#define	S(shortname, type) { #shortname, 0, sizeof (type) },
 
 static const struct field fields[] = {
-	F(zio, zio_t, io_spa),
-	F(zio, zio_t, io_type),
-	F(zio, zio_t, io_priority),
-	F(zio, zio_t, io_vd),
-	F(zio, zio_t, io_delta),
-	F(zio, zio_t, io_delay),
-	F(zio, zio_t, io_timestamp),
-	F(zio, zio_t, io_target_timestamp),
-	F(zio, zio_t, io_size),
-	F(zio, zio_t, io_lsize),
-	F(zio, zio_t, io_offset),
-	F(zio, zio_t, io_error),
-	F(zio, zio_t, io_flags),
-	F(zio, zio_t, io_txg),
-	F(zio, zio_t, io_stage),
-	F(zio, zio_t, io_child_type),
-	F(zio, zio_t, io_prop),
-	F(zio_prop, zio_prop_t, zp_compress),
-	F(zio_prop, zio_prop_t, zp_checksum),
-	F(zio_prop, zio_prop_t, zp_complevel),
-	F(vdev, vdev_t, vdev_guid),
-	F(vdev, vdev_t, vdev_id),
-	F(vdev, vdev_t, vdev_ops),
-	F(vdev, vdev_t, vdev_top),
-	F(vdev, vdev_t, vdev_islog),
-	F(vdev, vdev_t, vdev_alloc_bias),
-	F(vdev, vdev_t, vdev_path),
-	F(vdev, vdev_t, vdev_spa),
-	F(vdev, vdev_t, vdev_parent),
-	F(vdev, vdev_t, vdev_tsd),
-	F(vdev, vdev_t, vdev_children),
-	F(vdev_file, vdev_file_t, vf_file),
-	F(vdev_ops, vdev_ops_t, vdev_op_leaf),
-	F(vdev_ops, vdev_ops_t, vdev_op_type),
-	F(spa, spa_t, spa_name),
-	F(spa, spa_t, spa_root_vdev),
-	F(zilog, zilog_t, zl_spa),
-	F(zilog, zilog_t, zl_os),
-	F(zilog, zilog_t, zl_dmu_pool),
-	F(dsl_pool, dsl_pool_t, dp_spa),
-	F(objset, objset_t, os_spa),
-	F(dmu_tx, dmu_tx_t, tx_pool),
-	F(dmu_tx, dmu_tx_t, tx_txg),
-	F(dmu_tx, dmu_tx_t, tx_objset),
+	ZPROF_FIELDS(F)
 };
 
 static const struct field structs[] = {
-	{ "zio", 0, sizeof (zio_t) },
-	{ "zio_prop", 0, sizeof (zio_prop_t) },
-	{ "vdev", 0, sizeof (vdev_t) },
-	{ "vdev_ops", 0, sizeof (vdev_ops_t) },
-	{ "spa", 0, sizeof (spa_t) },
-	{ "zilog", 0, sizeof (zilog_t) },
-	{ "dsl_pool", 0, sizeof (dsl_pool_t) },
-	{ "objset", 0, sizeof (objset_t) },
-	{ "dmu_tx", 0, sizeof (dmu_tx_t) },
-	{ "vdev_file", 0, sizeof (vdev_file_t) },
+	ZPROF_STRUCTS(S)
 };
 
 #define	N(a)	(sizeof (a) / sizeof ((a)[0]))
@@ -154,3 +193,5 @@ main(int argc, char **argv)
 		print_plain();
 	return (0);
 }
+
+#endif /* _KERNEL */

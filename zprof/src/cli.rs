@@ -33,6 +33,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// A flame graph (SVG) or folded stacks from a recording: stage time or CPU samples.
     Flamegraph(FlamegraphArgs),
+    /// Struct offsets for a zfs.ko without BTF, compiled from its dkms tree and
+    /// kernel headers (what record does by itself when it can; cached per module build).
+    Offsets(OffsetsArgs),
 }
 
 /// Options choosing and describing the target.
@@ -42,8 +45,8 @@ pub struct TargetArgs {
     /// or auto: kernel when a zfs module is loaded, else libzpool.
     #[arg(long, default_value = "auto", value_parser = parse_target)]
     pub target: TargetSpec,
-    /// Struct offsets table (JSON, see zprof/offsets/README.md) for a libzpool build
-    /// zprof does not know.
+    /// Struct offsets table (JSON, see zprof/offsets/README.md) for a build zprof
+    /// does not know: a libzpool, or a zfs.ko without BTF (`zprof offsets` makes one).
     #[arg(long, value_name = "FILE")]
     pub offsets: Option<PathBuf>,
     /// The OpenZFS release of the traced build (X.Y.Z), for a build that does
@@ -68,6 +71,25 @@ pub struct ProbesArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+/// `zprof offsets`.
+#[derive(Debug, Args)]
+pub struct OffsetsArgs {
+    /// The module file the table is for (default: the loaded zfs.ko): its
+    /// build-id keys the table, its vermagic names its kernel.
+    #[arg(long, value_name = "FILE")]
+    pub module: Option<PathBuf>,
+    /// The configured OpenZFS tree that built it (default: /var/lib/dkms/zfs/VERSION/build).
+    #[arg(long, value_name = "DIR")]
+    pub zfs_build: Option<PathBuf>,
+    /// The kernel's build directory (default: the one the tree was configured with,
+    /// else /lib/modules/RELEASE/build).
+    #[arg(long, value_name = "DIR")]
+    pub kernel_build: Option<PathBuf>,
+    /// Write the table here (default: zprof's cache, where record finds it).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `zprof record`.

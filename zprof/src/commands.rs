@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context as _, anyhow};
 
 use crate::{
-    cli::{Cli, Command, Format, ProbesArgs, RecordArgs, ReportArgs, TargetArgs},
+    cli::{Cli, Command, Format, OffsetsArgs, ProbesArgs, RecordArgs, ReportArgs, TargetArgs},
     offsets::{self, FoundOffsets},
     recording::{Recording, RecordingError},
     report,
@@ -37,6 +37,7 @@ pub fn exit_code_for(err: &anyhow::Error) -> i32 {
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Probes(args) => probes(args),
+        Command::Offsets(args) => offsets_cmd(args),
         Command::Record(args) => record(args, false),
         Command::Run(args) => record(args, true),
         Command::Report(args) => report_cmd(args),
@@ -68,11 +69,60 @@ fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target
     let found = match target.kind {
         TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
             .map_err(UsageError)?,
-        TargetKind::Kernel => {
-            offsets::for_kernel("/sys/kernel/btf/zfs".as_ref(), "/sys/kernel/btf/vmlinux".as_ref())
-        }
+        TargetKind::Kernel => offsets::for_kernel(&offsets::KernelSources {
+            module_btf: "/sys/kernel/btf/zfs".as_ref(),
+            vmlinux_btf: "/sys/kernel/btf/vmlinux".as_ref(),
+            table: args.offsets.as_deref(),
+            build_id: target.build_id.as_deref(),
+            zfs_version: target.zfs_version.as_deref(),
+            kernel_release: &crate::kernel_offsets::kernel_release(),
+        })
+        .map_err(UsageError)?,
     };
     Ok((target, found))
+}
+
+/// `zprof offsets`: compiles the table for a module build and stores it.
+fn offsets_cmd(args: OffsetsArgs) -> anyhow::Result<i32> {
+    use crate::kernel_offsets::{self as ko, BuildInputs};
+    let module_dir = std::path::Path::new("/sys/module/zfs");
+    let (build_id, release, version) = match &args.module {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| UsageError(format!("cannot read --module {}: {e}", path.display())))?;
+            let info = crate::elf::read_library(path).map_err(|e| UsageError(e.to_string()))?;
+            (info.build_id, ko::module_kernel_release(&bytes).unwrap_or_default(), None)
+        }
+        None if module_dir.exists() => {
+            let version = std::fs::read_to_string(module_dir.join("version")).ok();
+            let version = version.map(|v| v.trim().split('-').next().unwrap_or("").to_owned());
+            (ko::loaded_module_build_id(module_dir), ko::kernel_release(), version)
+        }
+        None => return Err(UsageError("no zfs module is loaded: pass --module FILE (a zfs.ko) to make a table for it".into()).into()),
+    };
+    let inputs = match args.zfs_build {
+        Some(tree) => BuildInputs::for_tree(tree, args.kernel_build, &release),
+        None => BuildInputs::locate(version.as_deref(), &release).map(|found| BuildInputs {
+            kernel_build: args.kernel_build.unwrap_or(found.kernel_build),
+            ..found
+        }),
+    }
+    .map_err(UsageError)?;
+    let table = ko::compile(&inputs, build_id.as_deref()).map_err(UsageError)?;
+    let path = match (&args.output, &build_id) {
+        (Some(path), _) => path.clone(),
+        (None, Some(id)) => ko::cache_path(id),
+        (None, None) => return Err(UsageError("the module has no build-id to cache its table by: pass -o FILE".into()).into()),
+    };
+    ko::store(&table, &path).map_err(UsageError)?;
+    println!(
+        "{}: {} offsets of OpenZFS {} for zfs.ko build {} ({})",
+        path.display(),
+        table.offsets.len(),
+        table.zfs_version,
+        build_id.as_deref().unwrap_or("without a build-id"),
+        table.source
+    );
+    Ok(0)
 }
 
 fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
@@ -95,6 +145,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
             "zfs_status": release.status.word(),
             "zfs_status_detail": release.status.to_string(),
             "offsets": found.source,
+            "offset_values": found.values,
             "probes": statuses,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);

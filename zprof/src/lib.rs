@@ -2,7 +2,8 @@
 //!
 //! The binary is thin (`main.rs`); everything testable lives here:
 //! [`target`] chooses and checks what to trace, [`catalogue`] says which
-//! functions each stage probes, [`offsets`] finds struct layouts, [`tracer`]
+//! functions each stage probes, [`offsets`] finds struct layouts (for a zfs.ko
+//! without BTF, [`kernel_offsets`] compiles them from its build tree), [`tracer`]
 //! attaches and collects, [`recording`] is the saved result, [`report`] renders it.
 #![deny(missing_docs)]
 
@@ -15,6 +16,7 @@ pub mod compare;
 pub mod elf;
 pub mod explain;
 pub mod flamegraph;
+pub mod kernel_offsets;
 pub mod offsets;
 pub mod openzfs;
 pub mod read_path;

@@ -4,19 +4,22 @@
 //! io_vd) and pool attribution follows a pointer or two; their offsets depend on
 //! the OpenZFS version and on build options (Debian's libzpool is built with
 //! DEBUG, which changes layouts). Sources, in order:
-//! - kernel: the module's BTF (/sys/kernel/btf/zfs) when it has any;
+//! - kernel: the module's BTF (/sys/kernel/btf/zfs) when it has any; else a
+//!   table compiled from the module's own build inputs (dkms tree and kernel
+//!   headers) and cached per module build-id ([`crate::kernel_offsets`]);
 //! - libzpool: a table keyed by the library's GNU build-id, generated from the
 //!   matching headers by `zprof/offsets/zfs_offsets.c` (see its README);
-//! - `--offsets FILE`: such a table for a build zprof does not ship.
+//! - `--offsets FILE`: such a table for a build zprof does not ship (its
+//!   build-ids must name the traced build).
 //!
 //! Without offsets the stages that need them say so and fall back.
 
-use std::{collections::HashMap, path::Path};
+use std::{collections::BTreeMap, path::Path};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use zprof_common::Offsets;
 
-use crate::btf;
+use crate::{btf, kernel_offsets};
 
 /// Tables shipped with zprof, generated from real headers.
 const BUILTIN_TABLES: &[(&str, &str)] = &[
@@ -43,7 +46,7 @@ fn builtin_table_for(build_id: &str) -> Result<Option<(&'static str, OffsetsTabl
 }
 
 /// An offsets table file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub struct OffsetsTable {
     /// OpenZFS version the table was made for.
     pub zfs_version: String,
@@ -53,7 +56,10 @@ pub struct OffsetsTable {
     /// GNU build-ids of the library builds it describes.
     pub build_ids: Vec<String>,
     /// "struct.member" -> byte offset.
-    pub offsets: HashMap<String, u32>,
+    pub offsets: BTreeMap<String, u32>,
+    /// "struct.member" and "struct" -> size in bytes.
+    #[serde(default)]
+    pub sizes: BTreeMap<String, u32>,
 }
 
 /// Offsets found, and where they came from (shown in reports).
@@ -63,6 +69,9 @@ pub struct FoundOffsets {
     pub offsets: Offsets,
     /// Human-readable origin, or why there are none.
     pub source: String,
+    /// "struct.member" -> offset of each member zprof reads (empty when none
+    /// were found): shown by `zprof probes --format json`, compared across sources.
+    pub values: BTreeMap<String, u32>,
     /// ZIO_FLAG_IO_BYPASS as the module's BTF defines it (an enumerator of
     /// OpenZFS 2.1's `enum zio_flag`; later releases use #defines, which BTF
     /// does not carry, and the release's series gives the bit).
@@ -71,11 +80,11 @@ pub struct FoundOffsets {
 
 impl FoundOffsets {
     fn none(reason: String) -> Self {
-        FoundOffsets { offsets: Offsets::default(), source: reason, zio_flag_io_bypass: None }
+        FoundOffsets { offsets: Offsets::default(), source: reason, values: BTreeMap::new(), zio_flag_io_bypass: None }
     }
 
-    fn found(offsets: Offsets, source: String) -> Self {
-        FoundOffsets { offsets, source, zio_flag_io_bypass: None }
+    fn found((offsets, values): (Offsets, BTreeMap<String, u32>), source: String) -> Self {
+        FoundOffsets { offsets, source, values, zio_flag_io_bypass: None }
     }
 }
 
@@ -101,15 +110,18 @@ const NEEDED: &[(&str, &str)] = &[
     ("vdev", "vdev_children"),
 ];
 
-/// Builds `Offsets` from a lookup; names the first member it cannot find.
-fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> {
+/// Builds `Offsets` (and the values by name) from a lookup; names the first
+/// member it cannot find.
+fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMap<String, u32>), String> {
     let mut values = [0u32; NEEDED.len()];
+    let mut named = BTreeMap::new();
     for (slot, (structure, member)) in values.iter_mut().zip(NEEDED) {
         *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
+        named.insert(format!("{structure}.{member}"), *slot);
     }
     let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children] =
         values;
-    Ok(Offsets {
+    let offsets = Offsets {
         valid: 1,
         zio_type,
         zio_priority,
@@ -129,10 +141,11 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<Offsets, String> 
         vdev_top,
         vdev_islog,
         vdev_children,
-    })
+    };
+    Ok((offsets, named))
 }
 
-fn from_table(table: &OffsetsTable) -> Result<Offsets, String> {
+fn from_table(table: &OffsetsTable) -> Result<(Offsets, BTreeMap<String, u32>), String> {
     build(|s, m| table.offsets.get(&format!("{s}.{m}")).copied())
 }
 
@@ -141,32 +154,33 @@ pub fn parse_table(text: &str) -> Result<OffsetsTable, serde_json::Error> {
     serde_json::from_str(text)
 }
 
+/// Offsets from a table file given by the user: its build-ids must name the
+/// traced build (`what`: "libzpool" or "zfs.ko"), else it is refused.
+fn from_file(path: &Path, build_id: Option<&str>, what: &str, remedy: &str) -> Result<FoundOffsets, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
+    let table = parse_table(&text).map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
+    // A table made for another build would be believed field by field:
+    // garbage pool names, vdev rows gone. Its build-ids must name this one.
+    let matches = build_id.map(|id| table.build_ids.iter().any(|t| t.eq_ignore_ascii_case(id)));
+    if let (Some(false), Some(id)) = (matches.filter(|_| !table.build_ids.is_empty()), build_id) {
+        return Err(format!(
+            "offsets table {} was made for {what} build {}, not for the traced build {id}: its layouts may differ; {remedy}",
+            path.display(),
+            table.build_ids.join(", ")
+        ));
+    }
+    let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
+    let checked = match matches {
+        Some(true) => "its build-id matches",
+        _ => "unchecked: the table or the traced build names no build-id",
+    };
+    Ok(FoundOffsets::found(offsets, format!("{} (OpenZFS {}, {}; {checked})", path.display(), table.zfs_version, table.source)))
+}
+
 /// Offsets for a libzpool build, by build-id, from the built-in tables or `extra`.
 pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<FoundOffsets, String> {
     if let Some(path) = extra {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
-        let table = parse_table(&text)
-            .map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
-        // A table made for another build would be believed field by field:
-        // garbage pool names, vdev rows gone. Its build-ids must name this one.
-        let matches = build_id.map(|id| table.build_ids.iter().any(|t| t.eq_ignore_ascii_case(id)));
-        if let (Some(false), Some(id)) = (matches.filter(|_| !table.build_ids.is_empty()), build_id) {
-            return Err(format!(
-                "offsets table {} was made for libzpool build {}, not for the traced build {id}: its layouts may differ; generate a table for this build with zprof/offsets/zfs_offsets.c",
-                path.display(),
-                table.build_ids.join(", ")
-            ));
-        }
-        let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
-        let checked = match matches {
-            Some(true) => "its build-id matches",
-            _ => "unchecked: the table or the library names no build-id",
-        };
-        return Ok(FoundOffsets::found(
-            offsets,
-            format!("{} (OpenZFS {}, given with --offsets; {checked})", path.display(), table.zfs_version),
-        ));
+        return from_file(path, build_id, "libzpool", "generate a table for this build with zprof/offsets/zfs_offsets.c");
     }
     let Some(build_id) = build_id else {
         return Ok(FoundOffsets::none(
@@ -185,33 +199,78 @@ pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<Foun
     )))
 }
 
-/// Offsets for the kernel module, from its BTF.
-pub fn for_kernel(module_btf: &Path, vmlinux_btf: &Path) -> FoundOffsets {
-    let split = match std::fs::read(module_btf) {
-        Ok(data) => data,
-        Err(_) => {
-            return FoundOffsets::none(format!(
-                "{} is absent: zfs.ko was built without BTF (dkms builds usually are)",
-                module_btf.display()
-            ));
-        }
-    };
-    let base = match std::fs::read(vmlinux_btf) {
-        Ok(data) => data,
-        Err(e) => return FoundOffsets::none(format!("cannot read {}: {e}", vmlinux_btf.display())),
-    };
-    let structs = ["zio", "vdev", "zilog", "dsl_pool", "objset", "dmu_tx"];
-    match btf::struct_offsets(&split, Some(&base), &structs) {
-        Ok(found) => match build(|s, m| found.get(s).and_then(|members| members.get(m)).copied()) {
-            Ok(offsets) => FoundOffsets {
-                offsets,
-                source: format!("module BTF {}", module_btf.display()),
-                zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS").ok().flatten(),
-            },
-            Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),
-        },
-        Err(e) => FoundOffsets::none(format!("module BTF {}: {e}", module_btf.display())),
+/// Where the kernel target looks for offsets, in order: `--offsets`, the
+/// module's BTF, the table cached for its build, a compile from its build inputs.
+pub struct KernelSources<'a> {
+    /// /sys/kernel/btf/zfs.
+    pub module_btf: &'a Path,
+    /// /sys/kernel/btf/vmlinux (the base of the module's split BTF).
+    pub vmlinux_btf: &'a Path,
+    /// `--offsets FILE`.
+    pub table: Option<&'a Path>,
+    /// The loaded module's GNU build-id.
+    pub build_id: Option<&'a str>,
+    /// The module's OpenZFS version (names its dkms tree).
+    pub zfs_version: Option<&'a str>,
+    /// `uname -r` (names the kernel's build directory).
+    pub kernel_release: &'a str,
+}
+
+/// Offsets for the kernel module; an error only for a bad `--offsets` file.
+pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
+    if let Some(path) = sources.table {
+        return from_file(path, sources.build_id, "zfs.ko", "make one for this build with `zprof offsets`");
     }
+    let no_btf = match from_btf(sources.module_btf, sources.vmlinux_btf) {
+        Ok(found) => return Ok(found),
+        Err(reason) => reason,
+    };
+    let Some(build_id) = sources.build_id else {
+        return Ok(FoundOffsets::none(format!("{no_btf}, and the module shows no build-id to find or cache a table by")));
+    };
+    let cached = kernel_offsets::cache_path(build_id);
+    if cached.is_file() {
+        let found = from_file(&cached, Some(build_id), "zfs.ko", "remove it and run `zprof offsets` again")
+            .unwrap_or_else(|e| FoundOffsets::none(format!("{no_btf}; the cached table is unusable: {e}")));
+        return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found });
+    }
+    let compiled = kernel_offsets::BuildInputs::locate(sources.zfs_version, sources.kernel_release)
+        .and_then(|inputs| kernel_offsets::compile(&inputs, Some(build_id)));
+    Ok(match compiled {
+        Ok(table) => {
+            let offsets = match from_table(&table) {
+                Ok(offsets) => offsets,
+                Err(e) => return Ok(FoundOffsets::none(format!("{no_btf}; the table compiled from its headers lacks {e}"))),
+            };
+            let stored = match kernel_offsets::store(&table, &cached) {
+                Ok(()) => format!("cached in {}", cached.display()),
+                Err(e) => format!("not cached: {e}"),
+            };
+            FoundOffsets::found(offsets, format!("headers compiled here: OpenZFS {}, {}; {stored}", table.zfs_version, table.source))
+        }
+        Err(why) => FoundOffsets::none(format!(
+            "{no_btf}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",
+            kernel_offsets::cache_dir().display()
+        )),
+    })
+}
+
+/// Offsets from the module's BTF, or why there are none.
+fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, String> {
+    let Ok(split) = std::fs::read(module_btf) else {
+        return Err(format!("{} is absent: zfs.ko was built without BTF (dkms builds usually are)", module_btf.display()));
+    };
+    let base = std::fs::read(vmlinux_btf).map_err(|e| format!("cannot read {}: {e}", vmlinux_btf.display()))?;
+    let structs = ["zio", "vdev", "zilog", "dsl_pool", "objset", "dmu_tx"];
+    let found = btf::struct_offsets(&split, Some(&base), &structs).map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
+    let (offsets, values) = build(|s, m| found.get(s).and_then(|members| members.get(m)).copied())
+        .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
+    Ok(FoundOffsets {
+        offsets,
+        values,
+        source: format!("module BTF {}", module_btf.display()),
+        zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS").ok().flatten(),
+    })
 }
 
 #[cfg(test)]
@@ -244,7 +303,8 @@ mod tests {
             zfs_version: "x".into(),
             source: String::new(),
             build_ids: vec![],
-            offsets: HashMap::from([("zio.io_type".to_owned(), 1)]),
+            offsets: BTreeMap::from([("zio.io_type".to_owned(), 1)]),
+            sizes: BTreeMap::new(),
         };
         assert_eq!(from_table(&table).unwrap_err(), "zio.io_priority not found");
     }
@@ -276,9 +336,19 @@ mod tests {
     }
 
     #[test]
-    fn kernel_without_module_btf_says_why() {
-        let found = for_kernel(Path::new("/nonexistent/btf/zfs"), Path::new("/sys/kernel/btf/vmlinux"));
+    fn kernel_without_module_btf_or_headers_says_why() {
+        let sources = KernelSources {
+            module_btf: Path::new("/nonexistent/btf/zfs"),
+            vmlinux_btf: Path::new("/sys/kernel/btf/vmlinux"),
+            table: None,
+            build_id: Some("00ff00ff"),
+            zfs_version: Some("0.0.1"),
+            kernel_release: "0.0.0-nonexistent",
+        };
+        let found = for_kernel(&sources).unwrap();
         assert_eq!(found.offsets.valid, 0);
-        assert!(found.source.contains("without BTF"), "{}", found.source);
+        for part in ["without BTF", "no table for its build 00ff00ff", "/var/lib/dkms/zfs/0.0.1/build", "zprof offsets"] {
+            assert!(found.source.contains(part), "{part}: {}", found.source);
+        }
     }
 }

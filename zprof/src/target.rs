@@ -121,7 +121,7 @@ pub struct Target {
     pub zfs_version: Option<String>,
     /// True when the version came from `--zfs-version` rather than the build.
     pub zfs_version_given: bool,
-    /// GNU build-id of the library (libzpool only).
+    /// GNU build-id of the library, or of the loaded zfs.ko.
     pub build_id: Option<String>,
     /// Functions that can be probed: name -> file offset (libzpool) or address (kernel).
     pub functions: HashMap<String, u64>,
@@ -336,7 +336,7 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Resul
                 object: "zfs.ko".into(),
                 zfs_version: version,
                 zfs_version_given: false,
-                build_id: None,
+                build_id: crate::kernel_offsets::loaded_module_build_id(&paths.zfs_module),
                 functions: kernel_functions(&paths.kallsyms),
             })
         }

@@ -209,3 +209,23 @@ fn collect_number_paths(value: &serde_json::Value, at: &mut Vec<String>, out: &m
 fn pointer<'a>(value: &'a mut serde_json::Value, path: &str) -> &'a mut serde_json::Value {
     value.pointer_mut(path).unwrap()
 }
+
+/// `zprof offsets` without what it needs says which input is missing and
+/// what provides it, and writes nothing.
+#[test]
+fn offsets_without_their_inputs_name_what_is_missing() {
+    let dir = scratch("offsets");
+    let table = dir.join("table.json");
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "no zfs module is loaded: pass --module FILE"),
+        (&["--module", "/nonexistent/zfs.ko"], "cannot read --module /nonexistent/zfs.ko"),
+        (&["--module", "/proc/self/exe", "--zfs-build", "/nonexistent/zfs-build"], "no configured OpenZFS tree at /nonexistent/zfs-build"),
+    ];
+    for (args, message) in cases {
+        let output = zprof().arg("offsets").args(args).arg("-o").arg(&table).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains(message), "{args:?}: {}", stderr(&output));
+        assert!(!table.exists(), "{args:?} wrote a table");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -91,7 +91,7 @@ impl Artifacts {
 
     /// The modules archive for a variant.
     pub fn modules(&self, variant: Variant) -> &Path {
-        &self.modules_cpio[&variant.to_string()]
+        &self.modules_cpio[variant.modules()]
     }
 }
 
@@ -172,7 +172,7 @@ pub fn build(args: &BuildArgs) -> anyhow::Result<Artifacts> {
 
     let pahole = tool_version("pahole", "--version")?;
     let mut modules_cpio = BTreeMap::new();
-    for variant in Variant::ALL {
+    for variant in [Variant::Btf, Variant::Nobtf] {
         let dir = cache.join(format!("modules-{variant}"));
         let archive = cache.join(format!("modules-{variant}.cpio"));
         let key = format!("{zfs_key}\npahole {pahole}");

@@ -1,12 +1,13 @@
 //! Checks of one guest test run (guest/zfs-kernel-test.sh's `/results`).
 //!
-//! What must hold, on both module variants:
+//! What must hold, on each variant (module BTF, headers, none):
 //! - every probe point attaches (`zprof probes --target kernel`), except the one
-//!   each variant leaves out by design: the fallback pair with BTF, and
-//!   vdev_stat_update (which needs struct offsets) without;
+//!   each variant leaves out by design: the fallback pair with offsets (BTF or
+//!   headers), and vdev_stat_update (which needs struct offsets) without; the
+//!   offsets say where they came from;
 //! - per pool: zprof's zil_commit count equals fio's fsync count and its write
 //!   count fio's writes, within [`FIO_ALLOWANCE`];
-//! - with BTF: the vdev queue/disk split per priority is there, and its
+//! - with offsets (BTF or headers): the vdev queue/disk split per priority is there, and its
 //!   percentiles agree with `zpool iostat -w` over the same run within one
 //!   power-of-two bucket; without BTF: the recording's warnings name the vdev
 //!   stage as degraded, and the fallback timing is there instead;
@@ -115,6 +116,27 @@ fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// The headers variant against the BTF one: the same probe points attached,
+/// and every offset compiled from the headers equal to the module's BTF.
+pub fn headers_match_btf(btf: &Path, headers: &Path) -> anyhow::Result<String> {
+    let (a, b) = (read_json(&btf.join("probes.json"))?, read_json(&headers.join("probes.json"))?);
+    let attached = |doc: &Value| -> std::collections::BTreeSet<String> {
+        doc["probes"].as_array().into_iter().flatten().filter(|p| p["attached"] == true).filter_map(|p| p["function"].as_str().map(str::to_owned)).collect()
+    };
+    let (with_btf, with_headers) = (attached(&a), attached(&b));
+    ensure!(
+        with_btf == with_headers,
+        "the probe points attached differ: with BTF only {:?}, with headers only {:?}",
+        with_btf.difference(&with_headers).collect::<Vec<_>>(),
+        with_headers.difference(&with_btf).collect::<Vec<_>>()
+    );
+    let values = |doc: &Value| doc["offset_values"].as_object().cloned().unwrap_or_default();
+    let (from_btf, from_headers) = (values(&a), values(&b));
+    ensure!(!from_btf.is_empty(), "the BTF run shows no offset values");
+    ensure!(from_btf == from_headers, "offsets differ: BTF {from_btf:?}, headers {from_headers:?}");
+    Ok(format!("the same {} probe points attached, and the same {} offsets, as with BTF", with_btf.len(), from_btf.len()))
+}
+
 /// Every point attached, except those the variant leaves out by design.
 fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
     let probes = doc["probes"].as_array().ok_or_else(|| anyhow!("no probes array"))?;
@@ -124,7 +146,7 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         let function = p["function"].as_str().unwrap_or("?");
         let reason = p["reason"].as_str().unwrap_or("");
         let expected_absent = match variant {
-            Variant::Btf => reason.starts_with("not needed"),
+            Variant::Btf | Variant::Headers => reason.starts_with("not needed"),
             Variant::Nobtf => reason.starts_with("needs struct offsets"),
         };
         if p["attached"] == true {
@@ -134,9 +156,18 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         }
     }
     let must_attach: &[&str] = match variant {
-        Variant::Btf => &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode"],
+        Variant::Btf | Variant::Headers => &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode"],
         Variant::Nobtf => &["vdev_queue_io", "vdev_queue_io_done", "zil_commit", "dmu_write_uio_dnode"],
     };
+    let source = doc["offsets"].as_str().unwrap_or("");
+    let (expected, what) = match variant {
+        Variant::Btf => ("module BTF", "the module's BTF"),
+        Variant::Headers => ("headers, cached", "the table compiled from the module's headers"),
+        Variant::Nobtf => ("no table for its build", "none, naming what is missing"),
+    };
+    if !source.contains(expected) {
+        bad.push(format!("offsets should come from {what}, but: {source}"));
+    }
     for f in must_attach {
         if !probes.iter().any(|p| p["function"] == *f && p["attached"] == true) {
             bad.push(format!("{f} is not attached"));
@@ -192,7 +223,7 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
     );
     match variant {
-        Variant::Btf => match compare_iostat(&rec, dir) {
+        Variant::Btf | Variant::Headers => match compare_iostat(&rec, dir) {
             Ok(text) => write!(line, "; {text}")?,
             Err(e) => bad.push(format!("{e:#}")),
         },

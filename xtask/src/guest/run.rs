@@ -55,7 +55,7 @@ pub fn run(
 ) -> anyhow::Result<Outcome> {
     fresh_dir(out)?;
     let payload = out.join("payload.cpio");
-    make_payload(artifacts, command, out, &payload)?;
+    make_payload(artifacts, variant, command, out, &payload)?;
     let initrd = out.join("initrd.cpio");
     {
         let mut file = std::fs::File::create(&initrd)?;
@@ -88,7 +88,12 @@ pub fn run(
         .args(["-append", "console=ttyS0 rdinit=/init panic=-1 quiet"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
-    eprintln!("xtask: guest: booting {} with the {variant} modules: {}", artifacts.kver, command.join(" "));
+    eprintln!(
+        "xtask: guest: booting {} with the {} modules ({variant} variant): {}",
+        artifacts.kver,
+        variant.modules(),
+        command.join(" ")
+    );
     let started = Instant::now();
     let mut child = cmd.spawn().with_context(|| format!("starting {}", artifacts.qemu.binary.display()))?;
     let stdout = child.stdout.take().unwrap();
@@ -177,8 +182,9 @@ fn shell_quote(word: &str) -> String {
 }
 
 /// The payload: /init, /payload/zprof (with its libraries), /payload/guest/*
-/// (the repo's guest/ directory) and /payload/cmd, the command line.
-fn make_payload(artifacts: &Artifacts, command: &[String], out: &Path, archive: &Path) -> anyhow::Result<()> {
+/// (the repo's guest/ directory) and /payload/cmd, the command line; for the
+/// headers variant, the offsets table in zprof's cache (/var/cache/zprof).
+fn make_payload(artifacts: &Artifacts, variant: Variant, command: &[String], out: &Path, archive: &Path) -> anyhow::Result<()> {
     let root = out.join("payload-root");
     fresh_dir(&root)?;
     let guest_src = crate::workspace_root().join("guest");
@@ -192,10 +198,29 @@ fn make_payload(artifacts: &Artifacts, command: &[String], out: &Path, archive: 
     }
     std::fs::copy(guest_src.join("init"), root.join("init")).context("guest/init is missing")?;
     install_binary(&root, &artifacts.zprof, "/payload/zprof", &[], Path::new("/nonexistent"))?;
+    if variant == Variant::Headers {
+        offsets_table(artifacts, &root.join("var/cache/zprof"))?;
+    }
     let line: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
     std::fs::write(root.join("payload/cmd"), line.join(" ") + "\n")?;
     cpio::write_tree(&root, archive)?;
     std::fs::remove_dir_all(&root).map_err(|e| anyhow!("removing {}: {e}", root.display()))?;
+    Ok(())
+}
+
+/// `zprof offsets` for the module build without BTF, from the tree that built
+/// it, into the cache directory `cache` (1 s: made at each boot, not cached).
+fn offsets_table(artifacts: &Artifacts, cache: &Path) -> anyhow::Result<()> {
+    let status = Command::new(&artifacts.zprof)
+        .arg("offsets")
+        .arg("--module")
+        .arg(artifacts.cache.join("modules-nobtf/zfs.ko"))
+        .arg("--zfs-build")
+        .arg(artifacts.cache.join("zfs-build"))
+        .env("ZPROF_CACHE_DIR", cache)
+        .status()
+        .context("running zprof offsets")?;
+    anyhow::ensure!(status.success(), "zprof offsets failed with {status}");
     Ok(())
 }
 
