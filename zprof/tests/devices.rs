@@ -43,8 +43,9 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
     for release in lab_releases() {
         let dir = common::scratch("zprof-devices", &release.version);
         // The host's floor moves between runs (30-43 us seen on this VM), so
-        // it is measured before and after, and a model is judged by the
-        // better of two runs of its own.
+        // it is measured before and after and the lower is kept (noise only
+        // adds to a floor: 32.9 then 38.2 us once, with nvme runs at 29.9),
+        // and a model is judged by the better of two runs of its own.
         let (floor_before, _) = read_latency_us(&dir, &release.lab, "none");
         let mut runs = Vec::new();
         for (model, nominal) in [("ssd", nominal_us(60.0, 500.0)), ("nvme", nominal_us(15.0, 2000.0))] {
@@ -53,7 +54,7 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
             }
         }
         let (floor_after, _) = read_latency_us(&dir, &release.lab, "none");
-        let floor = floor_before.max(floor_after);
+        let floor = floor_before.min(floor_after);
         for (model, nominal) in [("ssd", nominal_us(60.0, 500.0)), ("nvme", nominal_us(15.0, 2000.0))] {
             let mine: Vec<(f64, f64)> = runs.iter().filter(|r| r.0 == model).map(|r| r.2).collect();
             let expected = nominal.max(floor);
@@ -63,16 +64,19 @@ fn flash_models_give_their_nominal_latency_where_the_host_can() {
                 release.version,
                 mine.iter().map(|r| (r.0 * 10.0).round() / 10.0).collect::<Vec<_>>()
             );
-            // Within 10% of nominal; where the host's floor is above it, the
-            // model must add nothing to the floor (20%: a model that added
-            // its 17 us to the floor would be 50% over).
-            let tolerance = if floor > nominal {
+            // Within 10% of nominal; where the host's floor is above it, ZFS
+            // sees the floor: the model must add nothing to it (20%: a model
+            // that added its 17 us to the floor would be 50% over) and cannot
+            // beat its own nominal latency.
+            if floor > nominal {
                 eprintln!("  {model}: this host's floor ({floor:.1} us) is above the model's {nominal:.1} us: ZFS sees the floor");
-                0.20
+                assert!(
+                    measured >= nominal * 0.9 && measured <= floor * 1.2,
+                    "{model}: {measured:.1} us, expected between its nominal {nominal:.1} us and the floor {floor:.1} us + 20%"
+                );
             } else {
-                0.10
-            };
-            assert!((measured / expected - 1.0).abs() < tolerance, "{model}: {measured:.1} us vs {expected:.1} us expected");
+                assert!((measured / nominal - 1.0).abs() < 0.10, "{model}: {measured:.1} us vs {nominal:.1} us nominal");
+            }
             // The lab's own account (the same io_delay span, over the job's
             // reads and writes where zprof's row is the sync reads of the
             // whole run) agrees with zprof's.
