@@ -51,7 +51,7 @@ pub enum GuestCommand {
     Test(TestArgs),
     /// Check the results of an earlier run of the test script again (no boot).
     Check {
-        /// The run's results directory (e.g. target/guest/test-btf/results).
+        /// The run's results directory (e.g. target/guest/default-2.1.11/test-btf/results).
         results: PathBuf,
         /// The module variant that run used.
         #[arg(long, value_enum)]
@@ -68,6 +68,21 @@ pub struct BuildArgs {
     /// Put this zprof binary in the guest instead of building one.
     #[arg(long, value_name = "PATH")]
     pub zprof: Option<PathBuf>,
+    /// Only this cell of the matrix (e.g. 6.12-2.3.2; default: the first for
+    /// build and run, every one for test).
+    #[arg(long, value_name = "NAME")]
+    pub combination: Option<String>,
+}
+
+impl BuildArgs {
+    /// The combinations these arguments select (`all`: every one when none is named).
+    fn combinations(&self, all: bool) -> anyhow::Result<Vec<Combination>> {
+        Ok(match &self.combination {
+            Some(name) => vec![Combination::find(name)?],
+            None if all => MATRIX.to_vec(),
+            None => vec![MATRIX[0]],
+        })
+    }
 }
 
 /// `guest run`.
@@ -142,18 +157,66 @@ impl fmt::Display for Variant {
     }
 }
 
+/// The guest matrix: one line per combination of a Debian kernel and an
+/// OpenZFS release whose zfs-dkms source builds the modules. A release other
+/// than Debian 12's own (2.1.11) is fetched from the suite
+/// scripts/openzfs-releases names for it.
+pub const MATRIX: &[Combination] = &[
+    Combination { kernel: KernelChoice::Default, zfs: "2.1.11" },
+    Combination { kernel: KernelChoice::Series("6.12"), zfs: "2.3.2" },
+];
+
+/// A kernel and an OpenZFS release the guest boots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Combination {
+    /// Which kernel.
+    pub kernel: KernelChoice,
+    /// OpenZFS release (X.Y.Z).
+    pub zfs: &'static str,
+}
+
+/// How a combination names its kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelChoice {
+    /// What Debian 12's linux-image-amd64 depends on ($ZPROF_GUEST_KERNEL overrides).
+    Default,
+    /// The newest `linux-image-SERIES.N+deb12-amd64` Debian 12's suites carry.
+    Series(&'static str),
+}
+
+impl Combination {
+    /// Short name for directories and logs: "6.12-2.3.2", "default-2.1.11".
+    pub fn name(&self) -> String {
+        match self.kernel {
+            KernelChoice::Default => format!("default-{}", self.zfs),
+            KernelChoice::Series(series) => format!("{series}-{}", self.zfs),
+        }
+    }
+
+    /// The combination named `name` (for --combination).
+    pub fn find(name: &str) -> anyhow::Result<Combination> {
+        MATRIX.iter().copied().find(|c| c.name() == name).ok_or_else(|| {
+            let names: Vec<String> = MATRIX.iter().map(Combination::name).collect();
+            anyhow::anyhow!("no guest combination '{name}': the matrix has {}", names.join(", "))
+        })
+    }
+}
+
 /// Runs a guest command.
 pub fn main(command: GuestCommand) -> anyhow::Result<()> {
     match command {
         GuestCommand::Build(args) => {
-            let started = Instant::now();
-            let artifacts = build::build(&args)?;
-            eprintln!("xtask: guest: ready in {:.0?}: {}", started.elapsed(), artifacts.summary());
+            for combination in args.combinations(true)? {
+                let started = Instant::now();
+                let artifacts = build::build(&args, combination)?;
+                eprintln!("xtask: guest: {} ready in {:.0?}: {}", combination.name(), started.elapsed(), artifacts.summary());
+            }
             Ok(())
         }
         GuestCommand::Run(args) => {
-            let artifacts = build::build(&args.build)?;
-            let out = args.out.clone().unwrap_or_else(|| run_dir(&format!("run-{}", args.variant)));
+            let combination = args.build.combinations(false)?[0];
+            let artifacts = build::build(&args.build, combination)?;
+            let out = args.out.clone().unwrap_or_else(|| run_dir(combination, &format!("run-{}", args.variant)));
             let command = if args.command.is_empty() { vec!["zfs-kernel-test.sh".to_owned()] } else { args.command };
             let outcome =
                 run::run(&artifacts, args.variant, &command, &out, Duration::from_secs(args.timeout), run::Echo::All)?;
@@ -177,28 +240,57 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Runs the kernel-target test on each variant and checks the results. Called by
-/// `cargo xtask test` too.
+/// Runs the kernel-target test on each combination and variant and checks the
+/// results. Called by `cargo xtask test` too.
 pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let artifacts = build::build(&args.build)?;
-    let built = started.elapsed();
+    let mut failures = Vec::new();
+    let mut summaries = Vec::new();
+    for combination in args.build.combinations(true)? {
+        let built = Instant::now();
+        let artifacts = match build::build(&args.build, combination) {
+            Ok(artifacts) => artifacts,
+            Err(err) => {
+                failures.push(format!("{}: building the guest: {err:#}", combination.name()));
+                continue;
+            }
+        };
+        eprintln!("xtask: guest: {} built or checked in {:.0?}", combination.name(), built.elapsed());
+        test_combination(args, combination, &artifacts, &mut summaries, &mut failures);
+    }
+    for summary in &summaries {
+        eprintln!("xtask: guest test, {summary}");
+    }
+    eprintln!("xtask: guest test took {:.0?}", started.elapsed());
+    if !failures.is_empty() {
+        bail!("guest test failed:\n  {}", failures.join("\n  "));
+    }
+    Ok(())
+}
+
+/// One combination's variants, and the headers' offsets against the BTF's.
+fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artifacts, summaries: &mut Vec<String>, failures: &mut Vec<String>) {
+    let name = combination.name();
     let variants: Vec<Variant> = match args.variant {
         Some(v) => vec![v],
         None => Variant::ALL.to_vec(),
     };
-    let mut failures = Vec::new();
-    let mut summaries = Vec::new();
+    let failed_before = failures.len();
     for &variant in &variants {
-        let out = run_dir(&format!("test-{variant}"));
+        let out = run_dir(combination, &format!("test-{variant}"));
         let command = vec!["zfs-kernel-test.sh".to_owned(), format!("--runtime={}", args.runtime)];
-        let outcome = run::run(&artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps)
-            .with_context(|| format!("guest run with the {variant} modules"))?;
+        let outcome = match run::run(artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps) {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                failures.push(format!("{name} {variant}: the guest run failed: {err:#} (console log in {})", out.display()));
+                continue;
+            }
+        };
         if outcome.status != 0 {
             let output = std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
             let lines: Vec<&str> = output.lines().collect();
             failures.push(format!(
-                "{variant}: the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
+                "{name} {variant}: the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
                 outcome.status,
                 outcome.console.display(),
                 lines[lines.len().saturating_sub(15)..].join("\n")
@@ -206,32 +298,23 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
             continue;
         }
         match check::check(&outcome.results, variant) {
-            Ok(summary) => {
-                summaries.push(format!("{variant} ({:.0?} in the guest):\n{summary}", outcome.elapsed));
-            }
-            Err(err) => failures.push(format!("{variant}: {err:#} (results in {})", outcome.results.display())),
+            Ok(summary) => summaries.push(format!("{name} {variant} ({:.0?} in the guest):\n{summary}", outcome.elapsed)),
+            Err(err) => failures.push(format!("{name} {variant}: {err:#} (results in {})", outcome.results.display())),
         }
     }
-    let results = |v: Variant| run_dir(&format!("test-{v}")).join("results");
-    if variants.contains(&Variant::Btf) && variants.contains(&Variant::Headers) && failures.is_empty() {
+    let results = |v: Variant| run_dir(combination, &format!("test-{v}")).join("results");
+    if variants.contains(&Variant::Btf) && variants.contains(&Variant::Headers) && failures.len() == failed_before {
         match check::headers_match_btf(&results(Variant::Btf), &results(Variant::Headers)) {
-            Ok(line) => summaries.push(format!("headers against btf: {line}")),
-            Err(err) => failures.push(format!("headers against btf: {err:#}")),
+            Ok(line) => summaries.push(format!("{name} headers against btf: {line}")),
+            Err(err) => failures.push(format!("{name} headers against btf: {err:#}")),
         }
     }
-    for summary in &summaries {
-        eprintln!("xtask: guest test, {summary}");
-    }
-    eprintln!("xtask: guest test took {:.0?} (build or cache check {:.0?})", started.elapsed(), built);
-    if !failures.is_empty() {
-        bail!("guest test failed:\n  {}", failures.join("\n  "));
-    }
-    Ok(())
 }
 
-/// Where run outputs go: `<target dir>/guest/NAME` (replaced on each run).
-fn run_dir(name: &str) -> PathBuf {
-    target_dir().join("guest").join(name)
+/// Where run outputs go: `<target dir>/guest/COMBINATION/NAME` (replaced on
+/// each run; a failed run's console log stays there for CI to keep).
+fn run_dir(combination: Combination, name: &str) -> PathBuf {
+    target_dir().join("guest").join(combination.name()).join(name)
 }
 
 /// Cargo's target directory, as cargo would choose it.
@@ -265,5 +348,5 @@ pub fn test_step() -> anyhow::Result<()> {
         eprintln!("xtask: guest test SKIPPED because ZPROF_SKIP_GUEST is set: the kernel target was not tested");
         return Ok(());
     }
-    test(&TestArgs { build: BuildArgs { release: false, zprof: None }, runtime: 8, variant: None })
+    test(&TestArgs { build: BuildArgs { release: false, zprof: None, combination: None }, runtime: 8, variant: None })
 }

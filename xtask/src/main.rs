@@ -84,17 +84,28 @@ fn cargo() -> Command {
     cmd
 }
 
-/// OpenZFS releases (beside the system's) whose libzpool loads here, from
-/// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
-fn runnable_releases() -> anyhow::Result<Vec<String>> {
+/// The lines of `scripts/openzfs-releases`: version, Debian suite, package
+/// version, use.
+fn release_lines() -> anyhow::Result<Vec<Vec<String>>> {
     let path = workspace_root().join("scripts/openzfs-releases");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
         .lines()
-        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() >= 4 && f[3] == "run")
-        .map(|f| f[0].to_owned())
+        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| f.len() >= 4)
         .collect())
+}
+
+/// OpenZFS releases (beside the system's) whose libzpool loads here, from
+/// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
+fn runnable_releases() -> anyhow::Result<Vec<String>> {
+    Ok(release_lines()?.into_iter().filter(|f| f[3] == "run").map(|f| f[0].clone()).collect())
+}
+
+/// The Debian suite and package version `scripts/openzfs-releases` gives for
+/// an OpenZFS release (None: not listed, so Debian 12's own).
+fn release_source(version: &str) -> anyhow::Result<Option<(String, String)>> {
+    Ok(release_lines()?.into_iter().find(|f| f[0] == version).map(|f| (f[1].clone(), f[2].clone())))
 }
 
 /// Builds zprof-lab against each runnable release, into `target/openzfs-VERSION`
