@@ -11,6 +11,8 @@
 #                                taken inside the recording by iostat-around.sh)
 #   /results/sigterm/            a recording stopped by SIGTERM
 #   /results/detach.txt          kprobes registered after each zprof exit
+#   /results/kprobe-multi/       rec-0.json, rec-1.json: no workload, perf-event
+#                                kprobes and kprobe_multi links (their attach/detach)
 set -u
 RUNTIME=8
 for arg in "$@"; do
@@ -26,12 +28,14 @@ mkdir -p $R $V
 fail() { echo "zfs-kernel-test: FAILED: $*"; exit 1; }
 step() { echo "== $* ($(cut -d' ' -f1 /proc/uptime) s)"; }
 
-# kprobes registered: kprobe_events lists those made through tracefs,
-# debugfs's kprobes/list every kprobe, including perf-made ones (aya's). The
-# guest kernel registers none of its own.
+# Probes registered: kprobe_events lists those made through tracefs,
+# debugfs's kprobes/list every kprobe, including perf-made ones (aya's), and
+# enabled_functions every function ftrace hooks, which is where kprobe_multi
+# links (fprobe) show. The guest kernel registers none of its own.
 kprobes_left() {
     echo "kprobe_events=$(grep -c . /sys/kernel/tracing/kprobe_events)" \
-        "kprobes_list=$(grep -c . /sys/kernel/debug/kprobes/list)"
+        "kprobes_list=$(grep -c . /sys/kernel/debug/kprobes/list)" \
+        "ftrace_functions=$(grep -c . /sys/kernel/tracing/enabled_functions)"
 }
 
 # make_pool NAME raidz1|mirror log|nolog COMPRESSION: sparse files in tmpfs.
@@ -139,6 +143,20 @@ kill -KILL $pid
 wait $pid
 sleep 1
 echo "sigkill-after: $(kprobes_left)" >> $R/detach.txt
+
+step "kprobe_multi links: attach and detach beside perf-event kprobes"
+# zprof uses perf-event kprobes unless ZPROF_KPROBE_MULTI=1 (faster here, see
+# the README); both are recorded, with no workload, for their own costs.
+d=$R/kprobe-multi
+mkdir -p $d
+ZPROF_KPROBE_MULTI=0 zprof record --target kernel -o $d/rec-0.json -- sleep 3 > /dev/null 2> $d/zprof-0.err \
+    || fail "zprof with perf-event kprobes: $(cat $d/zprof-0.err)"
+ZPROF_KPROBE_MULTI=1 zprof record --target kernel -o $d/rec-1.json -- sleep 3 > /dev/null 2> $d/zprof-1.err &
+pid=$!
+wait_tracing $d/zprof-1.err
+echo "multi-during: $(kprobes_left)" >> $R/detach.txt
+wait $pid || fail "zprof with ZPROF_KPROBE_MULTI=1: $(cat $d/zprof-1.err)"
+echo "multi-after: $(kprobes_left)" >> $R/detach.txt
 
 cat $R/detach.txt
 step "done"

@@ -112,8 +112,10 @@ pub struct SelfCost {
     pub detach_ms: f64,
     /// zprof's peak resident memory (VmHWM), KiB.
     pub peak_rss_kib: u64,
-    /// Whether uprobes went through uprobe_multi links (fast to detach)
-    /// rather than a perf event each. Absent in older recordings.
+    /// Whether the probes went through multi links (fast to detach) rather
+    /// than a perf event each: uprobe_multi on libzpool, kprobe_multi on the
+    /// kernel (the field keeps its first name, so older recordings still
+    /// read). Absent in older recordings.
     #[serde(default)]
     pub uprobe_multi: bool,
 }

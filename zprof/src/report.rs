@@ -272,7 +272,11 @@ fn cost_line(recording: &Recording) -> Option<String> {
             "attach {:.0} ms, detach {:.0} ms{}, peak RSS {:.1} MiB",
             cost.attach_ms,
             cost.detach_ms,
-            if cost.uprobe_multi { " (uprobe_multi links)" } else { "" },
+            match (cost.uprobe_multi, recording.target.kind) {
+                (false, _) => "",
+                (true, crate::target::TargetKind::Kernel) => " (kprobe_multi links)",
+                (true, crate::target::TargetKind::Libzpool) => " (uprobe_multi links)",
+            },
             cost.peak_rss_kib as f64 / 1024.0
         ));
     }

@@ -11,8 +11,12 @@
 //!   percentiles agree with `zpool iostat -w` over the same run within one
 //!   power-of-two bucket; without BTF: the recording's warnings name the vdev
 //!   stage as degraded, and the fallback timing is there instead;
-//! - no kprobe is left registered after zprof exits, SIGTERM and SIGKILL included
-//!   (and some are registered while it runs, so the check can fail).
+//! - no kprobe (or ftrace hook, for kprobe_multi links) is left registered
+//!   after zprof exits, SIGTERM and SIGKILL included (and some are registered
+//!   while it runs, so the check can fail);
+//! - the same points attach through kprobe_multi links (ZPROF_KPROBE_MULTI=1)
+//!   as through perf-event kprobes, or zprof falls back where the kernel has
+//!   no fprobe; both attach and detach times are reported.
 
 use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
@@ -81,6 +85,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
     match check_sigterm(&results.join("sigterm")) {
         Ok(line) => writeln!(summary, "  sigterm: {line}")?,
         Err(e) => failures.push(format!("sigterm: {e:#}")),
+    }
+    match check_kprobe_multi(&results.join("kprobe-multi")) {
+        Ok(line) => writeln!(summary, "  kprobe_multi: {line}")?,
+        Err(e) => failures.push(format!("kprobe_multi: {e:#}")),
     }
     let functions = std::fs::read_to_string(results.join("zfs-functions.txt")).unwrap_or_default();
     writeln!(summary, "  kallsyms: {} zfs.ko functions; {}", functions.lines().count(), kallsyms_report(&functions))?;
@@ -430,21 +438,43 @@ fn check_detach(text: &str) -> anyhow::Result<String> {
                 .map_err(|e| anyhow!("{line:?}: {e}"))
         };
         let (events, zfs) = (value("kprobe_events")?, value("kprobes_list")?);
+        // kprobe_multi links are fprobes: ftrace hooks, not kprobes (results
+        // from before the script counted them have none).
+        let ftrace = if values.contains("ftrace_functions=") { value("ftrace_functions")? } else { 0 };
         if label.ends_with("-during") {
             during += 1;
-            if zfs == 0 {
-                bad.push(format!("{label}: no kprobe registered while zprof runs (the check could not fail)"));
+            if zfs + ftrace == 0 {
+                bad.push(format!("{label}: no kprobe or ftrace hook registered while zprof runs (the check could not fail)"));
             }
         } else {
             after += 1;
-            if events != 0 || zfs != 0 {
-                bad.push(format!("{label}: {events} kprobe_events and {zfs} kprobes left after zprof exited"));
+            if events != 0 || zfs != 0 || ftrace != 0 {
+                bad.push(format!("{label}: {events} kprobe_events, {zfs} kprobes and {ftrace} ftrace hooks left after zprof exited"));
             }
         }
     }
     ensure!(during >= 2 && after >= 4, "detach.txt has {during} 'during' and {after} 'after' lines; the script stopped early?");
     ensure!(bad.is_empty(), "{}", bad.join("; "));
-    Ok(format!("no kprobe left after {after} zprof exits (SIGTERM and SIGKILL included)"))
+    Ok(format!("no kprobe or ftrace hook left after {after} zprof exits (SIGTERM and SIGKILL included)"))
+}
+
+/// The same probes through perf-event kprobes and kprobe_multi links: both
+/// attach the same points; their attach and detach times, and whether the
+/// kernel had kprobe_multi at all (zprof falls back to kprobes without fprobe).
+fn check_kprobe_multi(dir: &Path) -> anyhow::Result<String> {
+    let (classic, multi) = (read_json(&dir.join("rec-0.json"))?, read_json(&dir.join("rec-1.json"))?);
+    let attached = |rec: &Value| rec["probes"].as_array().into_iter().flatten().filter(|p| p["attached"] == true).count();
+    ensure!(attached(&classic) > 0, "no probe attached with perf-event kprobes");
+    ensure!(
+        attached(&classic) == attached(&multi),
+        "{} points attached with kprobes, {} with ZPROF_KPROBE_MULTI=1",
+        attached(&classic),
+        attached(&multi)
+    );
+    ensure!(classic["self_cost"]["uprobe_multi"] == false, "ZPROF_KPROBE_MULTI=0 still used multi links");
+    let times = |rec: &Value| format!("attach {:.0} ms, detach {:.0} ms", rec["self_cost"]["attach_ms"].as_f64().unwrap_or(f64::NAN), rec["self_cost"]["detach_ms"].as_f64().unwrap_or(f64::NAN));
+    let how = if multi["self_cost"]["uprobe_multi"] == true { "kprobe_multi links" } else { "no kprobe_multi here (no fprobe): fell back to kprobes" };
+    Ok(format!("{} points; perf-event kprobes {}; {how} {}", attached(&classic), times(&classic), times(&multi)))
 }
 
 /// SIGTERM: zprof stopped fio, detached, and wrote its recording.
@@ -532,5 +562,11 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
         assert!(check_detach(&left).unwrap_err().to_string().contains("left after"));
         let blind = good.replace("kprobes_list=40", "kprobes_list=0");
         assert!(check_detach(&blind).unwrap_err().to_string().contains("could not fail"));
+        // kprobe_multi links show as ftrace hooks, not kprobes.
+        let multi = blind.replace("sigterm-during: kprobe_events=0 kprobes_list=0", "sigterm-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12")
+            .replace("sigkill-during: kprobe_events=0 kprobes_list=0", "sigkill-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12");
+        assert!(check_detach(&multi).is_ok(), "{:?}", check_detach(&multi));
+        let hooked = multi.replace("c: kprobe_events=0 kprobes_list=0", "c: kprobe_events=0 kprobes_list=0 ftrace_functions=1");
+        assert!(check_detach(&hooked).unwrap_err().to_string().contains("1 ftrace hooks left"));
     }
 }
