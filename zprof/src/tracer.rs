@@ -206,8 +206,8 @@ impl Session {
         // should a kernel's uprobe_multi misbehave, and how the tests cover
         // that path).
         // On the kernel they are opt-in (ZPROF_KPROBE_MULTI=1): one fprobe per
-        // function attached in 4.0 s and detached in 4.5 s in the 6.12 guest,
-        // perf-event kprobes in 1.6 s and 2.3 s.
+        // function attached in 3.3-6.3 s and detached in 4.5-4.8 s in the 6.12
+        // guest, perf-event kprobes in 1.5-2.6 s and 2.3-2.8 s.
         let multi_wanted = if kernel {
             std::env::var("ZPROF_KPROBE_MULTI").is_ok_and(|v| v == "1")
         } else {
