@@ -130,9 +130,7 @@ pub fn releases(root: &Path, versions: &[String]) -> anyhow::Result<Vec<BenchRel
         .map(|o| String::from_utf8_lossy(&o.stdout).split(['-', '+', '~']).next().unwrap_or("").to_owned())
         .unwrap_or_default();
     let mut out = vec![BenchRelease { version: system_version, lab: root.join("target/release/zprof-lab"), libzpool: system }];
-    let cache = std::env::var_os("ZPROF_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/zprof"));
+    let cache = crate::setup_cache();
     for version in versions {
         let root_dir = cache.join("openzfs").join(version).join("root");
         let libzpool = ["lib/x86_64-linux-gnu/libzpool.so.6", "usr/lib/x86_64-linux-gnu/libzpool.so.6"]

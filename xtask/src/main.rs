@@ -96,6 +96,14 @@ fn release_lines() -> anyhow::Result<Vec<Vec<String>>> {
         .collect())
 }
 
+/// The cache scripts/setup.sh fills (`$ZPROF_CACHE`, else ~/.cache/zprof):
+/// the other OpenZFS releases, and the private apt lists of their suites.
+fn setup_cache() -> PathBuf {
+    std::env::var_os("ZPROF_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/zprof")
+    })
+}
+
 /// OpenZFS releases (beside the system's) whose libzpool loads here, from
 /// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
 fn runnable_releases() -> anyhow::Result<Vec<String>> {

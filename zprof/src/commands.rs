@@ -89,22 +89,17 @@ fn offsets_cmd(args: OffsetsArgs) -> anyhow::Result<i32> {
     let (build_id, release, version) = match &args.module {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|e| UsageError(format!("cannot read --module {}: {e}", path.display())))?;
-            let info = crate::elf::read_library(path).map_err(|e| UsageError(e.to_string()))?;
-            (info.build_id, ko::module_kernel_release(&bytes).unwrap_or_default(), None)
+            if !bytes.starts_with(b"\x7fELF") {
+                return Err(UsageError(format!("--module {} is not an ELF file: give a zfs.ko", path.display())).into());
+            }
+            (crate::elf::build_id(&bytes), ko::module_kernel_release(&bytes).unwrap_or_default(), None)
         }
-        None if module_dir.exists() => {
-            let version = std::fs::read_to_string(module_dir.join("version")).ok();
-            let version = version.map(|v| v.trim().split('-').next().unwrap_or("").to_owned());
-            (ko::loaded_module_build_id(module_dir), ko::kernel_release(), version)
-        }
+        None if module_dir.exists() => (ko::loaded_module_build_id(module_dir), ko::kernel_release(), ko::loaded_module_version(module_dir)),
         None => return Err(UsageError("no zfs module is loaded: pass --module FILE (a zfs.ko) to make a table for it".into()).into()),
     };
     let inputs = match args.zfs_build {
         Some(tree) => BuildInputs::for_tree(tree, args.kernel_build, &release),
-        None => BuildInputs::locate(version.as_deref(), &release).map(|found| BuildInputs {
-            kernel_build: args.kernel_build.unwrap_or(found.kernel_build),
-            ..found
-        }),
+        None => BuildInputs::locate(version.as_deref(), args.kernel_build, &release),
     }
     .map_err(UsageError)?;
     let table = ko::compile(&inputs, build_id.as_deref()).map_err(UsageError)?;

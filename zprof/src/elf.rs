@@ -89,13 +89,18 @@ pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
             functions.entry(name.to_owned()).or_insert(offset);
         }
     }
-    let build_id = file
-        .build_id()
-        .ok()
-        .flatten()
-        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+    let build_id = build_id_of(&file);
     let zfs_version = find_zfs_version(&data);
     Ok(LibraryInfo { functions, build_id, zfs_version })
+}
+
+/// The GNU build-id of an ELF file's bytes (a library, a kernel module), lower-case hex.
+pub fn build_id(data: &[u8]) -> Option<String> {
+    build_id_of(&object::File::parse(data).ok()?)
+}
+
+fn build_id_of(file: &object::File) -> Option<String> {
+    file.build_id().ok().flatten().map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Up to `len` bytes of `path` at file offset `offset` (fewer at the end of

@@ -40,12 +40,13 @@ pub struct BuildInputs {
 
 impl BuildInputs {
     /// Where dkms leaves them for OpenZFS `zfs_version` on kernel
-    /// `kernel_release`; the error says which is missing and what provides it.
-    pub fn locate(zfs_version: Option<&str>, kernel_release: &str) -> Result<BuildInputs, String> {
+    /// `kernel_release` (the kernel build directory: `kernel_build`, else the
+    /// tree's own); the error says which is missing and what provides it.
+    pub fn locate(zfs_version: Option<&str>, kernel_build: Option<PathBuf>, kernel_release: &str) -> Result<BuildInputs, String> {
         let Some(version) = zfs_version else {
             return Err("the module does not say its OpenZFS version (/sys/module/zfs/version), so its dkms tree is unknown".into());
         };
-        BuildInputs::for_tree(PathBuf::from(format!("/var/lib/dkms/zfs/{version}/build")), None, kernel_release)
+        BuildInputs::for_tree(PathBuf::from(format!("/var/lib/dkms/zfs/{version}/build")), kernel_build, kernel_release)
     }
 
     /// The inputs of a configured tree for a module that runs on
@@ -274,6 +275,13 @@ pub fn note_build_id(note: &[u8]) -> Option<String> {
     None
 }
 
+/// The OpenZFS release of the loaded module (its version without the
+/// packaging suffix: "2.1.11-1+deb12u1" is 2.1.11), from sysfs.
+pub fn loaded_module_version(module: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(module.join("version")).ok()?;
+    Some(text.trim().split('-').next().unwrap_or("").to_owned())
+}
+
 /// The build-id of the loaded module, from sysfs.
 pub fn loaded_module_build_id(module: &Path) -> Option<String> {
     note_build_id(&std::fs::read(module.join("notes/.note.gnu.build-id")).ok()?)
@@ -347,7 +355,7 @@ mod tests {
     fn missing_inputs_name_the_package() {
         let inputs = BuildInputs { zfs_build: "/nonexistent/zfs".into(), kernel_build: "/nonexistent/kernel".into() };
         assert!(inputs.check().unwrap_err().contains("install zfs-dkms"));
-        let err = BuildInputs::locate(None, "6.1.0").unwrap_err();
+        let err = BuildInputs::locate(None, None, "6.1.0").unwrap_err();
         assert!(err.contains("/sys/module/zfs/version"), "{err}");
     }
 

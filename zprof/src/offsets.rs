@@ -234,7 +234,7 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
             .unwrap_or_else(|e| FoundOffsets::none(format!("{no_btf}; the cached table is unusable: {e}")));
         return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found });
     }
-    let compiled = kernel_offsets::BuildInputs::locate(sources.zfs_version, sources.kernel_release)
+    let compiled = kernel_offsets::BuildInputs::locate(sources.zfs_version, None, sources.kernel_release)
         .and_then(|inputs| kernel_offsets::compile(&inputs, Some(build_id)));
     Ok(match compiled {
         Ok(table) => {

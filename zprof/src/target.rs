@@ -328,9 +328,7 @@ pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Resul
             if !privileged() {
                 return Err(TargetError::NotPrivileged);
             }
-            let version = std::fs::read_to_string(paths.zfs_module.join("version"))
-                .ok()
-                .map(|v| v.trim().split('-').next().unwrap_or("").to_owned());
+            let version = crate::kernel_offsets::loaded_module_version(&paths.zfs_module);
             Ok(Target {
                 kind: TargetKind::Kernel,
                 object: "zfs.ko".into(),

@@ -371,9 +371,7 @@ impl Apt {
     /// and version scripts/openzfs-releases gives for it.
     fn for_release(release: &str) -> anyhow::Result<Apt> {
         let Some((suite, version)) = crate::release_source(release)? else { return Ok(Apt::default()) };
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/root".into());
-        let cache = std::env::var_os("ZPROF_CACHE").map(PathBuf::from).unwrap_or_else(|| home.join(".cache/zprof"));
-        let apt = cache.join("apt").join(&suite);
+        let apt = crate::setup_cache().join("apt").join(&suite);
         ensure!(
             apt.join("sources.list").is_file(),
             "no apt lists for {suite} in {} (`cargo xtask setup` makes them)",
