@@ -38,14 +38,30 @@ kprobes_left() {
         "ftrace_functions=$(grep -c . /sys/kernel/tracing/enabled_functions)"
 }
 
-# make_pool NAME raidz1|mirror log|nolog COMPRESSION: sparse files in tmpfs.
+# Loop devices (block devices: zfs.ko's vdev_disk path, where files take
+# vdev_file's), with partition scanning for the label zpool writes.
+LOOPS=0
+if [ -e /payload/loop.ko ]; then
+    insmod /payload/loop.ko max_part=15 || fail "insmod loop.ko"
+fi
+
+# make_pool NAME raidz1|mirror log|nolog COMPRESSION files|loop: sparse files
+# in tmpfs, used as they are or through loop devices.
 make_pool() {
-    name=$1 layout=$2 log=$3 compression=$4
+    name=$1 layout=$2 log=$3 compression=$4 media=$5
     case $layout in raidz1) n=4 ;; mirror) n=2 ;; *) fail "layout $layout" ;; esac
     devs=""
     for i in $(seq 1 $n); do
         truncate -s 2G $V/$name-$i
-        devs="$devs $V/$name-$i"
+        if [ "$media" = loop ]; then
+            dev=/dev/loop$LOOPS
+            LOOPS=$((LOOPS + 1))
+            losetup $dev $V/$name-$i || fail "losetup $dev"
+            echo $dev >> $V/$name.loops
+            devs="$devs $dev"
+        else
+            devs="$devs $V/$name-$i"
+        fi
     done
     if [ "$log" = log ]; then
         truncate -s 1G $V/$name-log
@@ -60,6 +76,10 @@ make_pool() {
 destroy_pool() {
     umount /mnt/$1
     zpool destroy "$1" || fail "zpool destroy $1"
+    if [ -e $V/$1.loops ]; then
+        for dev in $(cat $V/$1.loops); do losetup -d $dev; done
+        rm -f $V/$1.loops
+    fi
     rm -f $V/$1-*
 }
 
@@ -69,14 +89,14 @@ job() {
         "--ioengine=psync --fsync=1 --buffer_compress_percentage=50 --refill_buffers"
 }
 
-# run_config NAME LAYOUT LOG COMPRESSION
+# run_config NAME LAYOUT LOG COMPRESSION MEDIA
 run_config() {
     name=$1
     d=$R/$name
     mkdir -p $d
-    step "$name: $2, $3, compression=$4"
+    step "$name: $2, $3, compression=$4, $5"
     make_pool "$@"
-    echo "layout=$2 log=$3 compression=$4 runtime=$RUNTIME" > $d/config
+    echo "layout=$2 log=$3 compression=$4 media=$5 runtime=$RUNTIME" > $d/config
     zpool status "$name" > $d/zpool-status.txt
     # Lay the file out first, outside the recording, so every write and fsync
     # zprof sees is one fio counts.
@@ -111,15 +131,15 @@ zprof probes --target kernel --format json > $R/probes.json 2> $R/probes.err || 
 echo "probes: $(kprobes_left)" >> $R/detach.txt
 zprof probes --target kernel | tee $R/probes.txt
 
-run_config rz1-off raidz1 nolog off
-run_config rz1-log-zstd raidz1 log zstd
-run_config mir-lz4 mirror nolog lz4
-run_config mir-log-off mirror log off
+run_config rz1-off raidz1 nolog off files
+run_config rz1-log-zstd raidz1 log zstd files
+run_config mir-lz4 mirror nolog lz4 loop
+run_config mir-log-off mirror log off files
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"
 d=$R/sigterm
 mkdir -p $d
-make_pool term raidz1 nolog off
+make_pool term raidz1 nolog off files
 fio $(job term) --create_only=1 > /dev/null 2>&1
 zprof record --target kernel -o $d/rec.json -- \
     fio $(job term) --runtime=600 --time_based --output-format=json --output=$d/fio.json \

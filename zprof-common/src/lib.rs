@@ -123,11 +123,26 @@ pub enum Stage {
     /// its physical size, class = COUNT_ONLY | log2 of the physical size.
     /// With the leaf reads it gives a read's fan-out (leaf reads per block).
     BlockRead = 24,
+    /// Per ZIL log block (kernel only: both functions are static): from
+    /// zil_lwb_write_issue's entry, when the block is closed and handed over to
+    /// be written (its successor's allocation included), to
+    /// zil_lwb_flush_vdevs_done, when it is written and its vdevs flushed and
+    /// the commits waiting on it wake up. ZFS's own lwb latency, which sizes
+    /// the commit timeout, starts a little later (at the zio's issue).
+    ZilLogBlock = 25,
+    /// Fallback without struct offsets (kernel only): a leaf I/O's wait in
+    /// the vdev queue, from vdev_queue_io to vdev_disk_io_start (or
+    /// vdev_file_io_start).
+    VdevWaitTimed = 26,
+    /// Fallback without struct offsets (kernel only): a leaf I/O's device
+    /// time, from vdev_disk_io_start (or vdev_file_io_start) to
+    /// vdev_queue_io_done (where ZFS's io_delay also starts and nearly ends).
+    VdevDiskTimed = 27,
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 24] = [
+    pub const ALL: [Stage; 27] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::TxAssign,
@@ -143,12 +158,15 @@ impl Stage {
         Stage::VdevDisk,
         Stage::VdevTotal,
         Stage::VdevQueueTimed,
+        Stage::VdevWaitTimed,
+        Stage::VdevDiskTimed,
         Stage::Flush,
         Stage::ZilCommit,
         Stage::ZilLogWrite,
         Stage::ZilFlush,
         Stage::ZilTimeoutWait,
         Stage::ZilOther,
+        Stage::ZilLogBlock,
         Stage::SyncWriteCycle,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
@@ -368,6 +386,8 @@ pub struct Offsets {
     pub vdev_islog: u32,
     /// vdev_t.vdev_children (u64: 0 for a leaf).
     pub vdev_children: u32,
+    /// zio_t.io_private (pointer: the lwb of a ZIL block's root zio).
+    pub zio_private: u32,
 }
 
 /// Largest prefix of a zio_t the leaf-I/O probes copy in one read.

@@ -304,6 +304,10 @@ impl JobSpec {
             let int = |v: &str| -> Result<u64, OptError> {
                 v.parse().map_err(|_| OptError(format!("job option {k}: bad number '{v}'")))
             };
+            // A value `as u32` would wrap (numjobs=4294967297 is 1 job): refuse instead.
+            let small = |v: &str| -> Result<u32, OptError> {
+                u32::try_from(int(v)?).map_err(|_| OptError(format!("job option {k}: '{v}' is out of range")))
+            };
             match k {
                 "name" => j.name = v.to_string(),
                 "rw" | "readwrite" => {
@@ -318,9 +322,14 @@ impl JobSpec {
                 }
                 "bs" => j.bs = parse_size(v)?,
                 "size" => j.size = parse_size(v)?,
-                "runtime" => j.runtime_s = parse_duration_ns(v)? as f64 / 1e9,
+                "runtime" => {
+                    j.runtime_s = parse_duration_ns(v)? as f64 / 1e9;
+                    if j.runtime_s <= 0.0 {
+                        return err(format!("job option runtime: '{v}' must be positive (ios=N runs a number of I/Os instead)"));
+                    }
+                }
                 "ios" | "number_ios" => j.ios = int(v)?,
-                "numjobs" => j.numjobs = int(v)? as u32,
+                "numjobs" => j.numjobs = small(v)?,
                 "fsync" => j.fsync = int(v)?,
                 "sync" => {
                     j.sync = match v {
@@ -329,8 +338,8 @@ impl JobSpec {
                         _ => return err(format!("job option sync: expected 0 or 1, got '{v}'")),
                     }
                 }
-                "buffer_compress_percentage" => j.buffer_compress_percentage = int(v)? as u32,
-                "rwmixread" => j.rwmixread = int(v)? as u32,
+                "buffer_compress_percentage" => j.buffer_compress_percentage = small(v)?,
+                "rwmixread" => j.rwmixread = small(v)?,
                 other => return err(format!("unknown job option '{other}'")),
             }
         }
@@ -433,5 +442,15 @@ mod tests {
         assert!(JobSpec::parse("rw=trim", 0).is_err());
         assert!(JobSpec::parse("iodepth=4", 0).is_err());
         assert!(JobSpec::parse("bs=1000", 0).is_err());
+    }
+
+    #[test]
+    fn out_of_range_job_values_are_refused_not_wrapped() {
+        assert!(JobSpec::parse("numjobs=4294967297", 0).unwrap_err().0.contains("out of range"));
+        assert!(JobSpec::parse("rwmixread=4294967346", 0).unwrap_err().0.contains("out of range"));
+        assert!(JobSpec::parse("buffer_compress_percentage=4294967296", 0).unwrap_err().0.contains("out of range"));
+        assert!(JobSpec::parse("runtime=0", 0).unwrap_err().0.contains("must be positive"));
+        assert!(JobSpec::parse("runtime=-1", 0).is_err());
+        assert!(JobSpec::parse("numjobs=65", 0).unwrap_err().0.contains("1..64"));
     }
 }

@@ -49,6 +49,7 @@
 	F(zio, zio_t, io_stage) \
 	F(zio, zio_t, io_child_type) \
 	F(zio, zio_t, io_prop) \
+	F(zio, zio_t, io_private) \
 	F(zio_prop, zio_prop_t, zp_compress) \
 	F(zio_prop, zio_prop_t, zp_checksum) \
 	F(zio_prop, zio_prop_t, zp_complevel) \

@@ -65,6 +65,8 @@ pub struct ProbePoint {
     pub role: Role,
     /// Only where flushes are timed this way (`zprof_common::FLUSH_*`); `None`: always.
     pub flush_mode: Option<u32>,
+    /// For a kernel static (in kallsyms, not exported): what the stage gains from it.
+    pub kernel_gain: Option<&'static str>,
 }
 
 /// Stage groups in pipeline order, with a one-line description each.
@@ -88,7 +90,7 @@ const fn point(
     targets: Targets,
     role: Role,
 ) -> ProbePoint {
-    ProbePoint { group, function, entry, ret, targets, role, flush_mode: None }
+    ProbePoint { group, function, entry, ret, targets, role, flush_mode: None, kernel_gain: None }
 }
 
 /// A flush point used only in one flush mode.
@@ -99,8 +101,24 @@ const fn flush_point(
     role: Role,
     mode: u32,
 ) -> ProbePoint {
-    ProbePoint { group: "flush", function, entry, ret, targets: Both, role, flush_mode: Some(mode) }
+    ProbePoint { group: "flush", function, entry, ret, targets: Both, role, flush_mode: Some(mode), kernel_gain: None }
 }
+
+/// A static function only zfs.ko has (kallsyms names it), used where it makes a
+/// stage more exact than the exported functions can; `gain` says how.
+const fn kernel_static(
+    group: &'static str,
+    function: &'static str,
+    entry: &'static str,
+    role: Role,
+    gain: &'static str,
+) -> ProbePoint {
+    ProbePoint { group, function, entry, ret: None, targets: Kernel, role, flush_mode: None, kernel_gain: Some(gain) }
+}
+
+const DISK_START_GAIN: &str =
+    "without offsets, the queue wait and disk time split where the leaf I/O starts, instead of one queue-to-done span";
+const LWB_GAIN: &str = "each ZIL log block timed from issue to written and flushed: the commit's own I/O, not inferred";
 
 use Role::{FallbackWithoutOffsets, NeedsOffsets, PerOp, Primary};
 use UprobeDefault::{Count, Skip};
@@ -131,12 +149,17 @@ pub const POINTS: &[ProbePoint] = &[
     point("vdev", "vdev_queue_io_done", "vdev_done_entry", None, Libzpool, NeedsOffsets),
     point("vdev", "vdev_queue_io", "vdev_queue_entry", None, Both, FallbackWithoutOffsets),
     point("vdev", "vdev_queue_io_done", "vdev_queue_done_entry", None, Both, FallbackWithoutOffsets),
+    point("vdev", "zio_vdev_io_bypass", "vdev_bypass_entry", None, Both, FallbackWithoutOffsets),
+    kernel_static("vdev", "vdev_disk_io_start", "vdev_disk_start_entry", FallbackWithoutOffsets, DISK_START_GAIN),
+    kernel_static("vdev", "vdev_file_io_start", "vdev_disk_start_entry", FallbackWithoutOffsets, DISK_START_GAIN),
     flush_point("zio_flush", "flush_entry", Some("flush_return"), Primary, FLUSH_TIMED_CALL),
     flush_point("zio_flush", "flush_leaf_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
     flush_point("zio_interrupt", "flush_done_entry", None, NeedsOffsets, FLUSH_LEAF_ISSUE_TO_DONE),
     point("zil", "zil_commit", "zil_commit_entry", Some("zil_commit_return"), Both, Primary),
     // zil_commit_waiter's timed wait for its log block to fill (spl's on the kernel).
     point("zil", "cv_timedwait_hires", "timed_wait_entry", Some("timed_wait_return"), Both, Primary),
+    kernel_static("zil", "zil_lwb_write_issue", "lwb_issue_entry", NeedsOffsets, LWB_GAIN),
+    kernel_static("zil", "zil_lwb_flush_vdevs_done", "lwb_done_entry", NeedsOffsets, LWB_GAIN),
     point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
 ];

@@ -325,13 +325,27 @@ fn wait_child(pid: u32) -> Option<i32> {
     }
 }
 
+/// A process's state letter from /proc/PID/stat, if the process exists.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the state follows the last ')'.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Whether `pid` exists and has not exited: a zombie's /proc entry stays until
+/// its parent reaps it, but it runs no more ZFS calls.
+fn is_running(pid: u32) -> bool {
+    process_state(pid).is_some_and(|state| !matches!(state, 'Z' | 'X'))
+}
+
 /// `record` and `run`: `run` also captures the command's output to read the
 /// benchmark's own result from it.
 fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     if let Some(pid) = args.pid
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !is_running(pid)
     {
-        return Err(UsageError(format!("no process with pid {pid}")).into());
+        let what = if process_state(pid).is_some() { "has exited (a zombie)" } else { "does not exist" };
+        return Err(UsageError(format!("process {pid} {what}: give the pid of a running process")).into());
     }
     // Output paths are checked before anything runs: a recording must not be
     // lost at the end of a long run for want of a writable path.
@@ -564,7 +578,7 @@ async fn collect(
             _ = ticker.tick() => {
                 session.tick()?;
                 if let Some(pid) = watched_pid
-                    && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    && !is_running(pid)
                 {
                     break;
                 }
@@ -658,6 +672,22 @@ fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_is_not_a_running_process() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not reaped yet: wait until it has exited and is a zombie.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_state(pid) != Some('Z') && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(process_state(pid), Some('Z'));
+        assert!(!is_running(pid));
+        child.wait().unwrap();
+        assert!(process_state(pid).is_none());
+        assert!(is_running(std::process::id()));
+    }
 
     #[test]
     fn input_errors_exit_2() {

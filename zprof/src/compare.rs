@@ -14,6 +14,7 @@ use crate::{
     explain::{ExplainOptions, Finding, explain},
     recording::{Recording, Summary, stage_name, summarize},
     report::{format_count, format_ns},
+    tracer::COUNT_ONLY,
 };
 
 /// One stage/class in both recordings.
@@ -160,6 +161,25 @@ fn delta(a: f64, b: f64) -> String {
     if ratio >= 2.0 || ratio <= 0.5 { format!("{ratio:.1}x") } else { format!("{:+.0}%", (ratio - 1.0) * 100.0) }
 }
 
+/// A change in words: "a -> b (delta)", without "()" when there is no delta.
+fn change(a: f64, b: f64) -> String {
+    let delta = delta(a, b);
+    let arrow = format!("{} -> {}", format_count(a), format_count(b));
+    if delta.is_empty() { arrow } else { format!("{arrow} ({delta})") }
+}
+
+/// A row's median in one recording: "-" without events, "count" where the
+/// stage was counted but not timed (a zero median would read as a measurement).
+fn p50(row: &CompareRow, summary: &Summary, p50_ns: u64) -> String {
+    if summary.count == 0 {
+        "-".into()
+    } else if row.detail.ends_with(COUNT_ONLY) {
+        "count".into()
+    } else {
+        format_ns(p50_ns)
+    }
+}
+
 /// Renders a comparison as a table.
 pub fn render(c: &Comparison) -> String {
     let mut out = String::new();
@@ -169,13 +189,9 @@ pub fn render(c: &Comparison) -> String {
     }
     let _ = writeln!(
         out,
-        "workload writes/s: {} -> {} ({}); reads/s: {} -> {} ({})\n",
-        format_count(c.writes_per_second.0),
-        format_count(c.writes_per_second.1),
-        delta(c.writes_per_second.0, c.writes_per_second.1),
-        format_count(c.reads_per_second.0),
-        format_count(c.reads_per_second.1),
-        delta(c.reads_per_second.0, c.reads_per_second.1)
+        "workload writes/s: {}; reads/s: {}\n",
+        change(c.writes_per_second.0, c.writes_per_second.1),
+        change(c.reads_per_second.0, c.reads_per_second.1)
     );
     let _ = writeln!(
         out,
@@ -183,6 +199,7 @@ pub fn render(c: &Comparison) -> String {
         "STAGE", "DETAIL", "A OPS/S", "B OPS/S", "DELTA", "A P50", "B P50", "DELTA"
     );
     for r in &c.rows {
+        let timed = r.a.count > 0 && r.b.count > 0 && !r.detail.ends_with(COUNT_ONLY);
         let _ = writeln!(
             out,
             "{:<18} {:<14} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
@@ -191,9 +208,9 @@ pub fn render(c: &Comparison) -> String {
             format_count(r.a_per_second),
             format_count(r.b_per_second),
             delta(r.a_per_second, r.b_per_second),
-            if r.a.count > 0 { format_ns(r.a_p50_ns) } else { "-".into() },
-            if r.b.count > 0 { format_ns(r.b_p50_ns) } else { "-".into() },
-            if r.a.count > 0 && r.b.count > 0 { delta(r.a_p50_ns as f64, r.b_p50_ns as f64) } else { String::new() },
+            p50(r, &r.a, r.a_p50_ns),
+            p50(r, &r.b, r.b_p50_ns),
+            if timed { delta(r.a_p50_ns as f64, r.b_p50_ns as f64) } else { String::new() },
         );
     }
     if !c.findings.is_empty() {

@@ -100,7 +100,14 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
         add(format!("vdev I/O;{class};queue"), total(rec, Stage::VdevQueue, Some(&class)));
         add(format!("vdev I/O;{class};disk"), total(rec, Stage::VdevDisk, Some(&class)));
     }
-    add("vdev I/O;queue+disk (no offsets)".into(), total(rec, Stage::VdevQueueTimed, None));
+    // Kernel statics split the fallback span where the leaf I/O starts.
+    let split_disk = total(rec, Stage::VdevDiskTimed, None);
+    if split_disk > 0 {
+        add("vdev I/O;queue (no offsets)".into(), total(rec, Stage::VdevWaitTimed, None));
+        add("vdev I/O;disk (no offsets)".into(), split_disk);
+    } else {
+        add("vdev I/O;queue+disk (no offsets)".into(), total(rec, Stage::VdevQueueTimed, None));
+    }
     add("vdev I/O;cache flush".into(), total(rec, Stage::Flush, None));
     weights.into_iter().map(|(stack, w)| format!("{stack} {w}")).collect()
 }

@@ -108,6 +108,7 @@ const NEEDED: &[(&str, &str)] = &[
     ("vdev", "vdev_top"),
     ("vdev", "vdev_islog"),
     ("vdev", "vdev_children"),
+    ("zio", "io_private"),
 ];
 
 /// Builds `Offsets` (and the values by name) from a lookup; names the first
@@ -119,7 +120,7 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMa
         *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
         named.insert(format!("{structure}.{member}"), *slot);
     }
-    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children] =
+    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children, zio_private] =
         values;
     let offsets = Offsets {
         valid: 1,
@@ -141,6 +142,7 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMa
         vdev_top,
         vdev_islog,
         vdev_children,
+        zio_private,
     };
     Ok((offsets, named))
 }
@@ -229,10 +231,14 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
         return Ok(FoundOffsets::none(format!("{no_btf}, and the module shows no build-id to find or cache a table by")));
     };
     let cached = kernel_offsets::cache_path(build_id);
+    // A cached table that no longer serves (written by a zprof that read
+    // fewer members) is compiled again and replaced.
+    let mut stale = String::new();
     if cached.is_file() {
-        let found = from_file(&cached, Some(build_id), "zfs.ko", "remove it and run `zprof offsets` again")
-            .unwrap_or_else(|e| FoundOffsets::none(format!("{no_btf}; the cached table is unusable: {e}")));
-        return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found });
+        match from_file(&cached, Some(build_id), "zfs.ko", "remove it and run `zprof offsets` again") {
+            Ok(found) => return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found }),
+            Err(e) => stale = format!(" (replacing the cached table, unusable: {e})"),
+        }
     }
     let compiled = kernel_offsets::BuildInputs::locate(sources.zfs_version, None, sources.kernel_release)
         .and_then(|inputs| kernel_offsets::compile(&inputs, Some(build_id)));
@@ -246,10 +252,13 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
                 Ok(()) => format!("cached in {}", cached.display()),
                 Err(e) => format!("not cached: {e}"),
             };
-            FoundOffsets::found(offsets, format!("headers compiled here: OpenZFS {}, {}; {stored}", table.zfs_version, table.source))
+            FoundOffsets::found(
+                offsets,
+                format!("headers compiled here: OpenZFS {}, {}; {stored}{stale}", table.zfs_version, table.source),
+            )
         }
         Err(why) => FoundOffsets::none(format!(
-            "{no_btf}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",
+            "{no_btf}{stale}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",
             kernel_offsets::cache_dir().display()
         )),
     })

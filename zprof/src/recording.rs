@@ -200,7 +200,8 @@ pub struct ProbeStatus {
     pub attached: bool,
     /// Why not, when it was not.
     pub reason: Option<String>,
-    /// How it was attached, when not as the catalogue says (entry only...).
+    /// How it was attached, when not as the catalogue says (entry only...), or
+    /// what a kernel static adds to its stage.
     #[serde(default)]
     pub note: Option<String>,
 }
@@ -326,6 +327,8 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::VdevDisk => "vdev_disk",
         Stage::VdevTotal => "vdev_total",
         Stage::VdevQueueTimed => "vdev_queue_timed",
+        Stage::VdevWaitTimed => "vdev_wait_timed",
+        Stage::VdevDiskTimed => "vdev_disk_timed",
         Stage::ZilCommit => "zil_commit",
         Stage::SpaSync => "spa_sync",
         Stage::TxgWaitSynced => "txg_wait_synced",
@@ -337,6 +340,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ZilLogWrite => "zil_log_write",
         Stage::ZilFlush => "zil_flush",
         Stage::ZilOther => "zil_other",
+        Stage::ZilLogBlock => "zil_log_block",
         Stage::SyncWriteCycle => "sync_write_cycle",
         Stage::ZilTimeoutWait => "zil_timeout_wait",
         Stage::BlockRead => "block_read",

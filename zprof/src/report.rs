@@ -77,12 +77,15 @@ fn label(stage: Stage) -> &'static str {
         Stage::VdevDisk => "vdev disk",
         Stage::VdevTotal => "vdev total",
         Stage::VdevQueueTimed => "vdev queue+disk",
+        Stage::VdevWaitTimed => "  queue wait",
+        Stage::VdevDiskTimed => "  disk",
         Stage::Flush => "cache flush",
         Stage::ZilCommit => "zil commit",
         Stage::ZilLogWrite => "  log block write",
         Stage::ZilFlush => "  flush in commit",
         Stage::ZilTimeoutWait => "  commit timeout",
         Stage::ZilOther => "  cpu, wake-ups",
+        Stage::ZilLogBlock => "zil log block",
         Stage::SyncWriteCycle => "sync writer cycle",
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
@@ -176,6 +179,8 @@ pub fn build(recording: &Recording) -> Report {
                     let _ = write!(note, "{}/s", format_bytes(summary.bytes as f64 / seconds));
                 }
                 Stage::ZstdCompress | Stage::Lz4Compress => note.push_str("counted within compress"),
+                Stage::ZilLogBlock => note.push_str("issue to written and flushed"),
+                Stage::VdevWaitTimed | Stage::VdevDiskTimed => note.push_str("split where the leaf I/O starts"),
                 _ => {}
             }
             rows.push(Row {
@@ -337,7 +342,9 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
 
 /// What a row's in-flight figure is divided by: the leaf vdevs of a vdev row.
 fn per_device(stage: Stage, members: &[&HistRecord]) -> f64 {
-    if !matches!(stage, Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal | Stage::VdevQueueTimed) {
+    let leaf_stage = matches!(stage, Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal)
+        || matches!(stage, Stage::VdevQueueTimed | Stage::VdevWaitTimed | Stage::VdevDiskTimed);
+    if !leaf_stage {
         return 1.0;
     }
     let leaves: BTreeSet<(&str, u64)> = members.iter().map(|h| (h.pool.as_str(), h.vdev)).collect();

@@ -66,7 +66,10 @@ impl Default for SystemPaths {
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// Not root and lacking the capabilities eBPF tracing needs.
-    #[error("zprof needs root (or CAP_BPF with CAP_PERFMON) to load eBPF programs; run it with sudo")]
+    #[error(
+        "zprof needs root (or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH) to load eBPF programs and read tracefs; \
+         run it with sudo"
+    )]
     NotPrivileged,
     /// Kernel target requested where it cannot work.
     #[error("the kernel target cannot run here: {0}; use --target libzpool to trace OpenZFS in user space")]

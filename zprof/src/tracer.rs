@@ -130,7 +130,24 @@ fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
         "/sys/kernel/tracing/events/task/task_newtask/format",
         "/sys/kernel/debug/tracing/events/task/task_newtask/format",
     ];
-    let text = candidates.iter().find_map(|p| std::fs::read_to_string(p).ok()).ok_or_else(|| {
+    let mut text = None;
+    for path in candidates {
+        match std::fs::read_to_string(path) {
+            Ok(read) => {
+                text = Some(read);
+                break;
+            }
+            // tracefs is root's: without the capability this is not a missing mount.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(anyhow::Error::new(crate::commands::UsageError(format!(
+                    "permission denied reading {path}: tracefs is root's; run zprof as root, \
+                     or add CAP_DAC_READ_SEARCH to its CAP_BPF and CAP_PERFMON"
+                ))));
+            }
+            Err(_) => {}
+        }
+    }
+    let text = text.ok_or_else(|| {
         anyhow!("cannot read the task_newtask tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)")
     })?;
     let offset_of = |field: &str| -> Option<u32> {
@@ -234,7 +251,7 @@ impl Session {
                 returns: point.ret.is_some(),
                 attached: false,
                 reason: None,
-                note: None,
+                note: point.kernel_gain.map(|gain| format!("static, kernel only; gains {gain}")),
             };
             if options.skip.iter().any(|g| g == point.group) {
                 status.reason = Some(format!("left out with --skip {}", point.group));

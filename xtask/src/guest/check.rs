@@ -7,10 +7,14 @@
 //!   offsets say where they came from;
 //! - per pool: zprof's zil_commit count equals fio's fsync count and its write
 //!   count fio's writes, within [`FIO_ALLOWANCE`];
-//! - with offsets (BTF or headers): the vdev queue/disk split per priority is there, and its
-//!   percentiles agree with `zpool iostat -w` over the same run within one
-//!   power-of-two bucket; without BTF: the recording's warnings name the vdev
-//!   stage as degraded, and the fallback timing is there instead;
+//! - with offsets (BTF or headers): the vdev queue/disk split per priority is
+//!   there, and equals `zpool iostat -w` over the same run bucket for bucket
+//!   (total, disk, sync and async queue; reads and writes); zprof's ZIL log
+//!   blocks equal the ZIL kstats' count of blocks issued;
+//! - without BTF: the recording's warnings name the vdev stage as degraded,
+//!   the fallback timing is there instead, split by the kernel statics into
+//!   queue wait and disk time for every timed I/O, the disk part within one
+//!   power of two of iostat's disk_wait at p50/p90/p99;
 //! - no kprobe (or ftrace hook, for kprobe_multi links) is left registered
 //!   after zprof exits, SIGTERM and SIGKILL included (and some are registered
 //!   while it runs, so the check can fail);
@@ -40,8 +44,11 @@ const CONFIGS: [&str; 4] = ["rz1-off", "rz1-log-zstd", "mir-lz4", "mir-log-off"]
 const PERCENTILES: [f64; 3] = [0.50, 0.90, 0.99];
 
 /// zio_type and zio_priority numbers (the same from OpenZFS 2.0 to 2.3).
+const ZIO_TYPE_READ: u64 = 1;
 const ZIO_TYPE_WRITE: u64 = 2;
+const PRIORITY_SYNC_READ: u64 = 0;
 const PRIORITY_SYNC_WRITE: u64 = 1;
+const PRIORITY_ASYNC_READ: u64 = 2;
 const PRIORITY_ASYNC_WRITE: u64 = 3;
 
 /// Static functions of the zio pipeline that libzpool does not export, looked
@@ -164,8 +171,17 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         }
     }
     let must_attach: &[&str] = match variant {
-        Variant::Btf | Variant::Headers => &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode"],
-        Variant::Nobtf => &["vdev_queue_io", "vdev_queue_io_done", "zil_commit", "dmu_write_uio_dnode"],
+        Variant::Btf | Variant::Headers => {
+            &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode", "zil_lwb_write_issue", "zil_lwb_flush_vdevs_done"]
+        }
+        Variant::Nobtf => &[
+            "vdev_queue_io",
+            "vdev_queue_io_done",
+            "zio_vdev_io_bypass",
+            "vdev_disk_io_start",
+            "zil_commit",
+            "dmu_write_uio_dnode",
+        ],
     };
     let source = doc["offsets"].as_str().unwrap_or("");
     let (expected, what) = match variant {
@@ -231,10 +247,14 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
     );
     match variant {
-        Variant::Btf | Variant::Headers => match compare_iostat(&rec, dir) {
-            Ok(text) => write!(line, "; {text}")?,
-            Err(e) => bad.push(format!("{e:#}")),
-        },
+        Variant::Btf | Variant::Headers => {
+            for checked in [compare_iostat(&rec, dir), compare_log_blocks(&rec, dir)] {
+                match checked {
+                    Ok(text) => write!(line, "; {text}")?,
+                    Err(e) => bad.push(format!("{e:#}")),
+                }
+            }
+        }
         Variant::Nobtf => {
             let warnings: Vec<&str> = rec["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
             if !warnings.iter().any(|w| w.contains("no struct offsets") && w.contains("vdev")) {
@@ -247,7 +267,14 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             if timed == 0 {
                 bad.push("no fallback vdev_queue_timed histogram".into());
             }
+            if stage_count(&rec, "zil_log_block") != 0 {
+                bad.push("a zil_log_block histogram without offsets".into());
+            }
             write!(line, "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)")?;
+            match compare_fallback_split(&rec, dir) {
+                Ok(text) => write!(line, "; {text}")?,
+                Err(e) => bad.push(format!("{e:#}")),
+            }
         }
     }
     ensure!(bad.is_empty(), "{}", bad.join("; "));
@@ -372,14 +399,20 @@ fn minus(after: &Pow2, before: &Pow2) -> Pow2 {
         .collect()
 }
 
-/// zprof's vdev histograms against `zpool iostat -w` taken around the recording.
+/// Both `zpool iostat -w` snapshots of a run.
+fn iostat_snapshots(dir: &Path) -> anyhow::Result<(String, String)> {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"));
+    Ok((read("iostat-before.txt")?, read("iostat-after.txt")?))
+}
+
+/// zprof's vdev histograms against `zpool iostat -w` taken around the
+/// recording: the same I/Os in the same power-of-two buckets, for every
+/// column ZFS fills from the same zio fields (io_delta, io_delay, their
+/// difference per priority), reads and writes.
 fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
-    let before = std::fs::read_to_string(dir.join("iostat-before.txt")).context("reading iostat-before.txt")?;
-    let after = std::fs::read_to_string(dir.join("iostat-after.txt")).context("reading iostat-after.txt")?;
-    let is_write = |class: u64| class >> 8 == ZIO_TYPE_WRITE;
+    let (before, after) = iostat_snapshots(dir)?;
     let priority = |p: u64| move |class: u64| class >> 8 == ZIO_TYPE_WRITE && class & 0xff == p;
     let mut bad = Vec::new();
-    let mut text = Vec::new();
     // The split per priority class must be there.
     for (stage, p, name) in [
         ("vdev_disk", PRIORITY_SYNC_WRITE, "sync write"),
@@ -391,31 +424,109 @@ fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
             bad.push(format!("no {stage} histogram for {name}"));
         }
     }
-    /// What is compared, which zprof classes, and the zpool iostat column.
-    type Comparison<'a> = (&'a str, Box<dyn Fn(u64) -> bool>, &'a str, &'a str);
-    let comparisons: [Comparison; 3] = [
-        ("disk write", Box::new(is_write), "disk_wait", "write"),
-        ("sync-write queue", Box::new(priority(PRIORITY_SYNC_WRITE)), "syncq_wait", "write"),
-        ("async-write queue", Box::new(priority(PRIORITY_ASYNC_WRITE)), "asyncq_wait", "write"),
+    /// zprof's stage, iostat's column group, and the queue priority of a read and of a write.
+    type Column = (&'static str, &'static str, Option<(u64, u64)>);
+    let columns: [Column; 4] = [
+        ("vdev_total", "total_wait", None),
+        ("vdev_disk", "disk_wait", None),
+        ("vdev_queue", "syncq_wait", Some((PRIORITY_SYNC_READ, PRIORITY_SYNC_WRITE))),
+        ("vdev_queue", "asyncq_wait", Some((PRIORITY_ASYNC_READ, PRIORITY_ASYNC_WRITE))),
     ];
-    for (what, class, group, op) in comparisons {
-        let stage = if group == "disk_wait" { "vdev_disk" } else { "vdev_queue" };
-        let ours = zprof_pow2(rec, stage, class);
-        let theirs = minus(&iostat_column(&after, group, op)?, &iostat_column(&before, group, op)?);
-        let (n_ours, n_theirs): (u64, u64) = (ours.values().sum(), theirs.values().sum());
-        let mut cells = Vec::new();
-        for p in PERCENTILES {
-            let (a, b) = (percentile_bucket(&ours, p), percentile_bucket(&theirs, p));
-            cells.push(format!("p{:.0} 2^{}/2^{}", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
-            match (a, b) {
-                (Some(a), Some(b)) if a.abs_diff(b) <= 1 => {}
-                _ => bad.push(format!("{what} p{:.0}: zprof bucket 2^{} ns, zpool iostat 2^{} ns", p * 100.0, fmt_bucket(a), fmt_bucket(b))),
+    let mut leaf_ios = 0;
+    for (stage, group, priorities) in columns {
+        for (op, zio_type) in [("read", ZIO_TYPE_READ), ("write", ZIO_TYPE_WRITE)] {
+            let wanted = priorities.map(|(read, write)| if zio_type == ZIO_TYPE_READ { read } else { write });
+            let in_column = |class: u64| class >> 8 == zio_type && wanted.is_none_or(|p| class & 0xff == p);
+            let ours = zprof_pow2(rec, stage, in_column);
+            let theirs = minus(&iostat_column(&after, group, op)?, &iostat_column(&before, group, op)?);
+            if ours != theirs {
+                bad.push(format!("{group} {op} differs from zpool iostat -w: {}", bucket_differences(&ours, &theirs)));
+            }
+            if group == "total_wait" {
+                leaf_ios += ours.values().sum::<u64>();
             }
         }
-        text.push(format!("{what} ({n_ours} I/Os zprof, {n_theirs} iostat; zprof/iostat ns) {}", cells.join(" ")));
+    }
+    let disk_writes = zprof_pow2(rec, "vdev_disk", |class| class >> 8 == ZIO_TYPE_WRITE);
+    let cells: Vec<String> = PERCENTILES.iter().map(|p| format!("2^{}", fmt_bucket(percentile_bucket(&disk_writes, *p)))).collect();
+    ensure!(bad.is_empty(), "{}", bad.join("; "));
+    Ok(format!(
+        "{leaf_ios} leaf I/Os, total/disk/syncq/asyncq read and write equal to zpool iostat -w bucket for bucket \
+         (disk write p50/p90/p99 {} ns)",
+        cells.join("/")
+    ))
+}
+
+/// The first buckets where two histograms differ, for a failure message.
+fn bucket_differences(ours: &Pow2, theirs: &Pow2) -> String {
+    let buckets: std::collections::BTreeSet<usize> = ours.keys().chain(theirs.keys()).copied().collect();
+    let differ: Vec<String> = buckets
+        .into_iter()
+        .filter(|b| ours.get(b) != theirs.get(b))
+        .map(|b| format!("2^{b} ns zprof {} iostat {}", ours.get(&b).unwrap_or(&0), theirs.get(&b).unwrap_or(&0)))
+        .collect();
+    let shown = differ.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    format!("{} bucket(s) differ: {shown}", differ.len())
+}
+
+/// Log blocks the ZIL issued between the two kstat snapshots
+/// (/proc/spl/kstat/zfs/zil: one per block, to the main pool or a log device).
+fn zil_blocks_issued(dir: &Path) -> anyhow::Result<u64> {
+    let count = |name: &str| -> anyhow::Result<u64> {
+        let text = std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
+        let mut total = 0;
+        for stat in ["zil_itx_metaslab_normal_count", "zil_itx_metaslab_slog_count"] {
+            let line = text.lines().find(|l| l.split_whitespace().next() == Some(stat));
+            let value = line.and_then(|l| l.split_whitespace().nth(2)).and_then(|v| v.parse::<u64>().ok());
+            total += value.ok_or_else(|| anyhow!("{name} has no {stat}"))?;
+        }
+        Ok(total)
+    };
+    Ok(count("zil-after.txt")?.saturating_sub(count("zil-before.txt")?))
+}
+
+/// zprof's log blocks (zil_lwb_write_issue to zil_lwb_flush_vdevs_done)
+/// against the ZIL's own count of blocks issued: exactly equal.
+fn compare_log_blocks(rec: &Value, dir: &Path) -> anyhow::Result<String> {
+    let issued = zil_blocks_issued(dir)?;
+    let ours = stage_count(rec, "zil_log_block");
+    ensure!(ours == issued, "zil_log_block count {ours} differs from the ZIL kstats' {issued} log blocks issued");
+    ensure!(issued > 0, "no log block issued: the fsync path was not exercised");
+    let p50 = percentile_bucket(&zprof_pow2(rec, "zil_log_block", |_| true), 0.5);
+    Ok(format!("{ours} log blocks = ZIL kstats (p50 2^{} ns)", fmt_bucket(p50)))
+}
+
+/// Without offsets, the kernel statics split the fallback span where the leaf
+/// I/O starts: every timed I/O gets a queue wait and a disk time, and the disk
+/// part is the same device time iostat's disk_wait measures (within one
+/// power of two: aggregates start their span at issue here, at their first
+/// child in ZFS, and ZFS's io_delay ends a little earlier than the done entry).
+fn compare_fallback_split(rec: &Value, dir: &Path) -> anyhow::Result<String> {
+    let (timed, wait, disk) =
+        (stage_count(rec, "vdev_queue_timed"), stage_count(rec, "vdev_wait_timed"), stage_count(rec, "vdev_disk_timed"));
+    ensure!(timed > 0 && wait == timed && disk == timed, "split counts differ: {timed} timed, {wait} queue waits, {disk} disk times");
+    let (before, after) = iostat_snapshots(dir)?;
+    let mut theirs = Pow2::new();
+    for op in ["read", "write"] {
+        for (bucket, n) in minus(&iostat_column(&after, "disk_wait", op)?, &iostat_column(&before, "disk_wait", op)?) {
+            *theirs.entry(bucket).or_default() += n;
+        }
+    }
+    let ours = zprof_pow2(rec, "vdev_disk_timed", |_| true);
+    let mut cells = Vec::new();
+    let mut bad = Vec::new();
+    for p in PERCENTILES {
+        let (a, b) = (percentile_bucket(&ours, p), percentile_bucket(&theirs, p));
+        cells.push(format!("p{:.0} 2^{}/2^{}", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
+        if !matches!((a, b), (Some(a), Some(b)) if a.abs_diff(b) <= 1) {
+            bad.push(format!("disk p{:.0}: zprof 2^{} ns, zpool iostat 2^{} ns", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
+        }
     }
     ensure!(bad.is_empty(), "{}", bad.join("; "));
-    Ok(text.join("; "))
+    Ok(format!(
+        "split where the leaf I/O starts (vdev_disk_io_start, vdev_file_io_start): {timed} I/Os, disk zprof/iostat ns {}",
+        cells.join(" ")
+    ))
 }
 
 fn fmt_bucket(b: Option<usize>) -> String {

@@ -198,6 +198,7 @@ fn make_payload(artifacts: &Artifacts, variant: Variant, command: &[String], out
     }
     std::fs::copy(guest_src.join("init"), root.join("init")).context("guest/init is missing")?;
     install_binary(&root, &artifacts.zprof, "/payload/zprof", &[], Path::new("/nonexistent"))?;
+    loop_module(artifacts, &root.join("payload/loop.ko"))?;
     if variant == Variant::Headers {
         offsets_table(artifacts, &root.join("var/cache/zprof"))?;
     }
@@ -205,6 +206,23 @@ fn make_payload(artifacts: &Artifacts, variant: Variant, command: &[String], out
     std::fs::write(root.join("payload/cmd"), line.join(" ") + "\n")?;
     cpio::write_tree(&root, archive)?;
     std::fs::remove_dir_all(&root).map_err(|e| anyhow!("removing {}: {e}", root.display()))?;
+    Ok(())
+}
+
+/// The kernel's loop.ko, uncompressed (busybox's insmod reads no .xz), so the
+/// guest can put pools on block devices and exercise zfs.ko's vdev_disk path.
+fn loop_module(artifacts: &Artifacts, into: &Path) -> anyhow::Result<()> {
+    let dir = artifacts.cache.join(format!("kernel/lib/modules/{}/kernel/drivers/block", artifacts.kver));
+    let plain = dir.join("loop.ko");
+    if plain.exists() {
+        std::fs::copy(&plain, into).with_context(|| format!("copying {}", plain.display()))?;
+        return Ok(());
+    }
+    let packed = dir.join("loop.ko.xz");
+    ensure!(packed.exists(), "the kernel package has no loop module in {}", dir.display());
+    let output = Command::new("xz").arg("-dc").arg(&packed).output().context("running xz")?;
+    ensure!(output.status.success(), "xz -dc {} failed: {}", packed.display(), String::from_utf8_lossy(&output.stderr));
+    std::fs::write(into, output.stdout)?;
     Ok(())
 }
 
