@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod guest;
+mod soak;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "zprof project tasks")]
@@ -47,6 +48,13 @@ enum Task {
         /// of scripts/openzfs-releases that runs here).
         #[arg(long, value_name = "X.Y.Z")]
         openzfs: Option<String>,
+    },
+    /// Soak benchmark: zprof recording the lab's mixed workload for a long time;
+    /// RSS at 30 s and at the end, zprof's CPU, BPF run time, every loss counter.
+    Soak {
+        /// Length of the recording.
+        #[arg(long, default_value_t = 30)]
+        minutes: u64,
     },
     /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
     #[command(subcommand)]
@@ -201,6 +209,9 @@ fn main() -> ExitCode {
             .and_then(|()| build_release_labs(true))
             .and_then(|()| bench_releases(openzfs.as_deref()))
             .and_then(|releases| bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)),
+        Task::Soak { minutes } => setup()
+            .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
+            .and_then(|()| soak::soak(&workspace_root(), minutes)),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };
     match result {

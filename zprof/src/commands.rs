@@ -44,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(args) => explain_cmd(args),
         Command::Compare(args) => compare_cmd(args),
         Command::Flamegraph(args) => {
+            check_flamegraph_path(&args.output)?;
             let recording = Recording::load(&args.file)?;
             write_flamegraph(&recording, args.kind, &args.output)?;
             Ok(0)
@@ -201,6 +202,7 @@ fn spawn_gated(command: &[String], capture_stdout: bool) -> anyhow::Result<Gated
             return Err(std::io::Error::last_os_error()).context("creating pipes");
         }
     }
+    let parent = unsafe { libc::getpid() };
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(std::io::Error::last_os_error()).context("fork");
@@ -208,8 +210,19 @@ fn spawn_gated(command: &[String], capture_stdout: bool) -> anyhow::Result<Gated
     if pid == 0 {
         // Child: only async-signal-safe calls from here to exec.
         unsafe {
+            // If zprof dies (SIGKILL, a crash), the command is told to stop
+            // rather than run on untraced. This thread (main) lives as long
+            // as zprof; the check closes the race with a death before prctl.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::_exit(125);
+            }
+            // EOF instead of the gate byte: zprof gave up or died before the
+            // probes were in place, so the command must not run at all.
             let mut byte = 0u8;
-            libc::read(gate[0], &mut byte as *mut u8 as *mut libc::c_void, 1);
+            if libc::read(gate[0], &mut byte as *mut u8 as *mut libc::c_void, 1) != 1 {
+                libc::_exit(125);
+            }
             if output[1] >= 0 {
                 // dup2 clears close-on-exec on the new descriptor.
                 libc::dup2(output[1], 1);
@@ -341,6 +354,10 @@ fn is_running(pid: u32) -> bool {
 /// `record` and `run`: `run` also captures the command's output to read the
 /// benchmark's own result from it.
 fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
+    if run_mode && args.command.is_empty() {
+        // Its point is the benchmark's own result beside the stages.
+        return Err(UsageError("zprof run needs the benchmark to run after --; record traces without one".into()).into());
+    }
     if let Some(pid) = args.pid
         && !is_running(pid)
     {
@@ -349,8 +366,11 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     }
     // Output paths are checked before anything runs: a recording must not be
     // lost at the end of a long run for want of a writable path.
-    for path in [&args.output, &args.flamegraph].into_iter().flatten() {
+    if let Some(path) = &args.output {
         check_writable(path)?;
+    }
+    if let Some(path) = &args.flamegraph {
+        check_flamegraph_path(path)?;
     }
     let traced = target::Traced { command: (!args.command.is_empty()).then_some(args.command.as_slice()), pid: args.pid };
     let (target, found) = prepare(&args.target, &traced)?;
@@ -451,6 +471,18 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
         return Err(UsageError(format!("cannot write {shown}: {} is not writable", target.display())).into());
     }
     Ok(())
+}
+
+/// A flame graph's path: named for what it will hold, and writable.
+fn check_flamegraph_path(path: &std::path::Path) -> anyhow::Result<()> {
+    if !matches!(path.extension().and_then(|e| e.to_str()), Some("svg" | "folded")) {
+        return Err(UsageError(format!(
+            "cannot write a flame graph to {}: name it .svg (a flame graph) or .folded (folded stacks)",
+            path.display()
+        ))
+        .into());
+    }
+    check_writable(path)
 }
 
 /// Writes a flame graph: folded stacks for a `.folded` path, SVG otherwise.

@@ -396,8 +396,8 @@ pub enum RecordingError {
     Corrupt {
         /// File.
         path: String,
-        /// The parser's complaint, with line and column.
-        cause: serde_json::Error,
+        /// The parser's complaint, with line and column, and the field where it knows it.
+        cause: String,
     },
     /// JSON, but some other document.
     #[error("{path} is not a zprof recording (schema is {found:?}, expected \"zprof-recording\")")]
@@ -462,7 +462,7 @@ impl Recording {
         // Check the schema and version first, so a newer or foreign file gets the
         // right message instead of a field-level parse error.
         let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause })?;
+            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause: cause.to_string() })?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
             return Err(RecordingError::WrongSchema { path: shown.to_owned(), found: schema.to_owned() });
@@ -472,7 +472,7 @@ impl Recording {
             return Err(RecordingError::TooNew { path: shown.to_owned(), found: version });
         }
         let recording: Recording = serde_json::from_value(value)
-            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause })?;
+            .map_err(|_| RecordingError::Corrupt { path: shown.to_owned(), cause: field_error(text) })?;
         recording.validate().map_err(|problem| RecordingError::Invalid { path: shown.to_owned(), problem })?;
         Ok(recording)
     }
@@ -543,6 +543,24 @@ const MAX_PLAUSIBLE: u64 = 1 << 50;
 /// Summed counts, nanoseconds or bytes beyond this (2^62: 146 years, 4 EiB)
 /// over a whole recording are a wrapped or forged counter.
 const MAX_PLAUSIBLE_SUM: u64 = 1 << 62;
+
+/// A well-formed JSON text that is not a recording: parsed again from the text
+/// (a `Value` has no positions) to name the field where the value went wrong.
+fn field_error(text: &str) -> String {
+    let Err(err) = serde_json::from_str::<Recording>(text) else { return "unexpected shape".into() };
+    let offset: usize = text.split_inclusive('\n').take(err.line().saturating_sub(1)).map(str::len).sum::<usize>()
+        + err.column().saturating_sub(1);
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
+    let field = before.rfind("\":").and_then(|end| before[..end].rfind('"').map(|start| &before[start + 1..end]));
+    match field {
+        Some(field) => format!("field \"{field}\": {err}"),
+        None => err.to_string(),
+    }
+}
 
 /// Sums `values`, refusing a total over [`MAX_PLAUSIBLE_SUM`] (a wrapped or
 /// forged counter).
@@ -761,6 +779,13 @@ mod tests {
         let back = Recording::parse(&text, "mem").unwrap();
         assert_eq!(back.histograms, original.histograms);
         assert_eq!(back.target.zfs_version.as_deref(), Some("2.1.11"));
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_names_its_field() {
+        let text = serde_json::to_string_pretty(&recording(vec![])).unwrap().replace("\"ringbuf_full\": 0", "\"ringbuf_full\": -3");
+        let err = Recording::parse(&text, "rec.json").unwrap_err().to_string();
+        assert!(err.contains("field \"ringbuf_full\": invalid value: integer `-3`, expected u64 at line"), "{err}");
     }
 
     #[test]

@@ -21,10 +21,12 @@ fn unwritable_outputs_are_refused_before_the_command_runs() {
     let dir = scratch("outputs");
     let marker = dir.join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
+    // A directory with a flame graph's name: the name passes, the write cannot.
+    std::fs::create_dir(dir.join("graph.svg")).unwrap();
     for (flag, path, says) in [
         ("-o", dir.clone(), "it is a directory"),
         ("-o", dir.join("missing/rec.json"), "does not exist"),
-        ("--flamegraph", dir.clone(), "it is a directory"),
+        ("--flamegraph", dir.join("graph.svg"), "it is a directory"),
     ] {
         let output = zprof().args(["record", "--target", "libzpool", flag]).arg(&path).args(touch).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{flag} {}: {}", path.display(), stderr(&output));
