@@ -226,7 +226,35 @@ pub fn render(c: &Comparison) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::delta;
+    use super::*;
+
+    #[test]
+    fn count_only_rows_and_idle_sides_are_not_shown_as_measurements() {
+        let counted = Summary { count: 10, ..Default::default() };
+        let row = CompareRow {
+            stage: "write".into(),
+            detail: COUNT_ONLY.to_owned(),
+            a_per_second: 5.0,
+            b_per_second: 6.0,
+            a_p50_ns: 0,
+            b_p50_ns: 0,
+            a: counted.clone(),
+            b: counted,
+        };
+        let comparison = Comparison {
+            names: ("a.json".into(), "b.json".into()),
+            writes_per_second: (5.0, 6.0),
+            reads_per_second: (0.0, 0.0),
+            rows: vec![row],
+            findings: Vec::new(),
+            releases_differ: None,
+        };
+        let text = render(&comparison);
+        assert!(text.contains("reads/s: 0 -> 0\n"), "{text}");
+        assert!(!text.contains("()") && !text.contains("0.00ns"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("write ")).unwrap();
+        assert_eq!(row.matches("count").count(), 3, "detail, then A and B medians as counts: {row}");
+    }
 
     #[test]
     fn deltas_read_naturally() {

@@ -231,3 +231,85 @@ fn offsets_without_their_inputs_name_what_is_missing() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// With CAP_BPF and CAP_PERFMON but neither root nor CAP_DAC_READ_SEARCH,
+/// recording a command fails on tracefs's permissions, and says so (it said
+/// "mount tracefs" while tracefs was mounted).
+#[test]
+fn a_missing_capability_is_named() {
+    require_root();
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon"])
+        .arg(env!("CARGO_BIN_EXE_zprof"))
+        .args(["record", "--target", "libzpool", "--no-explain", "--", "true"])
+        .output()
+        .expect("setpriv (util-linux) runs zprof with chosen capabilities");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    let first = err.lines().next().unwrap_or("");
+    assert!(first.contains("permission denied reading") && first.contains("CAP_DAC_READ_SEARCH"), "{err}");
+}
+
+/// `zprof run` keeps a bounded part of an endless output (`yes` grew it to an
+/// 8 GiB allocation in 3 s), and still stops the command at the deadline.
+#[test]
+fn endless_command_output_is_capped() {
+    require_root();
+    let output = zprof()
+        .args(["run", "--target", "libzpool", "--no-explain", "--quiet-command", "-d", "3", "--", "yes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(128 + libc::SIGTERM), "{}", stderr(&output));
+    // The largest resident size of any child this test waited for: zprof's.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(peak_mib < 200, "zprof peaked at {peak_mib} MiB on `yes`");
+}
+
+/// CPU samples whose stacks were lost (a stack map too small) are in the
+/// report's loss line, not only in the flame graph's title.
+#[test]
+fn lost_stacks_are_in_the_report() {
+    require_root();
+    let dir = scratch("stacks");
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "--no-explain", "--stack-storage-size", "64", "--sample-freq", "999", "-o"])
+        .arg(dir.join("rec.json"))
+        .arg("--")
+        .arg(common::lab_binary())
+        .args(["run", "--compression", "zstd", "--job", "name=z,rw=write,bs=128k,size=64m,buffer_compress_percentage=50,runtime=2", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let recording: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("rec.json")).unwrap()).unwrap();
+    let lost = recording["cpu"]["stack_lost"].as_u64().unwrap();
+    assert!(lost > 0, "64 stack slots at 999 Hz should lose stacks");
+    let report = String::from_utf8_lossy(&output.stdout);
+    let line = report.lines().find(|l| l.starts_with("lost or unmatched:")).unwrap_or_else(|| panic!("no loss line:\n{report}"));
+    assert!(line.contains(&format!("CPU samples with a lost stack (of {} sampled", recording["cpu"]["samples_total"])), "{line}");
+    assert!(line.contains(&format!(") {lost}")), "{line}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Leaving the workload group out leaves explain without the workload's rate:
+/// its findings say less, never "NaN".
+#[test]
+fn a_skipped_workload_gives_no_nan() {
+    require_root();
+    let dir = scratch("skip");
+    let output = zprof()
+        .args(["run", "--target", "libzpool", "--skip", "workload", "--"])
+        .arg(common::lab_binary())
+        .args(["run", "--job", "name=f,rw=randwrite,bs=4k,fsync=1,runtime=1", "--output-format", "json", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let non_number = text.split(|c: char| !c.is_ascii_alphanumeric()).find(|word| *word == "NaN" || *word == "inf");
+    assert!(non_number.is_none(), "printed {non_number:?}:\n{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
