@@ -17,6 +17,7 @@ use zprof_common::Stage;
 use crate::{
     recording::{Recording, Summary, stage_name, summarize},
     report::format_ns,
+    symbols::UNKNOWN_FRAME,
     tracer::ZSTD_EARLY_ABORT_TRIAL,
 };
 
@@ -116,13 +117,21 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
 /// generics) would break the folded format, so they become underscores.
 pub fn cpu_stacks(rec: &Recording) -> Folded {
     let Some(cpu) = &rec.cpu else { return Vec::new() };
-    cpu.stacks
-        .iter()
-        .map(|s| {
-            let frames: Vec<String> = s.frames.iter().map(|f| f.replace([' ', ';'], "_")).collect();
-            format!("{} {}", frames.join(";"), s.count)
-        })
-        .collect()
+    cpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
+}
+
+/// One stack's frames in folded form. A run of unknown frames (a user stack
+/// walked through code without frame pointers reads garbage, 126 frames of it
+/// once) is one frame: it says where the walk was lost, not how far it went.
+fn folded_frames(frames: &[String]) -> String {
+    let mut out: Vec<String> = Vec::with_capacity(frames.len());
+    for frame in frames {
+        if frame == UNKNOWN_FRAME && out.last().is_some_and(|last| last == UNKNOWN_FRAME) {
+            continue;
+        }
+        out.push(frame.replace([' ', ';'], "_"));
+    }
+    out.join(";")
 }
 
 /// Parses folded stacks back into (frames, weight).
@@ -253,6 +262,13 @@ mod tests {
         let again: Folded = parsed.iter().map(|(f, w)| format!("{} {w}", f.join(";"))).collect();
         assert_eq!(again, lines);
         assert!(parse_folded(&["no-weight".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn runs_of_unknown_frames_are_one_frame() {
+        let frames: Vec<String> =
+            ["zprof-lab", "[unknown]", "[unknown]", "[unknown]", "zio_compress_data", "[unknown]", "a b;c"].map(String::from).into();
+        assert_eq!(folded_frames(&frames), "zprof-lab;[unknown];zio_compress_data;[unknown];a_b_c");
     }
 
     #[test]

@@ -157,13 +157,16 @@ pub struct Symbolizer {
     pub unsymbolized: u64,
 }
 
+/// The name of a user frame outside every known mapping.
+pub const UNKNOWN_FRAME: &str = "[unknown]";
+
 impl Symbolizer {
     /// Names a user-space address of a process; unknown ones become
     /// `[file+0xoffset]` or `[unknown]`.
     pub fn user(&mut self, maps: Option<&ProcessMaps>, address: u64) -> String {
         let Some(mapping) = maps.and_then(|m| m.find(address)) else {
             self.unsymbolized += 1;
-            return "[unknown]".into();
+            return UNKNOWN_FRAME.into();
         };
         let file_offset = address - mapping.start + mapping.file_offset;
         let symbols = self.files.entry(mapping.path.clone()).or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path)));
