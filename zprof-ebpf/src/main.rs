@@ -293,13 +293,19 @@ fn stage_key(stage: Stage, class: u32, pool: u64, vdev: u64) -> HistKey {
 /// The in-flight key of `stage`'s call on this thread.
 #[inline(always)]
 fn thread_key(stage: Stage) -> InFlightKey {
-    InFlightKey { id: thread_id(), stage: stage as u32, pad: 0 }
+    span_key(stage, thread_id())
+}
+
+/// The in-flight key of `stage`'s span for `id` (a thread, a zio, a log block).
+#[inline(always)]
+fn span_key(stage: Stage, id: u64) -> InFlightKey {
+    InFlightKey { id, stage: stage as u32, pad: 0 }
 }
 
 /// Remembers the start of a call; the matching `leave` turns it into a histogram entry.
 #[inline(always)]
 fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
-    let key = InFlightKey { id, stage: stage as u32, pad: 0 };
+    let key = span_key(stage, id);
     let value = InFlight { start_ns: unsafe { bpf_ktime_get_ns() }, class, bytes, pool, extra };
     match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
         Ok(()) => {}
@@ -311,7 +317,7 @@ fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
 /// Ends a call started by `enter`; returns what the entry saw and the duration.
 #[inline(always)]
 fn leave(stage: Stage, id: u64) -> Option<(InFlight, u64)> {
-    let ended = take(InFlightKey { id, stage: stage as u32, pad: 0 });
+    let ended = take(span_key(stage, id));
     if ended.is_none() {
         count_unmatched(stage);
     }
@@ -609,7 +615,7 @@ fn vdev_queue_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    let key = InFlightKey { id: arg(ctx, 0), stage: Stage::VdevQueueTimed as u32, pad: 0 };
+    let key = span_key(Stage::VdevQueueTimed, arg(ctx, 0));
     let value = InFlight { start_ns: unsafe { bpf_ktime_get_ns() }, class: 0, bytes: 0, pool: 0, extra: 0 };
     match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
         Ok(()) | Err(-17) => {}
@@ -625,8 +631,8 @@ fn vdev_bypass_entry(ctx: &ProbeContext) {
         return;
     }
     let zio = arg(ctx, 0);
-    let _ = take(InFlightKey { id: zio, stage: Stage::VdevQueueTimed as u32, pad: 0 });
-    let _ = take(InFlightKey { id: zio, stage: Stage::VdevDiskTimed as u32, pad: 0 });
+    let _ = take(span_key(Stage::VdevQueueTimed, zio));
+    let _ = take(span_key(Stage::VdevDiskTimed, zio));
 }
 
 /// vdev_disk_io_start / vdev_file_io_start(zio_t *zio), kernel statics: where a
@@ -637,13 +643,12 @@ fn vdev_disk_start_entry(ctx: &ProbeContext) {
         return;
     }
     let zio = arg(ctx, 0);
-    let Some(queued) = (unsafe { INFLIGHT.get(&InFlightKey { id: zio, stage: Stage::VdevQueueTimed as u32, pad: 0 }) })
-    else {
+    let Some(queued) = (unsafe { INFLIGHT.get(&span_key(Stage::VdevQueueTimed, zio)) }) else {
         return; // not through the queue (flushes, probes): no split to make
     };
     let now = unsafe { bpf_ktime_get_ns() };
     record(&stage_key(Stage::VdevWaitTimed, 0, 0, 0), now.saturating_sub(queued.start_ns), 0, 0);
-    let key = InFlightKey { id: zio, stage: Stage::VdevDiskTimed as u32, pad: 0 };
+    let key = span_key(Stage::VdevDiskTimed, zio);
     let value = InFlight { start_ns: now, class: 0, bytes: 0, pool: 0, extra: 0 };
     if INFLIGHT.insert(&key, &value, 0).is_err() {
         bump(counter::ENTRY_MAP_FULL);
@@ -656,7 +661,7 @@ fn vdev_queue_done_entry(ctx: &ProbeContext) {
         return;
     }
     let zio = arg(ctx, 0);
-    if let Some((_, duration)) = take(InFlightKey { id: zio, stage: Stage::VdevDiskTimed as u32, pad: 0 }) {
+    if let Some((_, duration)) = take(span_key(Stage::VdevDiskTimed, zio)) {
         record(&stage_key(Stage::VdevDiskTimed, 0, 0, 0), duration, 0, 0);
     }
     if let Some((entry, duration)) = leave(Stage::VdevQueueTimed, zio) {

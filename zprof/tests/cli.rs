@@ -277,16 +277,7 @@ fn start_tracing() -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    let mut seen = String::new();
-    let started = Instant::now();
-    while !seen.contains("Tracing") {
-        let mut buf = [0u8; 256];
-        let n = std::io::Read::read(&mut stderr_pipe, &mut buf).unwrap();
-        assert!(n > 0, "zprof exited early: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        assert!(started.elapsed() < Duration::from_secs(30), "no Tracing line: {seen}");
-    }
+    common::wait_until_tracing(&mut child);
     child
 }
 

@@ -18,7 +18,7 @@ use std::{
 use zprof::{bench, compare, explain, flamegraph, recording::Recording, report};
 
 mod common;
-use common::require_root;
+use common::{non_number_word, require_root};
 
 /// xorshift64: small, fixed-seed randomness.
 struct Rng(u64);
@@ -82,14 +82,6 @@ fn mutate(text: &[u8], rng: &mut Rng) -> Vec<u8> {
     out
 }
 
-/// Whether rendered text shows a number that is not one.
-fn shows_a_non_number(text: &str) -> Option<&str> {
-    text.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c)).find(|token| {
-        let bare = token.trim_start_matches(['-', '+']).trim_end_matches(['%', 'x', 's']);
-        bare == "inf" || bare == "NaN"
-    })
-}
-
 /// Everything zprof does with a recording it accepted.
 fn render_all(rec: &Recording) -> String {
     let mut out = report::render_table(&report::build(rec));
@@ -116,7 +108,7 @@ fn fuzz(name: &str, original: &[u8], seed: u64, check: impl Fn(&str) -> Result<O
         match catch_unwind(AssertUnwindSafe(|| check(&text))) {
             Ok(Ok(Some(rendered))) => {
                 accepted += 1;
-                if let Some(token) = shows_a_non_number(&rendered) {
+                if let Some(token) = non_number_word(&rendered) {
                     panic!("{name} run {run}: accepted and printed {token:?}:\n{rendered}");
                 }
             }

@@ -164,12 +164,8 @@ fn mutated_recordings_are_refused_or_rendered_sanely() {
             match output.status.code() {
                 Some(0) => {
                     rendered += 1;
-                    // Infinities print as "inf" (a word of their own); "infer" is fine.
-                    let infinite = out.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c)).any(|token| {
-                        let bare = token.trim_start_matches(['-', '+']).trim_end_matches(['%', 'x', 's']);
-                        bare == "inf"
-                    });
-                    assert!(!infinite, "{command} round {round} printed an infinity:\n{out}");
+                    let word = common::non_number_word(&out);
+                    assert!(word.is_none(), "{command} round {round} printed {word:?}:\n{out}");
                     for bad in ["NaN", "panicked"] {
                         assert!(!out.contains(bad) && !err.contains(bad), "{command} round {round} printed {bad}:\n{out}\n{err}");
                     }
@@ -309,7 +305,7 @@ fn a_skipped_workload_gives_no_nan() {
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
-    let non_number = text.split(|c: char| !c.is_ascii_alphanumeric()).find(|word| *word == "NaN" || *word == "inf");
-    assert!(non_number.is_none(), "printed {non_number:?}:\n{text}");
+    let word = common::non_number_word(&text);
+    assert!(word.is_none(), "printed {word:?}:\n{text}");
     std::fs::remove_dir_all(dir).unwrap();
 }

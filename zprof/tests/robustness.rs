@@ -9,7 +9,6 @@
 
 use std::{
     collections::BTreeSet,
-    io::Read as _,
     os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -283,18 +282,7 @@ fn start_recording(marker_seconds: &str, wait_attached: bool) -> Child {
         .spawn()
         .unwrap();
     if wait_attached {
-        let mut pipe = child.stderr.take().unwrap();
-        let mut seen = String::new();
-        let started = Instant::now();
-        while !seen.contains("Tracing") {
-            let mut buf = [0u8; 256];
-            let n = pipe.read(&mut buf).unwrap();
-            assert!(n > 0, "zprof exited before attaching: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-            assert!(started.elapsed() < Duration::from_secs(30), "no Tracing line: {seen}");
-        }
-        // Keep draining, so zprof never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut pipe, &mut std::io::sink()));
+        common::wait_until_tracing(&mut child);
     }
     child
 }

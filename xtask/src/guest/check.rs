@@ -400,9 +400,21 @@ fn minus(after: &Pow2, before: &Pow2) -> Pow2 {
 }
 
 /// Both `zpool iostat -w` snapshots of a run.
-fn iostat_snapshots(dir: &Path) -> anyhow::Result<(String, String)> {
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"));
-    Ok((read("iostat-before.txt")?, read("iostat-after.txt")?))
+struct IostatSnapshots {
+    before: String,
+    after: String,
+}
+
+impl IostatSnapshots {
+    fn read(dir: &Path) -> anyhow::Result<IostatSnapshots> {
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"));
+        Ok(IostatSnapshots { before: read("iostat-before.txt")?, after: read("iostat-after.txt")? })
+    }
+
+    /// One histogram column's I/Os between the snapshots.
+    fn delta(&self, group: &str, op: &str) -> anyhow::Result<Pow2> {
+        Ok(minus(&iostat_column(&self.after, group, op)?, &iostat_column(&self.before, group, op)?))
+    }
 }
 
 /// zprof's vdev histograms against `zpool iostat -w` taken around the
@@ -410,7 +422,7 @@ fn iostat_snapshots(dir: &Path) -> anyhow::Result<(String, String)> {
 /// column ZFS fills from the same zio fields (io_delta, io_delay, their
 /// difference per priority), reads and writes.
 fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
-    let (before, after) = iostat_snapshots(dir)?;
+    let iostat = IostatSnapshots::read(dir)?;
     let priority = |p: u64| move |class: u64| class >> 8 == ZIO_TYPE_WRITE && class & 0xff == p;
     let mut bad = Vec::new();
     // The split per priority class must be there.
@@ -438,7 +450,7 @@ fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
             let wanted = priorities.map(|(read, write)| if zio_type == ZIO_TYPE_READ { read } else { write });
             let in_column = |class: u64| class >> 8 == zio_type && wanted.is_none_or(|p| class & 0xff == p);
             let ours = zprof_pow2(rec, stage, in_column);
-            let theirs = minus(&iostat_column(&after, group, op)?, &iostat_column(&before, group, op)?);
+            let theirs = iostat.delta(group, op)?;
             if ours != theirs {
                 bad.push(format!("{group} {op} differs from zpool iostat -w: {}", bucket_differences(&ours, &theirs)));
             }
@@ -505,10 +517,10 @@ fn compare_fallback_split(rec: &Value, dir: &Path) -> anyhow::Result<String> {
     let (timed, wait, disk) =
         (stage_count(rec, "vdev_queue_timed"), stage_count(rec, "vdev_wait_timed"), stage_count(rec, "vdev_disk_timed"));
     ensure!(timed > 0 && wait == timed && disk == timed, "split counts differ: {timed} timed, {wait} queue waits, {disk} disk times");
-    let (before, after) = iostat_snapshots(dir)?;
+    let iostat = IostatSnapshots::read(dir)?;
     let mut theirs = Pow2::new();
     for op in ["read", "write"] {
-        for (bucket, n) in minus(&iostat_column(&after, "disk_wait", op)?, &iostat_column(&before, "disk_wait", op)?) {
+        for (bucket, n) in iostat.delta("disk_wait", op)? {
             *theirs.entry(bucket).or_default() += n;
         }
     }

@@ -148,3 +148,28 @@ pub fn cache_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(&std::env::var("HOME").unwrap()).join(".cache/zprof"))
 }
+
+/// Reads a spawned zprof's stderr until its "Tracing" line (the probes are
+/// attached), leaving the pipe in place for `wait_with_output` to collect the rest.
+pub fn wait_until_tracing(child: &mut std::process::Child) {
+    use std::io::Read as _;
+    let pipe = child.stderr.as_mut().expect("zprof spawned with stderr piped");
+    let mut seen = String::new();
+    let started = std::time::Instant::now();
+    while !seen.contains("Tracing") {
+        let mut buf = [0u8; 256];
+        let n = pipe.read(&mut buf).unwrap();
+        assert!(n > 0, "zprof exited before attaching: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "no Tracing line: {seen}");
+    }
+}
+
+/// A word of rendered text that shows a number that is not one: "NaN" or
+/// "inf", alone or with a sign, unit or suffix ("NaNx", "-inf%"); "infer" is fine.
+pub fn non_number_word(text: &str) -> Option<&str> {
+    text.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c)).find(|token| {
+        let bare = token.trim_start_matches(['-', '+']).trim_end_matches(['%', 'x', 's']);
+        bare == "inf" || bare == "NaN"
+    })
+}
