@@ -9,15 +9,21 @@
 #   /results/CONFIG/             one pool per CONFIG: rec.json (zprof), fio.json,
 #                                iostat-before.txt / iostat-after.txt (zpool iostat -wp,
 #                                taken inside the recording by iostat-around.sh)
+#   /results/requests/           two fio processes (fio-a, fio-b, in cgroups a and b)
+#                                on two file systems and two zvols at once: rec.json,
+#                                fio-a.json, fio-b.json, the report by each grouping
 #   /results/sigterm/            a recording stopped by SIGTERM
 #   /results/detach.txt          kprobes registered after each zprof exit
 #   /results/kprobe-multi/       rec-0.json, rec-1.json: no workload, perf-event
 #                                kprobes and kprobe_multi links (their attach/detach)
 set -u
 RUNTIME=8
+ONLY=
 for arg in "$@"; do
     case $arg in
         --runtime=*) RUNTIME=${arg#*=} ;;
+        # --only=requests: the probes and that one part (while working on it).
+        --only=*) ONLY=${arg#*=} ;;
         *) echo "zfs-kernel-test: unknown argument $arg"; exit 2 ;;
     esac
 done
@@ -121,6 +127,109 @@ wait_tracing() {
     fail "zprof did not start tracing within 120 s: $(cat $1)"
 }
 
+# zvol_device SECTORS: the zd device of that size (no udev here to name it).
+zvol_device() {
+    for i in $(seq 1 60); do
+        for size in /sys/block/zd*/size; do
+            [ -e "$size" ] && [ "$(cat $size)" = "$1" ] && { echo /dev/$(basename $(dirname $size)); return 0; }
+        done
+        sleep 0.5
+    done
+    fail "no zvol device of $1 sectors appeared"
+}
+
+# The request layer: fio-a (cgroup a) writes with fsync to a file system and a
+# zvol; fio-b (cgroup b) writes O_SYNC and reads on another file system and
+# writes and reads 64k blocks on another zvol; all at once.
+run_requests() {
+    d=$R/requests
+    mkdir -p $d
+    step "requests: two file systems and two zvols, two fio processes in two cgroups"
+    make_pool rq raidz1 nolog off files
+    for fs in fs1 fs2; do
+        zfs create -o mountpoint=legacy rq/$fs || fail "zfs create rq/$fs"
+        mkdir -p /mnt/$fs
+        mount -t zfs rq/$fs /mnt/$fs || fail "mount rq/$fs"
+    done
+    zfs create -V 128M -o volblocksize=16k rq/v1 || fail "zfs create rq/v1"
+    zfs create -V 256M -o volblocksize=64k rq/v2 || fail "zfs create rq/v2"
+    v1=$(zvol_device 262144)
+    v2=$(zvol_device 524288)
+    echo "rq/v1=$v1 rq/v2=$v2" > $d/zvols
+    mkdir -p /sys/fs/cgroup
+    mount -t cgroup2 none /sys/fs/cgroup || fail "mount cgroup2"
+    cp $(command -v fio) /tmp/fio-a
+    cp $(command -v fio) /tmp/fio-b
+    cat > $d/a.fio <<EOF_A
+[global]
+ioengine=psync
+runtime=$RUNTIME
+time_based
+[a-fs-fsync]
+filename=/mnt/fs1/a.dat
+rw=randwrite
+bs=4k
+size=32m
+fsync=1
+[a-zvol-fsync]
+filename=$v1
+rw=randwrite
+bs=4k
+size=64m
+direct=1
+fsync=1
+EOF_A
+    cat > $d/b.fio <<EOF_B
+[global]
+ioengine=psync
+runtime=$RUNTIME
+time_based
+[b-fs-osync]
+filename=/mnt/fs2/b.dat
+rw=randwrite
+bs=4k
+size=32m
+sync=1
+[b-fs-read]
+filename=/mnt/fs2/r.dat
+rw=randread
+bs=4k
+size=32m
+[b-zvol-write]
+filename=$v2
+rw=randwrite
+bs=64k
+offset=128m
+size=64m
+direct=1
+[b-zvol-read]
+filename=$v2
+rw=randread
+bs=64k
+size=64m
+direct=1
+EOF_B
+    # Files laid out and the read region written, outside the recording.
+    fio $d/a.fio --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout a"
+    fio $d/b.fio --create_only=1 >> $d/fio-layout.txt 2>&1 || fail "fio layout b"
+    fio --name=fill --filename=$v2 --rw=write --bs=1M --size=64m --direct=1 >> $d/fio-layout.txt 2>&1 || fail "fio fill $v2"
+    zpool sync rq
+    zprof record --target kernel -o $d/rec.json -- sh -c \
+        "in-cgroup.sh a /tmp/fio-a $d/a.fio --output-format=json --output=$d/fio-a.json &
+         in-cgroup.sh b /tmp/fio-b $d/b.fio --output-format=json --output=$d/fio-b.json &
+         wait" > $d/report.txt 2> $d/zprof.err
+    rc=$?
+    echo "requests: $(kprobes_left)" >> $R/detach.txt
+    cat $d/report.txt
+    [ $rc -eq 0 ] || fail "zprof record (requests) exited with $rc: $(cat $d/zprof.err)"
+    for by in process cgroup; do
+        zprof report --by $by $d/rec.json > $d/report-$by.txt || fail "zprof report --by $by"
+    done
+    head -12 $d/report-process.txt
+    umount /mnt/fs1 /mnt/fs2
+    destroy_pool rq
+}
+
 step "zfs $(cat /sys/module/zfs/version), module BTF: $(test -e /sys/kernel/btf/zfs && echo yes || echo no)"
 awk '$4 == "[zfs]" && ($2 == "t" || $2 == "T") { print $3 }' /proc/kallsyms | sort -u > $R/zfs-functions.txt
 echo "zfs.ko text symbols in kallsyms: $(wc -l < $R/zfs-functions.txt)"
@@ -131,10 +240,17 @@ zprof probes --target kernel --format json > $R/probes.json 2> $R/probes.err || 
 echo "probes: $(kprobes_left)" >> $R/detach.txt
 zprof probes --target kernel | tee $R/probes.txt
 
+if [ "$ONLY" = requests ]; then
+    run_requests
+    step "done"
+    exit 0
+fi
+
 run_config rz1-off raidz1 nolog off files
 run_config rz1-log-zstd raidz1 log zstd files
 run_config mir-lz4 mirror nolog lz4 loop
 run_config mir-log-off mirror log off files
+run_requests
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"
 d=$R/sigterm

@@ -23,6 +23,7 @@
 
 mod build;
 mod check;
+mod check_requests;
 mod cpio;
 mod run;
 

@@ -257,8 +257,23 @@ pub mod counter {
     /// whose tid shares it: the first thread's writes since its last commit
     /// were not attributed.
     pub const WRITER_SLOT_TAKEN: u32 = 11;
+    /// A request could not get a row of its own (request map full): it was
+    /// counted in the folded row (no dataset, process or cgroup).
+    pub const REQUEST_FOLDED: u32 = 12;
+    /// A request's start could not be kept (request in-flight map full).
+    pub const REQUEST_START_FULL: u32 = 13;
+    /// A dataset or dsl_dir name could not be kept (name map full): the
+    /// request still counts, under its dataset's address.
+    pub const NAME_MAP_FULL: u32 = 14;
+    /// A file request returned without a start (attached mid-call, or the
+    /// start was lost).
+    pub const REQUEST_END_WITHOUT_START: u32 = 15;
+    /// A thread blocked off the CPU could not be kept (off-CPU start map full).
+    pub const OFFCPU_START_FULL: u32 = 16;
+    /// Off-CPU time that found no room for its stacks (off-CPU map full).
+    pub const OFFCPU_MAP_FULL: u32 = 17;
     /// Number of counters.
-    pub const COUNT: u32 = 12;
+    pub const COUNT: u32 = 18;
 }
 
 /// Slots of the eBPF side's WRITERS array: a writing thread keeps its
@@ -390,6 +405,136 @@ pub struct Offsets {
     pub zio_private: u32,
 }
 
+/// Members the request layer reads (kernel target only: libzpool has no
+/// ZPL or zvol), set at load time like [`Offsets`]; `valid == 0` when the
+/// traced build's layouts are unknown: requests are then still timed and
+/// counted per process, but not per dataset.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestOffsets {
+    /// 1 when the offsets below are known.
+    pub valid: u32,
+    /// Bit number of REQ_FUA in bio.bi_opf (enum req_flag_bits).
+    pub req_fua_bit: u32,
+    /// Bit number of REQ_PREFLUSH in bio.bi_opf.
+    pub req_preflush_bit: u32,
+    /// bio.bi_opf (u32: op in the low 8 bits, flags above).
+    pub bio_opf: u32,
+    /// bio.bi_iter.bi_size (u32: bytes).
+    pub bio_size: u32,
+    /// bio.bi_bdev (pointer).
+    pub bio_bdev: u32,
+    /// block_device.bd_disk (pointer).
+    pub bdev_disk: u32,
+    /// gendisk.private_data (pointer: the zvol_state_t of a zvol).
+    pub disk_private: u32,
+    /// zvol_state_t.zv_objset (pointer).
+    pub zvol_objset: u32,
+    /// zvol_state_t.zv_volblocksize (u64).
+    pub zvol_volblocksize: u32,
+    /// znode_t.z_inode (embedded struct inode).
+    pub znode_inode: u32,
+    /// inode.i_sb (pointer).
+    pub inode_sb: u32,
+    /// super_block.s_fs_info (pointer: the zfsvfs_t).
+    pub sb_fs_info: u32,
+    /// zfsvfs_t.z_os (pointer: the dataset's objset).
+    pub zfsvfs_os: u32,
+    /// objset_t.os_dsl_dataset (pointer).
+    pub objset_dataset: u32,
+    /// dsl_dataset_t.ds_dir (pointer).
+    pub dataset_dir: u32,
+    /// dsl_dir_t.dd_parent (pointer; NULL at the pool's root).
+    pub dir_parent: u32,
+    /// dsl_dir_t.dd_myname (char[256]: the last component of the name).
+    pub dir_name: u32,
+    /// zfs_uio_t.uio_resid (bytes left to transfer).
+    pub uio_resid: u32,
+    /// Padding, always 0.
+    pub pad: u32,
+}
+
+/// Which layer a request row comes from ([`RequestKey::layer`]).
+pub mod request {
+    /// A file request on a ZFS file system (zfs_read, zfs_write, zfs_fsync).
+    pub const LAYER_FILE: u32 = 1;
+    /// A zvol block request (a bio, from zvol_submit_bio to bio_endio).
+    pub const LAYER_ZVOL: u32 = 2;
+    /// Operations ([`RequestKey::op`]).
+    pub const OP_READ: u32 = 0;
+    pub const OP_WRITE: u32 = 1;
+    /// fsync on a file, an empty flush bio on a zvol.
+    pub const OP_FLUSH: u32 = 2;
+    pub const OP_DISCARD: u32 = 3;
+    /// Any other block operation (write-zeroes, secure erase...).
+    pub const OP_OTHER: u32 = 4;
+    /// Flags ([`RequestKey::flags`]): a synchronous write (O_SYNC/O_DSYNC on a
+    /// file, REQ_FUA on a zvol write).
+    pub const FLAG_SYNC: u32 = 1;
+    /// Opened with O_DIRECT (file), as requested: whether ZFS honoured it
+    /// depends on the dataset's `direct` property (2.3 and later).
+    pub const FLAG_DIRECT: u32 = 2;
+    /// A zvol write carrying a cache flush before it (REQ_PREFLUSH).
+    pub const FLAG_PREFLUSH: u32 = 4;
+    /// open(2) flags of x86-64 Linux, as zfs_write's ioflag carries them.
+    pub const O_DSYNC: u64 = 0o10000;
+    pub const O_DIRECT: u64 = 0o40000;
+}
+
+/// Key of the request histograms: one row per layer, operation, flags,
+/// dataset, process and cgroup. Rows beyond the map's size are folded into
+/// the row with `dataset`, `tgid` and `cgroup` 0 and comm "[folded]".
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RequestKey {
+    /// [`request::LAYER_FILE`] or [`request::LAYER_ZVOL`].
+    pub layer: u32,
+    /// [`request::OP_READ`]...
+    pub op: u32,
+    /// [`request::FLAG_SYNC`]...
+    pub flags: u32,
+    /// Process that issued the request.
+    pub tgid: u32,
+    /// The dataset's objset_t address (0 when unknown: no offsets).
+    pub dataset: u64,
+    /// The issuer's cgroup v2 id (the inode number of its cgroup directory).
+    pub cgroup: u64,
+    /// The issuing thread's name.
+    pub comm: [u8; 16],
+}
+
+/// A request in progress: when it started and which row it goes to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestStart {
+    /// bpf_ktime_get_ns() at submission.
+    pub start_ns: u64,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Its row.
+    pub key: RequestKey,
+}
+
+/// What zprof knows of a dataset seen in requests (keyed by objset address).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DatasetInfo {
+    /// Its dsl_dir_t (names in [`DirName`] entries keyed by address).
+    pub dir: u64,
+    /// A zvol's volblocksize; 0 for a file system.
+    pub volblocksize: u64,
+}
+
+/// One component of a dataset name: user space joins them up the parents.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DirName {
+    /// The parent dsl_dir_t (0 at the pool's root, whose name is the pool's).
+    pub parent: u64,
+    /// dd_myname, NUL-terminated.
+    pub name: [u8; 256],
+}
+
 /// Largest prefix of a zio_t the leaf-I/O probes copy in one read.
 pub const ZIO_WINDOW: u32 = 2048;
 
@@ -429,10 +574,21 @@ pub struct SampleKey {
     pub user_stack: i32,
     /// Stack id of the kernel stack in `STACKS`, or a negative error.
     pub kernel_stack: i32,
-    /// Padding, always 0.
+    /// Off-CPU time: the [`Stage`] the thread was in when it blocked (0:
+    /// none); 0 in CPU samples.
     pub pad: u32,
     /// Thread name (comm): the taskq a ZFS thread belongs to.
     pub comm: [u8; 16],
+}
+
+/// A traced thread blocked off the CPU: since when, and with which stacks.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OffCpuStart {
+    /// bpf_ktime_get_ns() when it left the CPU.
+    pub start_ns: u64,
+    /// Its process, name and stacks.
+    pub key: SampleKey,
 }
 
 /// Per-pool state of the ZIL commit in progress, so the vdev and flush probes
@@ -488,10 +644,16 @@ pub struct Config {
     pub newtask_flags_offset: u32,
     /// Bytes of a zio_t the leaf-I/O probes copy (see [`Offsets::zio_read_len`]).
     pub zio_read_len: u32,
+    /// sched:sched_switch record: offset of prev_state.
+    pub switch_prev_state_offset: u32,
+    /// sched:sched_switch record: offset of next_pid.
+    pub switch_next_pid_offset: u32,
     /// What differs between OpenZFS releases (zprof's `openzfs` module says which).
     pub semantics: Semantics,
     /// Struct member offsets of the traced build.
     pub offsets: Offsets,
+    /// What the request layer reads (kernel target).
+    pub request: RequestOffsets,
 }
 
 /// The OpenZFS release's semantics the programs need, set at load time from
@@ -534,6 +696,12 @@ mod pod {
     unsafe impl aya::Pod for super::CommitWindow {}
     unsafe impl aya::Pod for super::FlushStart {}
     unsafe impl aya::Pod for super::SampleKey {}
+    unsafe impl aya::Pod for super::RequestOffsets {}
+    unsafe impl aya::Pod for super::RequestKey {}
+    unsafe impl aya::Pod for super::RequestStart {}
+    unsafe impl aya::Pod for super::DatasetInfo {}
+    unsafe impl aya::Pod for super::DirName {}
+    unsafe impl aya::Pod for super::OffCpuStart {}
 }
 
 #[cfg(test)]

@@ -15,6 +15,9 @@
 //! `COUNTERS`.
 #![no_std]
 #![no_main]
+// atomic_xadd for the request rows (see requests.rs); the eBPF build is nightly anyway.
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 
 use aya_ebpf::{
     EbpfContext,
@@ -25,13 +28,16 @@ use aya_ebpf::{
     },
     macros::{kprobe, kretprobe, map, perf_event, tracepoint, uprobe, uretprobe},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
-    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext as _},
+    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext},
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
+
+mod offcpu;
+mod requests;
 
 /// Load-time configuration, patched by user space before loading (`set_global`).
 #[unsafe(no_mangle)]
@@ -41,6 +47,8 @@ static CONFIG: Config = Config {
     newtask_pid_offset: 0,
     newtask_flags_offset: 0,
     zio_read_len: 0,
+    switch_prev_state_offset: 0,
+    switch_next_pid_offset: 0,
     semantics: Semantics { zio_flag_io_bypass_bit: 0, compress_level_arg: 0, flush_mode: 0, zio_type_flush: 0 },
     offsets: Offsets {
         valid: 0,
@@ -63,6 +71,28 @@ static CONFIG: Config = Config {
         vdev_islog: 0,
         vdev_children: 0,
         zio_private: 0,
+    },
+    request: RequestOffsets {
+        valid: 0,
+        req_fua_bit: 0,
+        req_preflush_bit: 0,
+        bio_opf: 0,
+        bio_size: 0,
+        bio_bdev: 0,
+        bdev_disk: 0,
+        disk_private: 0,
+        zvol_objset: 0,
+        zvol_volblocksize: 0,
+        znode_inode: 0,
+        inode_sb: 0,
+        sb_fs_info: 0,
+        zfsvfs_os: 0,
+        objset_dataset: 0,
+        dataset_dir: 0,
+        dir_parent: 0,
+        dir_name: 0,
+        uio_resid: 0,
+        pad: 0,
     },
 };
 
@@ -1279,6 +1309,25 @@ fn is_zfs_kernel_thread(comm: &[u8; 16]) -> bool {
         || starts(b"arc_") || starts(b"dbu_") || starts(b"zthr") || starts(b"l2arc")
 }
 
+/// The current thread's user and kernel stack ids in `stacks`, or negative
+/// errors; a lost stack is counted once however many of the two were lost.
+#[inline(always)]
+fn stack_ids<C: StackIdContext>(ctx: &C, stacks: &StackTrace) -> (i32, i32) {
+    const BPF_F_USER_STACK: u64 = 1 << 8;
+    // -EFAULT: no user stack (a kernel thread); anything else is a loss.
+    const EFAULT: i32 = -14;
+    let user = ctx.get_stackid(stacks, BPF_F_USER_STACK);
+    let kernel = ctx.get_stackid(stacks, 0);
+    if matches!(user, Err(e) if e != EFAULT) || matches!(kernel, Err(e) if e != EFAULT) {
+        bump(counter::STACK_LOST);
+    }
+    let id = |result: Result<i64, i32>| match result {
+        Ok(id) => id as i32,
+        Err(err) => err,
+    };
+    (id(user), id(kernel))
+}
+
 /// On-CPU samples (perf event at a fixed frequency on each CPU): user and kernel
 /// stacks of the traced processes, and on the kernel target of ZFS's threads.
 #[perf_event]
@@ -1295,23 +1344,7 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
         return 0;
     }
     bump(counter::SAMPLES);
-    const BPF_F_USER_STACK: u64 = 1 << 8;
-    // -EFAULT: no user stack (a kernel thread); anything else is a loss,
-    // counted once per sample however many of its two stacks were lost.
-    const EFAULT: i32 = -14;
-    let user = ctx.get_stackid(&STACKS, BPF_F_USER_STACK);
-    let kernel = ctx.get_stackid(&STACKS, 0);
-    if matches!(user, Err(e) if e != EFAULT) || matches!(kernel, Err(e) if e != EFAULT) {
-        bump(counter::STACK_LOST);
-    }
-    let user_stack = match user {
-        Ok(id) => id as i32,
-        Err(err) => err as i32,
-    };
-    let kernel_stack = match kernel {
-        Ok(id) => id as i32,
-        Err(err) => err as i32,
-    };
+    let (user_stack, kernel_stack) = stack_ids(&ctx, &STACKS);
     let key = SampleKey { tgid, user_stack, kernel_stack, pad: 0, comm };
     match SAMPLES.get_ptr_mut(&key) {
         Some(count) => unsafe { *count += 1 },

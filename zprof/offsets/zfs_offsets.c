@@ -91,6 +91,44 @@
 	S(vdev_file, vdev_file_t)
 
 #ifdef _KERNEL
+#include <linux/blk_types.h>
+#include <linux/blkdev.h>
+#include <linux/fs.h>
+#include <sys/dsl_dataset.h>
+#include <sys/dsl_dir.h>
+#include <sys/zfs_znode.h>
+#include <sys/zfs_vfsops.h>
+#include <sys/zvol.h>
+#include <sys/zvol_impl.h>
+
+/*
+ * What the request layer reads (kernel only: libzpool has no file system or
+ * zvol layer). Struct tags, as BTF names them, not typedefs.
+ */
+#define	ZPROF_REQUEST_FIELDS(F) \
+	F(bio, struct bio, bi_opf) \
+	F(bio, struct bio, bi_iter) \
+	F(bvec_iter, struct bvec_iter, bi_size) \
+	F(bio, struct bio, bi_bdev) \
+	F(block_device, struct block_device, bd_disk) \
+	F(gendisk, struct gendisk, private_data) \
+	F(zvol_state, struct zvol_state, zv_objset) \
+	F(zvol_state, struct zvol_state, zv_volblocksize) \
+	F(znode, struct znode, z_inode) \
+	F(inode, struct inode, i_sb) \
+	F(super_block, struct super_block, s_fs_info) \
+	F(zfsvfs, struct zfsvfs, z_os) \
+	F(objset, struct objset, os_dsl_dataset) \
+	F(dsl_dataset, struct dsl_dataset, ds_dir) \
+	F(dsl_dir, struct dsl_dir, dd_parent) \
+	F(dsl_dir, struct dsl_dir, dd_myname) \
+	F(zfs_uio, struct zfs_uio, uio_resid)
+
+/* Enumerators: the bits of bio flags (enum req_flag_bits). */
+#define	ZPROF_REQUEST_ENUMS(E) \
+	E(__REQ_FUA) \
+	E(__REQ_PREFLUSH)
+
 /*
  * Kernel layout: kbuild compiles this file to assembly only (zprof runs
  * "make -C KERNEL_BUILD M=DIR zprof_offsets.s" with the module build's own
@@ -105,6 +143,9 @@
 #define	KSTRUCT(shortname, type) \
 	asm volatile("\n.ascii \"->struct " #shortname " 0 %c0\"" : : \
 	    "i" (sizeof (type)));
+#define	KENUM(name) \
+	asm volatile("\n.ascii \"->field enum." #name " %c0 4\"" : : \
+	    "i" (name));
 
 void zprof_offsets(void);
 
@@ -113,6 +154,8 @@ zprof_offsets(void)
 {
 	ZPROF_FIELDS(KFIELD)
 	ZPROF_STRUCTS(KSTRUCT)
+	ZPROF_REQUEST_FIELDS(KFIELD)
+	ZPROF_REQUEST_ENUMS(KENUM)
 }
 
 #else

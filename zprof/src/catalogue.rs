@@ -30,6 +30,9 @@ pub enum Role {
     NeedsOffsets,
     /// Attached only when offsets are missing, to replace a `NeedsOffsets` point.
     FallbackWithoutOffsets,
+    /// Needs the request layer's offsets (bio and zvol members): without
+    /// them a bio cannot be told read from write or tied to its zvol.
+    NeedsRequestOffsets,
     /// A probe pair per call of a high-rate function (a workload operation, a
     /// block checksum). A uprobe costs about 0.5 us per hit on top of its
     /// program (a trap into the kernel), so on libzpool the pair is attached
@@ -71,6 +74,7 @@ pub struct ProbePoint {
 
 /// Stage groups in pipeline order, with a one-line description each.
 pub const GROUPS: &[(&str, &str)] = &[
+    ("requests", "file and zvol requests as the application sees them, per dataset, process and cgroup (kernel only)"),
     ("workload", "reads and writes the workload issued (ops, bytes, latency)"),
     ("throttle", "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle"),
     ("compression", "zio_compress_data by algorithm, with the achieved ratio"),
@@ -120,7 +124,7 @@ const DISK_START_GAIN: &str =
     "without offsets, the queue wait and disk time split where the leaf I/O starts, instead of one queue-to-done span";
 const LWB_GAIN: &str = "each ZIL log block timed from issue to written and flushed: the commit's own I/O, not inferred";
 
-use Role::{FallbackWithoutOffsets, NeedsOffsets, PerOp, Primary};
+use Role::{FallbackWithoutOffsets, NeedsOffsets, NeedsRequestOffsets, PerOp, Primary};
 use UprobeDefault::{Count, Skip};
 use Targets::{Both, Kernel, Libzpool};
 use zprof_common::{FLUSH_LEAF_ISSUE_TO_DONE, FLUSH_TIMED_CALL};
@@ -130,8 +134,20 @@ const TX_ASSIGN_SKIPPED: &str =
 const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes; a count alone would still cost 0.8 us, \
      1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
 
+/// A request-layer point (kernel only: libzpool has neither the ZPL nor zvols).
+const fn request_point(function: &'static str, entry: &'static str, ret: Option<&'static str>, role: Role) -> ProbePoint {
+    ProbePoint { group: "requests", function, entry, ret, targets: Kernel, role, flush_mode: None, kernel_gain: None }
+}
+
 /// Every probe point, named as in OpenZFS 2.1.
 pub const POINTS: &[ProbePoint] = &[
+    request_point("zfs_read", "file_read_start", Some("file_request_done"), Primary),
+    request_point("zfs_write", "file_write_start", Some("file_request_done"), Primary),
+    request_point("zfs_fsync", "file_fsync_start", Some("file_request_done"), Primary),
+    // A zvol's submit_bio (static): where a bio enters, in its submitter's context.
+    request_point("zvol_submit_bio", "zvol_submit", None, NeedsRequestOffsets),
+    // The kernel's own (not zfs.ko's): where any bio ends; only zvol bios are kept.
+    request_point("bio_endio", "zvol_bio_done", None, NeedsRequestOffsets),
     point("workload", "dmu_write", "dmu_write_entry", Some("write_return"), Libzpool, PerOp(Count("dmu_write_count"))),
     point("workload", "dmu_read", "dmu_read_entry", Some("read_return"), Libzpool, PerOp(Count("dmu_read_count"))),
     point("workload", "dmu_write_uio_dnode", "uio_write_entry", Some("write_return"), Kernel, Primary),

@@ -151,6 +151,13 @@ pub struct RecordArgs {
     /// Do not print findings after the report.
     #[arg(long)]
     pub no_explain: bool,
+    /// How the requests section groups file and zvol requests.
+    #[arg(long, value_enum, default_value = "dataset")]
+    pub by: crate::requests::GroupBy,
+    /// Also record where the traced threads block (sched_switch, with stacks),
+    /// for `--flamegraph-kind off-cpu`.
+    #[arg(long)]
+    pub off_cpu: bool,
     /// The command to run and trace (after --). Its exit status becomes zprof's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -164,6 +171,9 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// How the requests section groups file and zvol requests.
+    #[arg(long, value_enum, default_value = "dataset")]
+    pub by: crate::requests::GroupBy,
 }
 
 /// `zprof explain`.
@@ -198,6 +208,8 @@ pub enum FlameKind {
     Stages,
     /// On-CPU stack samples of the workload and ZFS's threads.
     Cpu,
+    /// Where the traced threads were blocked, weighted by time (record --off-cpu).
+    OffCpu,
 }
 
 /// `zprof flamegraph`.

@@ -128,7 +128,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new() },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new(), off_cpu: false },
     )?;
     let statuses = session.probes().to_vec();
     let release = session.release().clone();
@@ -390,6 +390,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
                 stack_entries: args.stack_storage_size,
                 full_timing: args.full_timing,
                 skip: args.skip.clone(),
+                off_cpu: args.off_cpu,
             },
         )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();
@@ -443,7 +444,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         eprintln!("zprof: error: flame graph: {err:#}");
     }
     let findings = (!args.no_explain).then(|| explain_recording(&recording, &args.what_if));
-    print_all(&recording, findings.as_deref(), args.format)?;
+    print_all(&recording, findings.as_deref(), args.format, args.by)?;
     let status = command_exit.unwrap_or(0);
     Ok(if failed && status == 0 { 1 } else { status })
 }
@@ -499,14 +500,20 @@ fn write_flamegraph(recording: &Recording, kind: crate::cli::FlameKind, path: &s
             }
             flamegraph::cpu_stacks(recording)
         }
+        FlameKind::OffCpu => {
+            if recording.offcpu.is_none() {
+                return Err(UsageError("the recording has no off-CPU time (record it with --off-cpu)".into()).into());
+            }
+            flamegraph::offcpu_stacks(recording)
+        }
     };
     let text = if path.extension().is_some_and(|e| e == "folded") {
         lines.join("\n") + "\n"
     } else {
-        flamegraph::render_svg(&lines, &flamegraph::titles(recording, kind == FlameKind::Cpu))?
+        flamegraph::render_svg(&lines, &flamegraph::titles(recording, kind))?
     };
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("flame graph written to {} ({})", path.display(), flamegraph::describe(&lines, kind == FlameKind::Stages));
+    eprintln!("flame graph written to {} ({})", path.display(), flamegraph::describe(&lines, kind != FlameKind::Cpu));
     Ok(())
 }
 
@@ -519,8 +526,13 @@ fn explain_recording(recording: &Recording, what_if: &[crate::explain::SlogDevic
 }
 
 /// Prints the report, then the benchmark's result and the findings.
-fn print_all(recording: &Recording, findings: Option<&[crate::explain::Finding]>, format: Format) -> anyhow::Result<()> {
-    let built = report::build(recording);
+fn print_all(
+    recording: &Recording,
+    findings: Option<&[crate::explain::Finding]>,
+    format: Format,
+    by: crate::requests::GroupBy,
+) -> anyhow::Result<()> {
+    let built = report::build(recording, by);
     let text = match format {
         Format::Table => {
             let mut text = report::render_table(&built);
@@ -686,8 +698,8 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-fn print_report(recording: &Recording, format: Format) -> anyhow::Result<()> {
-    let built = report::build(recording);
+fn print_report(recording: &Recording, format: Format, by: crate::requests::GroupBy) -> anyhow::Result<()> {
+    let built = report::build(recording, by);
     let text = match format {
         Format::Table => report::render_table(&built),
         Format::Json => serde_json::to_string_pretty(&built)? + "\n",
@@ -697,7 +709,7 @@ fn print_report(recording: &Recording, format: Format) -> anyhow::Result<()> {
 
 fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {
     let recording = Recording::load(&args.file)?;
-    print_report(&recording, args.format)?;
+    print_report(&recording, args.format, args.by)?;
     Ok(0)
 }
 

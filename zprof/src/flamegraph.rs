@@ -15,6 +15,7 @@ use inferno::flamegraph::{self, Options, color::Color, color::PaletteMap};
 use zprof_common::Stage;
 
 use crate::{
+    cli::FlameKind,
     recording::{Recording, Summary, stage_name, summarize},
     report::format_ns,
     symbols::UNKNOWN_FRAME,
@@ -120,6 +121,12 @@ pub fn cpu_stacks(rec: &Recording) -> Folded {
     cpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
 }
 
+/// Off-CPU stacks, weighted in microseconds blocked.
+pub fn offcpu_stacks(rec: &Recording) -> Folded {
+    let Some(offcpu) = &rec.offcpu else { return Vec::new() };
+    offcpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
+}
+
 /// One stack's frames in folded form. A run of unknown frames (a user stack
 /// walked through code without frame pointers reads garbage, 126 frames of it
 /// once) is one frame: it says where the walk was lost, not how far it went.
@@ -177,14 +184,26 @@ pub struct Titles {
 
 /// Titles for a kind of graph of a recording: what was measured, on which
 /// target, for how long, and what was lost.
-pub fn titles(rec: &Recording, cpu: bool) -> Titles {
+pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
     let target = format!(
         "{} {} (OpenZFS {})",
         rec.target.kind,
         rec.target.object.rsplit('/').next().unwrap_or(&rec.target.object),
         rec.target.zfs_version.as_deref().unwrap_or("?")
     );
-    if cpu {
+    if kind == FlameKind::OffCpu {
+        let (lost, blocked_us) =
+            rec.offcpu.as_ref().map_or((0, 0), |o| (o.start_map_full + o.map_full, o.stacks.iter().map(|s| s.count).sum::<u64>()));
+        return Titles {
+            title: format!("zprof off-CPU: where the traced threads blocked, {target}, {:.1} s", rec.duration_s),
+            subtitle: format!(
+                "width = time off the CPU while blocked (preemption left out), {} in all, summed over threads; {lost} blocked periods lost",
+                format_ns(blocked_us * 1_000)
+            ),
+            count_name: "us".into(),
+        };
+    }
+    if kind == FlameKind::Cpu {
         let (lost, total, unsym, hz) = rec.cpu.as_ref().map_or((0, 0, 0, 0), |c| {
             (c.stack_lost + c.sample_map_full, c.samples_total, c.unsymbolized_frames, c.frequency_hz)
         });

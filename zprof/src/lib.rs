@@ -23,6 +23,7 @@ pub mod openzfs;
 pub mod read_path;
 pub mod recording;
 pub mod report;
+pub mod requests;
 pub mod symbols;
 pub mod sync_path;
 pub mod target;

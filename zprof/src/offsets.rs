@@ -17,7 +17,7 @@
 use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
-use zprof_common::Offsets;
+use zprof_common::{Offsets, RequestOffsets};
 
 use crate::{btf, kernel_offsets};
 
@@ -76,16 +76,110 @@ pub struct FoundOffsets {
     /// OpenZFS 2.1's `enum zio_flag`; later releases use #defines, which BTF
     /// does not carry, and the release's series gives the bit).
     pub zio_flag_io_bypass: Option<u64>,
+    /// What the request layer reads (kernel target; `valid == 0` elsewhere).
+    pub request: RequestOffsets,
+    /// Why `request` is not valid, when it is not.
+    pub request_missing: Option<String>,
 }
 
 impl FoundOffsets {
     fn none(reason: String) -> Self {
-        FoundOffsets { offsets: Offsets::default(), source: reason, values: BTreeMap::new(), zio_flag_io_bypass: None }
+        FoundOffsets {
+            offsets: Offsets::default(),
+            request_missing: Some(reason.clone()),
+            source: reason,
+            values: BTreeMap::new(),
+            zio_flag_io_bypass: None,
+            request: RequestOffsets::default(),
+        }
     }
 
     fn found((offsets, values): (Offsets, BTreeMap<String, u32>), source: String) -> Self {
-        FoundOffsets { offsets, source, values, zio_flag_io_bypass: None }
+        FoundOffsets {
+            offsets,
+            source,
+            values,
+            zio_flag_io_bypass: None,
+            request: RequestOffsets::default(),
+            request_missing: Some("libzpool has no file system or zvol layer".into()),
+        }
     }
+
+    /// Adds the request layer's members (kernel target), or why they are missing.
+    fn with_request(mut self, lookup: impl Fn(&str, &str) -> Option<u32>) -> Self {
+        match build_request(lookup) {
+            Ok((request, values)) => {
+                self.request = request;
+                self.values.extend(values);
+                self.request_missing = None;
+            }
+            Err(e) => self.request_missing = Some(e),
+        }
+        self
+    }
+}
+
+/// What the request layer reads: (struct, member) pairs in `RequestOffsets`
+/// field order after its two flag bits, which are enumerators of the
+/// kernel's enum req_flag_bits ("enum", name). bio.bi_iter + bvec_iter.bi_size
+/// make one field.
+const REQUEST_NEEDED: &[(&str, &str)] = &[
+    ("enum", "__REQ_FUA"),
+    ("enum", "__REQ_PREFLUSH"),
+    ("bio", "bi_opf"),
+    ("bio", "bi_iter"),
+    ("bvec_iter", "bi_size"),
+    ("bio", "bi_bdev"),
+    ("block_device", "bd_disk"),
+    ("gendisk", "private_data"),
+    ("zvol_state", "zv_objset"),
+    ("zvol_state", "zv_volblocksize"),
+    ("znode", "z_inode"),
+    ("inode", "i_sb"),
+    ("super_block", "s_fs_info"),
+    ("zfsvfs", "z_os"),
+    ("objset", "os_dsl_dataset"),
+    ("dsl_dataset", "ds_dir"),
+    ("dsl_dir", "dd_parent"),
+    ("dsl_dir", "dd_myname"),
+    ("zfs_uio", "uio_resid"),
+];
+
+/// Module structs among [`REQUEST_NEEDED`] (the others are the kernel's own).
+const REQUEST_MODULE_STRUCTS: &[&str] = &["zvol_state", "znode", "zfsvfs", "objset", "dsl_dataset", "dsl_dir", "zfs_uio"];
+
+fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestOffsets, BTreeMap<String, u32>), String> {
+    let mut named = BTreeMap::new();
+    let mut values = [0u32; REQUEST_NEEDED.len()];
+    for (slot, (structure, member)) in values.iter_mut().zip(REQUEST_NEEDED) {
+        *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
+        named.insert(format!("{structure}.{member}"), *slot);
+    }
+    let [fua, preflush, opf, iter, size, bdev, disk, private, zv_objset, zv_volblocksize, z_inode, i_sb, s_fs_info, z_os, os_dsl_dataset, ds_dir, dd_parent, dd_myname, uio_resid] =
+        values;
+    let request = RequestOffsets {
+        valid: 1,
+        req_fua_bit: fua,
+        req_preflush_bit: preflush,
+        bio_opf: opf,
+        bio_size: iter + size,
+        bio_bdev: bdev,
+        bdev_disk: disk,
+        disk_private: private,
+        zvol_objset: zv_objset,
+        zvol_volblocksize: zv_volblocksize,
+        znode_inode: z_inode,
+        inode_sb: i_sb,
+        sb_fs_info: s_fs_info,
+        zfsvfs_os: z_os,
+        objset_dataset: os_dsl_dataset,
+        dataset_dir: ds_dir,
+        dir_parent: dd_parent,
+        dir_name: dd_myname,
+        uio_resid,
+        pad: 0,
+    };
+    Ok((request, named))
 }
 
 /// Members zprof needs, as (struct, member) pairs, in `Offsets` field order.
@@ -176,7 +270,8 @@ fn from_file(path: &Path, build_id: Option<&str>, what: &str, remedy: &str) -> R
         Some(true) => "its build-id matches",
         _ => "unchecked: the table or the traced build names no build-id",
     };
-    Ok(FoundOffsets::found(offsets, format!("{} (OpenZFS {}, {}; {checked})", path.display(), table.zfs_version, table.source)))
+    let found = FoundOffsets::found(offsets, format!("{} (OpenZFS {}, {}; {checked})", path.display(), table.zfs_version, table.source));
+    Ok(if what == "zfs.ko" { found.with_request(|s, m| table.offsets.get(&format!("{s}.{m}")).copied()) } else { found })
 }
 
 /// Offsets for a libzpool build, by build-id, from the built-in tables or `extra`.
@@ -236,7 +331,12 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
     let mut stale = String::new();
     if cached.is_file() {
         match from_file(&cached, Some(build_id), "zfs.ko", "remove it and run `zprof offsets` again") {
-            Ok(found) => return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found }),
+            Ok(found) if found.request_missing.is_none() => {
+                return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found });
+            }
+            Ok(found) => {
+                stale = format!(" (replacing the cached table, made before the request layer: {})", found.request_missing.unwrap_or_default())
+            }
             Err(e) => stale = format!(" (replacing the cached table, unusable: {e})"),
         }
     }
@@ -256,6 +356,7 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
                 offsets,
                 format!("headers compiled here: OpenZFS {}, {}; {stored}{stale}", table.zfs_version, table.source),
             )
+            .with_request(|s, m| table.offsets.get(&format!("{s}.{m}")).copied())
         }
         Err(why) => FoundOffsets::none(format!(
             "{no_btf}{stale}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",
@@ -274,11 +375,23 @@ fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, Strin
     let found = btf::struct_offsets(&split, Some(&base), &structs).map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
     let (offsets, values) = build(|s, m| found.get(s).and_then(|members| members.get(m)).copied())
         .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
-    Ok(FoundOffsets {
-        offsets,
-        values,
-        source: format!("module BTF {}", module_btf.display()),
+    let found_offsets = FoundOffsets {
         zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS").ok().flatten(),
+        ..FoundOffsets::found((offsets, values), format!("module BTF {}", module_btf.display()))
+    };
+    Ok(with_request_from_btf(found_offsets, &split, &base))
+}
+
+/// The request layer's members from the module's BTF and the kernel's own.
+fn with_request_from_btf(found: FoundOffsets, split: &[u8], base: &[u8]) -> FoundOffsets {
+    let module = btf::struct_offsets(split, Some(base), REQUEST_MODULE_STRUCTS).unwrap_or_default();
+    let kernel_structs: Vec<&str> =
+        REQUEST_NEEDED.iter().map(|(s, _)| *s).filter(|s| *s != "enum" && !REQUEST_MODULE_STRUCTS.contains(s)).collect();
+    let kernel = btf::struct_offsets(base, None, &kernel_structs).unwrap_or_default();
+    let enumerator = |name: &str| btf::enumerator(base, None, name).ok().flatten().map(|v| v as u32);
+    found.with_request(|s, m| match s {
+        "enum" => enumerator(m),
+        _ => module.get(s).or_else(|| kernel.get(s)).and_then(|members| members.get(m)).copied(),
     })
 }
 

@@ -71,6 +71,13 @@ pub struct Recording {
     /// for a CPU. Absent in older recordings.
     #[serde(default)]
     pub machine_cpu_busy: Option<f64>,
+    /// File and zvol requests (kernel target), one row per layer, operation,
+    /// dataset, process and cgroup.
+    #[serde(default)]
+    pub requests: Vec<crate::requests::RequestRecord>,
+    /// Where the traced threads were blocked (`record --off-cpu`).
+    #[serde(default)]
+    pub offcpu: Option<OffCpuProfile>,
 }
 
 /// The machine's CPU time counters (/proc/stat's first line), in ticks.
@@ -135,6 +142,18 @@ pub struct CpuProfile {
     /// Frames that could not be named.
     pub unsymbolized_frames: u64,
     /// Distinct stacks with their sample counts.
+    pub stacks: Vec<CpuStack>,
+}
+
+/// Off-CPU time: stacks of the traced threads when they blocked, weighted by
+/// how long they stayed off the CPU (preemption left out).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct OffCpuProfile {
+    /// Blocked periods not kept (start map full).
+    pub start_map_full: u64,
+    /// Blocked periods with no room for their stacks (map full).
+    pub map_full: u64,
+    /// Stacks, root first; `count` is the time blocked in microseconds.
     pub stacks: Vec<CpuStack>,
 }
 
@@ -229,6 +248,21 @@ pub struct Losses {
     /// Processes forked by the traced one that could not be followed (map full).
     #[serde(default)]
     pub tracked_full: u64,
+    /// Requests counted in the folded row (request map full).
+    #[serde(default)]
+    pub request_folded: u64,
+    /// Requests not timed: their start could not be kept (map full).
+    #[serde(default)]
+    pub request_start_full: u64,
+    /// File requests that returned without a start.
+    #[serde(default)]
+    pub request_end_without_start: u64,
+    /// Requests still in progress when zprof detached.
+    #[serde(default)]
+    pub requests_in_flight_at_end: u64,
+    /// Dataset names that could not be kept (name map full).
+    #[serde(default)]
+    pub name_map_full: u64,
 }
 
 impl Losses {
@@ -250,6 +284,11 @@ impl Losses {
             ("nested calls not timed".to_owned(), self.nested_entry),
             ("in flight at detach".to_owned(), self.in_flight_at_end),
             ("forked processes not followed".to_owned(), self.tracked_full),
+            ("requests folded (request map full)".to_owned(), self.request_folded),
+            ("requests not timed (start map full)".to_owned(), self.request_start_full),
+            ("file requests ended without a start".to_owned(), self.request_end_without_start),
+            ("requests in flight at detach".to_owned(), self.requests_in_flight_at_end),
+            ("dataset names not kept (name map full)".to_owned(), self.name_map_full),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -496,32 +535,25 @@ impl Recording {
         bounded_sum("program run counts", self.bpf_programs.iter().map(|p| p.run_count))?;
         bounded_sum("program run times", self.bpf_programs.iter().map(|p| p.run_time_ns))?;
         bounded_sum("txg durations", self.txgs.iter().map(|t| t.duration_ns))?;
+        if let Some(offcpu) = &self.offcpu {
+            bounded_sum("off-CPU time", offcpu.stacks.iter().map(|s| s.count).chain([offcpu.start_map_full, offcpu.map_full]))?;
+        }
         if let Some(cpu) = &self.cpu {
             bounded_sum("CPU samples", cpu.stacks.iter().map(|s| s.count).chain([cpu.samples_total, cpu.stack_lost, cpu.sample_map_full]))?;
         }
         bounded_sum("loss counters", self.losses.nonzero().into_iter().map(|(_, n)| n))?;
+        let requests = |f: fn(&crate::requests::RequestRecord) -> u64| self.requests.iter().map(f);
+        bounded_sum("request counts", requests(|r| r.count))?;
+        bounded_sum("request times", requests(|r| r.total_ns))?;
+        bounded_sum("request bytes", requests(|r| r.bytes))?;
+        for r in &self.requests {
+            check_distribution(&r.as_hist(), &format!("request row {} {} {}", r.layer, r.op, r.dataset))?;
+        }
         for h in &self.histograms {
             if stage_from_name(&h.stage).is_none() {
                 return Err(format!("unknown stage {:?}", h.stage));
             }
-            let mut sum = 0u64;
-            for [index, count] in &h.buckets {
-                if *index as usize >= HIST_BUCKETS {
-                    return Err(format!("stage {} has bucket index {index} out of range", h.stage));
-                }
-                sum = sum.checked_add(*count).ok_or_else(|| format!("stage {} bucket counts overflow", h.stage))?;
-            }
-            if sum != h.count {
-                return Err(format!("stage {} buckets sum to {sum}, count says {}", h.stage, h.count));
-            }
-            // A count this large is a wrapped counter, not a measurement (the
-            // sums are bounded by the totals above).
-            if h.count > MAX_PLAUSIBLE {
-                return Err(format!("stage {} holds wrapped counters (count {}, total {} ns)", h.stage, h.count, h.total_ns));
-            }
-            if h.count > 0 && h.max_ns.saturating_mul(h.count) < h.total_ns {
-                return Err(format!("stage {}: total {} ns exceeds count x max", h.stage, h.total_ns));
-            }
+            check_distribution(h, &format!("stage {}", h.stage))?;
         }
         Ok(())
     }
@@ -531,6 +563,29 @@ impl Recording {
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, text + "\n")
     }
+}
+
+/// A histogram row's buckets, count, total and max agree (`what` names it).
+fn check_distribution(h: &HistRecord, what: &str) -> Result<(), String> {
+    let mut sum = 0u64;
+    for [index, count] in &h.buckets {
+        if *index as usize >= HIST_BUCKETS {
+            return Err(format!("{what} has bucket index {index} out of range"));
+        }
+        sum = sum.checked_add(*count).ok_or_else(|| format!("{what} bucket counts overflow"))?;
+    }
+    if sum != h.count {
+        return Err(format!("{what} buckets sum to {sum}, count says {}", h.count));
+    }
+    // A count this large is a wrapped counter, not a measurement (the sums
+    // are bounded by the totals checked before).
+    if h.count > MAX_PLAUSIBLE {
+        return Err(format!("{what} holds wrapped counters (count {}, total {} ns)", h.count, h.total_ns));
+    }
+    if h.count > 0 && h.max_ns.saturating_mul(h.count) < h.total_ns {
+        return Err(format!("{what}: total {} ns exceeds count x max", h.total_ns));
+    }
+    Ok(())
 }
 
 /// The largest recording `load` reads: zprof writes a few MiB.
@@ -741,6 +796,8 @@ mod tests {
             cpu: None,
             self_cost: None,
             machine_cpu_busy: None,
+            requests: vec![],
+            offcpu: None,
         }
     }
 

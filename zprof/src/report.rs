@@ -13,7 +13,10 @@ use std::{collections::BTreeSet, fmt::Write as _};
 use serde::Serialize;
 use zprof_common::Stage;
 
-use crate::recording::{HistRecord, Recording, Summary, stage_name, summarize};
+use crate::{
+    recording::{HistRecord, Recording, Summary, stage_name, summarize},
+    requests::{self, GroupBy, RequestRow},
+};
 
 /// One row of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +49,10 @@ pub struct Report {
     pub title: String,
     /// Workload throughput line.
     pub workload: String,
+    /// File and zvol requests as the application saw them (kernel target).
+    pub requests: Vec<RequestRow>,
+    /// How `requests` is grouped.
+    pub requests_by: GroupBy,
     /// Stage rows in pipeline order.
     pub rows: Vec<Row>,
     /// Loss counters that are not zero.
@@ -140,7 +147,8 @@ pub fn format_count(n: f64) -> String {
 }
 
 /// Builds the report rows from a recording.
-pub fn build(recording: &Recording) -> Report {
+/// The report of `recording`, its requests grouped `by`.
+pub fn build(recording: &Recording, by: GroupBy) -> Report {
     let seconds = recording.duration_s.max(1e-9);
     let pools: BTreeSet<&str> =
         recording.histograms.iter().map(|h| h.pool.as_str()).filter(|p| !p.is_empty()).collect();
@@ -211,6 +219,19 @@ pub fn build(recording: &Recording) -> Report {
         let mean = recording.txgs.iter().map(|t| t.duration_ns).sum::<u64>() / recording.txgs.len() as u64;
         let _ = write!(workload, ", {} txgs synced (mean spa_sync {})", recording.txgs.len(), format_ns(mean));
     }
+    if !recording.requests.is_empty() {
+        let rate = |op: &[&str]| {
+            let n: u64 = recording.requests.iter().filter(|r| op.contains(&r.op.as_str())).map(|r| r.count).sum();
+            format_count(n as f64 / seconds)
+        };
+        let _ = write!(
+            workload,
+            "\nrequests: {} writes/s, {} reads/s, {} fsyncs and flushes/s (file and zvol, as the application issued them)",
+            rate(&["write"]),
+            rate(&["read"]),
+            rate(&["fsync", "flush"])
+        );
+    }
     let target = &recording.target;
     let mut title = format!(
         "zprof: {} {} (OpenZFS {}{}), {:.1} s",
@@ -234,6 +255,8 @@ pub fn build(recording: &Recording) -> Report {
     Report {
         title,
         workload,
+        requests: requests::rows(&recording.requests, by, recording.duration_s),
+        requests_by: by,
         rows,
         losses: losses_with_samples(recording),
         unavailable: recording
@@ -357,6 +380,9 @@ pub fn render_table(report: &Report) -> String {
     let _ = writeln!(out, "{}", report.title);
     let _ = writeln!(out, "{}", report.workload);
     let _ = writeln!(out);
+    if !report.requests.is_empty() {
+        render_requests(&mut out, report);
+    }
     let per_pool = report.rows.iter().any(|r| !r.pool.is_empty());
     let _ = write!(out, "{:<19} {:<22} ", "STAGE", "DETAIL");
     if per_pool {
@@ -415,6 +441,38 @@ pub fn render_table(report: &Report) -> String {
         let _ = writeln!(out, "warning: {line}");
     }
     out
+}
+
+/// The requests section: what the application waited for, per dataset,
+/// process or cgroup, before the stages that explain it.
+fn render_requests(out: &mut String, report: &Report) {
+    let who = match report.requests_by {
+        GroupBy::Dataset => "DATASET",
+        GroupBy::Process => "PROCESS",
+        GroupBy::Cgroup => "CGROUP",
+    };
+    let _ = writeln!(
+        out,
+        "{:<5} {:<16} {:<28} {:>10} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "REQ", "OP", who, "COUNT", "OPS/S", "MB/S", "P50", "P99", "MAX"
+    );
+    for row in &report.requests {
+        let s = &row.summary;
+        let _ = writeln!(
+            out,
+            "{:<5} {:<16} {:<28} {:>10} {:>9} {:>9.1} {:>8} {:>8} {:>8}",
+            row.layer,
+            truncate(&row.op, 16),
+            truncate(&row.who, 28),
+            format_count(s.count as f64),
+            format_count(row.per_second),
+            row.bytes_per_second / 1e6,
+            format_ns(s.p50_ns),
+            format_ns(s.p99_ns),
+            format_ns(s.max_ns),
+        );
+    }
+    let _ = writeln!(out);
 }
 
 fn truncate(text: &str, width: usize) -> String {

@@ -289,11 +289,16 @@ fn check_kernel(paths: &SystemPaths) -> Result<(), TargetError> {
 /// from it (zfs_zstd_compress is in zzstd.ko, the fletcher4 code in zcommon.ko).
 const ZFS_MODULES: &[&str] = &["[zfs]", "[zzstd]", "[zcommon]", "[icp]", "[spl]", "[znvpair]", "[zlua]", "[zunicode]", "[zavl]"];
 
-/// Functions of OpenZFS's modules in kallsyms (static ones included), by name.
+/// Functions of the kernel itself (not a module) that the catalogue probes.
+const KERNEL_CORE_FUNCTIONS: &[&str] = &["bio_endio"];
+
+/// Functions of OpenZFS's modules in kallsyms (static ones included), and the
+/// kernel's own that zprof probes, by name.
 fn kernel_functions(kallsyms: &Path) -> HashMap<String, u64> {
     let Ok(text) = std::fs::read_to_string(kallsyms) else { return HashMap::new() };
+    let core = |line: &str| !line.ends_with(']') && KERNEL_CORE_FUNCTIONS.iter().any(|f| line.ends_with(&format!(" {f}")));
     text.lines()
-        .filter(|l| ZFS_MODULES.iter().any(|m| l.ends_with(m)))
+        .filter(|l| ZFS_MODULES.iter().any(|m| l.ends_with(m)) || core(l))
         .filter_map(|l| {
             let mut parts = l.split_whitespace();
             let address = u64::from_str_radix(parts.next()?, 16).ok()?;

@@ -25,7 +25,8 @@ use aya::{
     },
 };
 use zprof_common::{
-    Config, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, SampleKey, Stage, TxgEvent, counter,
+    Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, RequestKey, RequestStart,
+    SampleKey, Stage, TxgEvent, counter,
 };
 
 use crate::{
@@ -36,10 +37,11 @@ use crate::{
         HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
         stage_name,
     },
-    recording::{CpuProfile, CpuStack},
+    recording::{CpuProfile, CpuStack, OffCpuProfile},
     symbols::{ProcessMaps, Symbolizer},
     target::{Target, TargetKind},
     multi_link::{self, MultiLinks},
+    requests::{self, RequestRecord},
     zfs_names,
 };
 
@@ -61,6 +63,8 @@ pub struct SessionOptions {
     pub full_timing: bool,
     /// Stage groups to leave out.
     pub skip: Vec<String>,
+    /// Trace where threads block (sched_switch), for off-CPU flame graphs.
+    pub off_cpu: bool,
 }
 
 /// A loaded and attached set of probes.
@@ -123,20 +127,15 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Offsets of `pid` and `clone_flags` in task:task_newtask records, from the
-/// tracepoint's format file (layouts differ between kernels).
-fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
+/// A tracepoint's format file (record layouts differ between kernels).
+fn tracepoint_format(category: &str, name: &str) -> anyhow::Result<String> {
     let candidates = [
-        "/sys/kernel/tracing/events/task/task_newtask/format",
-        "/sys/kernel/debug/tracing/events/task/task_newtask/format",
+        format!("/sys/kernel/tracing/events/{category}/{name}/format"),
+        format!("/sys/kernel/debug/tracing/events/{category}/{name}/format"),
     ];
-    let mut text = None;
-    for path in candidates {
+    for path in &candidates {
         match std::fs::read_to_string(path) {
-            Ok(read) => {
-                text = Some(read);
-                break;
-            }
+            Ok(text) => return Ok(text),
             // tracefs is root's: without the capability this is not a missing mount.
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(anyhow::Error::new(crate::commands::UsageError(format!(
@@ -147,17 +146,31 @@ fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
             Err(_) => {}
         }
     }
-    let text = text.ok_or_else(|| {
-        anyhow!("cannot read the task_newtask tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)")
-    })?;
-    let offset_of = |field: &str| -> Option<u32> {
-        text.lines().find(|l| l.contains(field)).and_then(|line| {
-            line.split(';').find_map(|f| f.trim().strip_prefix("offset:")).and_then(|v| v.trim().parse().ok())
-        })
-    };
-    match (offset_of(" pid;"), offset_of(" clone_flags;")) {
+    Err(anyhow!("cannot read the {category}:{name} tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)"))
+}
+
+/// The offset of `field` (e.g. " pid;") in a tracepoint format's text.
+fn field_offset(format: &str, field: &str) -> Option<u32> {
+    format.lines().find(|l| l.contains(field)).and_then(|line| {
+        line.split(';').find_map(|f| f.trim().strip_prefix("offset:")).and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Offsets of `pid` and `clone_flags` in task:task_newtask records.
+fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
+    let text = tracepoint_format("task", "task_newtask")?;
+    match (field_offset(&text, " pid;"), field_offset(&text, " clone_flags;")) {
         (Some(pid), Some(flags)) => Ok((pid, flags)),
         _ => Err(anyhow!("unexpected task_newtask format: no pid or clone_flags field")),
+    }
+}
+
+/// Offsets of `prev_state` and `next_pid` in sched:sched_switch records.
+fn switch_offsets() -> anyhow::Result<(u32, u32)> {
+    let text = tracepoint_format("sched", "sched_switch")?;
+    match (field_offset(&text, " prev_state;"), field_offset(&text, " next_pid;")) {
+        (Some(state), Some(next)) => Ok((state, next)),
+        _ => Err(anyhow!("unexpected sched_switch format: no prev_state or next_pid field")),
     }
 }
 
@@ -168,6 +181,7 @@ impl Session {
         let kernel = target.kind == TargetKind::Kernel;
         let filter = options.filter_pids.is_some();
         let newtask = if filter { newtask_offsets()? } else { (0, 0) };
+        let switch = if options.off_cpu { switch_offsets()? } else { (0, 0) };
         let mut offsets = offsets;
         let mut zio_read_len = offsets.offsets.zio_read_len();
         if zio_read_len > zprof_common::ZIO_WINDOW {
@@ -193,8 +207,11 @@ impl Session {
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
             zio_read_len,
+            switch_prev_state_offset: switch.0,
+            switch_next_pid_offset: switch.1,
             semantics,
             offsets: offsets.offsets,
+            request: offsets.request,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.
         let rlimit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
@@ -217,6 +234,9 @@ impl Session {
                 "no struct offsets ({}): vdev queue/disk split per priority and pool attribution are unavailable; vdev time falls back to vdev_queue_io..vdev_queue_io_done",
                 offsets.source
             ));
+        }
+        if let Some(warning) = kernel.then(zvol_blk_mq_warning).flatten() {
+            warnings.push(warning);
         }
         // Multi links need a copy of the programs relocated against aya's maps.
         // ZPROF_UPROBE_MULTI=0 forces aya's perf-event uprobes (a way out
@@ -267,6 +287,12 @@ impl Session {
             match point.role {
                 Role::NeedsOffsets if !has_offsets => {
                     status.reason = Some(format!("needs struct offsets: {}", offsets.source));
+                    probes.push(status);
+                    continue;
+                }
+                Role::NeedsRequestOffsets if offsets.request.valid == 0 => {
+                    let why = offsets.request_missing.as_deref().unwrap_or("unknown");
+                    status.reason = Some(format!("needs the request layer's struct offsets: {why}"));
                     probes.push(status);
                     continue;
                 }
@@ -384,6 +410,13 @@ impl Session {
             }
             loaded.insert("sample_cpu".into());
         }
+        if options.off_cpu {
+            let program: &mut TracePoint =
+                ebpf.program_mut("offcpu_switch").ok_or_else(|| anyhow!("offcpu_switch missing"))?.try_into()?;
+            program.load()?;
+            program.attach("sched", "sched_switch").context("attaching sched:sched_switch (off-CPU time)")?;
+            loaded.insert("offcpu_switch".into());
+        }
         log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
         let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
@@ -461,24 +494,7 @@ impl Session {
         let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
         for item in samples.iter() {
             let (key, count) = item?;
-            let end = key.comm.iter().position(|b| *b == 0).unwrap_or(16);
-            let thread = String::from_utf8_lossy(&key.comm[..end]).into_owned();
-            let process = self.process_names.get(&key.tgid).cloned().unwrap_or_else(|| thread.clone());
-            let mut frames = vec![process];
-            if thread != frames[0] {
-                frames.push(thread);
-            }
-            if key.user_stack >= 0
-                && let Ok(trace) = stacks.get(&(key.user_stack as u32), 0)
-            {
-                let maps = self.process_maps.get(&key.tgid);
-                frames.extend(trace.frames().iter().rev().map(|f| symbolizer.user(maps, f.ip)));
-            }
-            if key.kernel_stack >= 0
-                && let Ok(trace) = stacks.get(&(key.kernel_stack as u32), 0)
-            {
-                frames.extend(trace.frames().iter().rev().map(|f| symbolizer.kernel(f.ip)));
-            }
+            let frames = self.frames_of(&key, &stacks, &mut symbolizer);
             *merged.entry(frames).or_default() += count;
         }
         Ok(Some(CpuProfile {
@@ -488,6 +504,65 @@ impl Session {
             sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
             unsymbolized_frames: symbolizer.unsymbolized,
             stacks: merged.into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
+        }))
+    }
+
+    /// A sample's or blocked period's stack: process, thread, user frames,
+    /// kernel frames, outermost first.
+    fn frames_of(
+        &self,
+        key: &SampleKey,
+        stacks: &aya::maps::StackTraceMap<&MapData>,
+        symbolizer: &mut Symbolizer,
+    ) -> Vec<String> {
+        let thread = requests::c_string(&key.comm);
+        let process = self.process_names.get(&key.tgid).cloned().unwrap_or_else(|| thread.clone());
+        let mut frames = vec![process];
+        if thread != frames[0] {
+            frames.push(thread);
+        }
+        // Off-CPU time: the stage the thread blocked in, measured, not walked.
+        if let Some(stage) = Stage::from_u32(key.pad) {
+            frames.push(format!("[in {}]", stage_name(stage)));
+        }
+        if key.user_stack >= 0
+            && let Ok(trace) = stacks.get(&(key.user_stack as u32), 0)
+        {
+            let maps = self.process_maps.get(&key.tgid);
+            frames.extend(trace.frames().iter().rev().map(|f| symbolizer.user(maps, f.ip)));
+        }
+        if key.kernel_stack >= 0
+            && let Ok(trace) = stacks.get(&(key.kernel_stack as u32), 0)
+        {
+            frames.extend(trace.frames().iter().rev().map(|f| symbolizer.kernel(f.ip)));
+        }
+        frames
+    }
+
+    /// Reads the off-CPU time and symbolizes its stacks.
+    fn offcpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<OffCpuProfile>> {
+        let Some(map) = self.ebpf.map("OFFCPU") else { return Ok(None) };
+        if !self.loaded.iter().any(|p| p == "offcpu_switch") {
+            return Ok(None);
+        }
+        let blocked: BpfHashMap<_, SampleKey, u64> = BpfHashMap::try_from(map)?;
+        let blocked: Vec<(SampleKey, u64)> = blocked.iter().collect::<Result<_, _>>()?;
+        self.snapshot_maps();
+        let stacks: aya::maps::StackTraceMap<_> =
+            aya::maps::StackTraceMap::try_from(self.ebpf.map("STACKS").ok_or_else(|| anyhow!("STACKS missing"))?)?;
+        let mut symbolizer = Symbolizer::default();
+        let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+        for (key, ns) in blocked {
+            *merged.entry(self.frames_of(&key, &stacks, &mut symbolizer)).or_default() += ns;
+        }
+        Ok(Some(OffCpuProfile {
+            start_map_full: counters[counter::OFFCPU_START_FULL as usize],
+            map_full: counters[counter::OFFCPU_MAP_FULL as usize],
+            stacks: merged
+                .into_iter()
+                .filter(|(_, ns)| *ns >= 1_000)
+                .map(|(frames, ns)| CpuStack { frames, count: ns / 1_000 })
+                .collect(),
         }))
     }
 
@@ -628,6 +703,64 @@ impl Session {
         Ok(out)
     }
 
+    /// The request rows, with dataset names and cgroup paths, and the
+    /// requests still in progress.
+    fn requests(&self) -> anyhow::Result<(Vec<RequestRecord>, u64)> {
+        let Some(rows_map) = self.ebpf.map("REQUESTS") else { return Ok((Vec::new(), 0)) };
+        let rows: BpfHashMap<_, RequestKey, Hist> = BpfHashMap::try_from(rows_map)?;
+        let rows: Vec<(RequestKey, Hist)> = rows.iter().collect::<Result<_, _>>()?;
+        if rows.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let datasets: BpfHashMap<_, u64, DatasetInfo> =
+            BpfHashMap::try_from(self.ebpf.map("DATASETS").ok_or_else(|| anyhow!("DATASETS missing"))?)?;
+        let datasets: HashMap<u64, DatasetInfo> = datasets.iter().filter_map(Result::ok).collect();
+        let dirs: BpfHashMap<_, u64, DirName> =
+            BpfHashMap::try_from(self.ebpf.map("DIR_NAMES").ok_or_else(|| anyhow!("DIR_NAMES missing"))?)?;
+        let dirs: HashMap<u64, DirName> = dirs.iter().filter_map(Result::ok).collect();
+        let starts: BpfHashMap<_, u64, RequestStart> =
+            BpfHashMap::try_from(self.ebpf.map("REQUEST_STARTS").ok_or_else(|| anyhow!("REQUEST_STARTS missing"))?)?;
+        let in_flight = starts.keys().filter(|k| k.is_ok()).count() as u64;
+        let mut cgroup_ids: Vec<u64> = rows.iter().map(|(k, _)| k.cgroup).filter(|c| *c != 0).collect();
+        cgroup_ids.sort_unstable();
+        cgroup_ids.dedup();
+        let cgroups = requests::cgroup2_root().map(|root| requests::cgroup_paths(&root, &cgroup_ids)).unwrap_or_default();
+        let records = rows
+            .into_iter()
+            .map(|(key, hist)| {
+                let info = datasets.get(&key.dataset);
+                let dataset = match (key.dataset, info) {
+                    (0, _) if key.tgid == 0 && key.cgroup == 0 => "[folded]".to_owned(),
+                    (0, _) => String::new(),
+                    (_, Some(info)) => requests::dataset_name(info.dir, &dirs),
+                    (address, None) => format!("objset@{address:#x}"),
+                };
+                let cgroup = match key.cgroup {
+                    0 => String::new(),
+                    // The root cgroup's id is 1, mounted or not.
+                    1 => cgroups.get(&1).cloned().unwrap_or_else(|| "/".into()),
+                    id => cgroups.get(&id).cloned().unwrap_or_else(|| format!("cgroup id {id}")),
+                };
+                RequestRecord {
+                    layer: requests::layer_name(key.layer).into(),
+                    op: requests::op_name(key.layer, key.op).into(),
+                    flags: requests::flag_names(key.flags),
+                    dataset,
+                    volblocksize: info.map_or(0, |i| i.volblocksize),
+                    pid: key.tgid,
+                    comm: requests::c_string(&key.comm),
+                    cgroup,
+                    count: hist.count,
+                    total_ns: hist.total_ns,
+                    bytes: hist.bytes,
+                    max_ns: hist.max_ns,
+                    buckets: sparse_buckets(&hist.buckets[..HIST_BUCKETS]),
+                }
+            })
+            .collect();
+        Ok((records, in_flight))
+    }
+
     fn in_flight(&self) -> anyhow::Result<u64> {
         let map: BpfHashMap<_, InFlightKey, InFlight> =
             BpfHashMap::try_from(self.ebpf.map("INFLIGHT").ok_or_else(|| anyhow!("INFLIGHT missing"))?)?;
@@ -677,7 +810,21 @@ impl Session {
             .collect();
         histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
         let c = self.counters()?;
+        let (mut requests, requests_in_flight) = self.requests()?;
+        requests.sort_by(|a, b| (&a.layer, &a.dataset, &a.op, a.pid).cmp(&(&b.layer, &b.dataset, &b.op, b.pid)));
+        if self.filtered && requests.iter().any(|r| r.layer == "zvol") {
+            // zvol_write/zvol_read run on the zvol taskq's threads, which the
+            // process filter does not follow.
+            self.warnings.push(
+                "zvol I/O runs on zvol taskq threads: with a process filter the workload rows count the traced processes' file I/O only; the requests section has their zvol requests".into(),
+            );
+        }
         let losses = Losses {
+            request_folded: c[counter::REQUEST_FOLDED as usize],
+            request_start_full: c[counter::REQUEST_START_FULL as usize],
+            request_end_without_start: c[counter::REQUEST_END_WITHOUT_START as usize],
+            requests_in_flight_at_end: requests_in_flight,
+            name_map_full: c[counter::NAME_MAP_FULL as usize],
             entry_map_full: c[counter::ENTRY_MAP_FULL as usize],
             return_without_entry: c[counter::RETURN_WITHOUT_ENTRY as usize],
             hist_map_full: c[counter::HIST_MAP_FULL as usize],
@@ -700,6 +847,7 @@ impl Session {
             .collect();
         txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
         let cpu = self.cpu_profile(&c)?;
+        let offcpu = self.offcpu_profile(&c)?;
         let bpf_programs = self.program_costs();
         let attach_ms = self.attach_ms;
         // Detach now (closing every link and program) and time it. Perf-event
@@ -743,8 +891,20 @@ impl Session {
             cpu,
             self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib, uprobe_multi }),
             machine_cpu_busy: self.cpu_at_start.zip(crate::recording::CpuTicks::read()).map(|(a, b)| b.busy_since(&a)),
+            requests,
+            offcpu,
         })
     }
+}
+
+/// OpenZFS 2.2+ can make zvols blk-mq devices (zvol_use_blk_mq=1, for zvols
+/// created after it is set); their requests enter through zvol_mq_queue_rq,
+/// which zprof does not time yet: say so rather than show fewer requests.
+fn zvol_blk_mq_warning() -> Option<String> {
+    let value = std::fs::read_to_string("/sys/module/zfs/parameters/zvol_use_blk_mq").ok()?;
+    (value.trim() == "1").then(|| {
+        "zvol_use_blk_mq is 1: requests of zvols created since it was set (blk-mq devices) are not in the requests section".into()
+    })
 }
 
 /// Class name (or suffix) of rows counted at entry only (no latency).

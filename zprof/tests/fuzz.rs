@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use zprof::{bench, compare, explain, flamegraph, recording::Recording, report};
+use zprof::{bench, compare, explain, flamegraph, recording::Recording, report, requests::GroupBy};
 
 mod common;
 use common::{non_number_word, require_root};
@@ -84,7 +84,14 @@ fn mutate(text: &[u8], rng: &mut Rng) -> Vec<u8> {
 
 /// Everything zprof does with a recording it accepted.
 fn render_all(rec: &Recording) -> String {
-    let mut out = report::render_table(&report::build(rec));
+    let mut out = String::new();
+    for by in [GroupBy::Dataset, GroupBy::Process, GroupBy::Cgroup] {
+        out.push_str(&report::render_table(&report::build(rec, by)));
+    }
+    for line in flamegraph::offcpu_stacks(rec).into_iter().chain(flamegraph::cpu_stacks(rec)) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     let findings = explain::explain(rec, &explain::ExplainOptions::default());
     out.push_str(&explain::render(&findings, rec.benchmark.as_ref()));
     out.push_str(&compare::render(&compare::compare(rec, rec, ("a".into(), "b".into()))));

@@ -85,6 +85,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             Err(e) => failures.push(format!("{config}: {e:#}")),
         }
     }
+    match super::check_requests::check_requests(&results.join("requests"), variant) {
+        Ok(line) => writeln!(summary, "  requests: {line}")?,
+        Err(e) => failures.push(format!("requests: {e:#}")),
+    }
     match check_detach(&std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?) {
         Ok(line) => writeln!(summary, "  detach: {line}")?,
         Err(e) => failures.push(format!("detach: {e:#}")),
@@ -126,7 +130,7 @@ fn kallsyms_report(functions: &str) -> String {
     format!("present: {}; only as clones: {}; absent: {}", list(present), list(cloned), list(absent))
 }
 
-fn read_json(path: &Path) -> anyhow::Result<Value> {
+pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
@@ -162,7 +166,7 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         let reason = p["reason"].as_str().unwrap_or("");
         let expected_absent = match variant {
             Variant::Btf | Variant::Headers => reason.starts_with("not needed"),
-            Variant::Nobtf => reason.starts_with("needs struct offsets"),
+            Variant::Nobtf => reason.starts_with("needs struct offsets") || reason.starts_with("needs the request layer's"),
         };
         if p["attached"] == true {
             attached += 1;
@@ -172,7 +176,17 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
     }
     let must_attach: &[&str] = match variant {
         Variant::Btf | Variant::Headers => {
-            &["vdev_stat_update", "zil_commit", "dmu_write_uio_dnode", "zil_lwb_write_issue", "zil_lwb_flush_vdevs_done"]
+            &[
+                "vdev_stat_update",
+                "zil_commit",
+                "dmu_write_uio_dnode",
+                "zil_lwb_write_issue",
+                "zil_lwb_flush_vdevs_done",
+                "zfs_write",
+                "zfs_fsync",
+                "zvol_submit_bio",
+                "bio_endio",
+            ]
         }
         Variant::Nobtf => &[
             "vdev_queue_io",
@@ -181,6 +195,9 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
             "vdev_disk_io_start",
             "zil_commit",
             "dmu_write_uio_dnode",
+            "zfs_write",
+            "zfs_read",
+            "zfs_fsync",
         ],
     };
     let source = doc["offsets"].as_str().unwrap_or("");
@@ -283,11 +300,11 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
 
 /// Power-of-two histogram (index j: [2^j, 2^(j+1)) ns; 0 and 1 ns in bucket 0),
 /// as `zpool iostat -w` prints it.
-type Pow2 = BTreeMap<usize, u64>;
+pub(super) type Pow2 = BTreeMap<usize, u64>;
 
 /// The power-of-two bucket of a zprof bucket (its 8 sub-buckets per power of two
 /// share their power of two's edges).
-fn pow2_of_zprof_bucket(index: usize) -> usize {
+pub(super) fn pow2_of_zprof_bucket(index: usize) -> usize {
     let low = hist_bucket_low(index.min(HIST_BUCKETS - 1));
     if low <= 1 { 0 } else { 63 - low.leading_zeros() as usize }
 }
@@ -305,7 +322,7 @@ fn zprof_pow2(rec: &Value, stage: &str, class: impl Fn(u64) -> bool) -> Pow2 {
 }
 
 /// The bucket holding the `p` quantile.
-fn percentile_bucket(hist: &Pow2, p: f64) -> Option<usize> {
+pub(super) fn percentile_bucket(hist: &Pow2, p: f64) -> Option<usize> {
     let total: u64 = hist.values().sum();
     if total == 0 {
         return None;

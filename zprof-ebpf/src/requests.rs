@@ -1,0 +1,331 @@
+//! The request layer (kernel target): file and zvol requests as the
+//! application sees them, from submission to completion, per dataset,
+//! process and cgroup.
+//!
+//! - Files: zfs_read, zfs_write and zfs_fsync, entry to return, on the
+//!   calling thread (the ZPL's own entry points, in every release).
+//! - Zvols: a bio from zvol_submit_bio (the zvol's submit_bio, in the
+//!   submitter's context) to bio_endio of that bio (wherever the taskq ends
+//!   it). zvol_write/zvol_read are compiler clones on some builds (2.1.11's
+//!   .isra.0), and they do not see the time a bio waits on the taskq.
+//!
+//! Rows live in one shared hash map, not per CPU: a row holds a 2 KiB
+//! histogram, a host has many CPUs and requests are few next to the
+//! pipeline's events, so each field is bumped with an atomic add. The row of
+//! a request is fixed at submission (who submitted it is not who completes a
+//! zvol bio). Dataset names are learnt once per dataset, as dsl_dir name
+//! components that user space joins.
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_str_bytes},
+    macros::{kprobe, kretprobe, map},
+    maps::{HashMap, LruHashMap, PerCpuArray},
+    programs::{ProbeContext, RetProbeContext},
+};
+use zprof_common::{
+    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, counter, hist_bucket,
+    request::{self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL},
+};
+
+use crate::{CONFIG, ZERO, bump, config_u32, read_or, wanted};
+
+/// Request rows. Size set by user space (`--request-rows`).
+#[map]
+static REQUESTS: HashMap<RequestKey, Hist> = HashMap::with_max_entries(1024, 0);
+
+/// Requests in progress: by thread id for file requests (they start and end
+/// on the caller's thread), by bio address for zvol requests. The two never
+/// collide: thread ids are below 2^32, kernel addresses far above.
+#[map]
+static REQUEST_STARTS: HashMap<u64, RequestStart> = HashMap::with_max_entries(16384, 0);
+
+/// Datasets seen in requests, by objset address.
+#[map]
+static DATASETS: LruHashMap<u64, DatasetInfo> = LruHashMap::with_max_entries(1024, 0);
+
+/// Name components of the dsl_dirs of those datasets and their parents.
+#[map]
+static DIR_NAMES: LruHashMap<u64, DirName> = LruHashMap::with_max_entries(2048, 0);
+
+/// Scratch space for a [`DirName`] (264 bytes: too large for the stack next
+/// to the rest).
+#[map]
+static DIR_SCRATCH: PerCpuArray<DirName> = PerCpuArray::with_max_entries(1, 0);
+
+/// Deepest dataset nesting named (pool/a/b/... beyond it shows as "...").
+const MAX_NAME_DEPTH: usize = 8;
+
+#[inline(always)]
+fn request_offsets_valid() -> bool {
+    config_u32(&CONFIG.request.valid) != 0
+}
+
+/// Reads the pointer at `base + offset` (0 when unknown or unreadable).
+#[inline(always)]
+fn pointer_at(base: u64, offset: &u32) -> u64 {
+    if base == 0 || !request_offsets_valid() {
+        return 0;
+    }
+    read_or::<u64>(base + config_u32(offset) as u64, 0)
+}
+
+#[inline(always)]
+fn arg(ctx: &ProbeContext, n: usize) -> u64 {
+    ctx.arg::<u64>(n).unwrap_or(0)
+}
+
+/// The row of a request the current thread submits.
+#[inline(always)]
+fn key_for(layer: u32, op: u32, flags: u32, dataset: u64) -> RequestKey {
+    RequestKey {
+        layer,
+        op,
+        flags,
+        tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
+        dataset,
+        cgroup: unsafe { bpf_get_current_cgroup_id() },
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    }
+}
+
+#[inline(always)]
+fn start(id: u64, bytes: u64, key: RequestKey) {
+    let value = RequestStart { start_ns: unsafe { bpf_ktime_get_ns() }, bytes, key };
+    if REQUEST_STARTS.insert(&id, &value, BPF_NOEXIST as u64).is_err() {
+        // EEXIST cannot happen for a bio in flight or a thread in one call;
+        // anything else is a full map.
+        bump(counter::REQUEST_START_FULL);
+    }
+}
+
+/// Ends the request `id` if it was started; `counted` says whether an end
+/// without a start is a loss (a file request's return) or not (any bio).
+#[inline(always)]
+fn finish(id: u64, end_without_start_is_loss: bool) {
+    let Some(started) = (unsafe { REQUEST_STARTS.get(&id) }).copied() else {
+        if end_without_start_is_loss {
+            bump(counter::REQUEST_END_WITHOUT_START);
+        }
+        return;
+    };
+    let _ = REQUEST_STARTS.remove(&id);
+    let duration = unsafe { bpf_ktime_get_ns() }.saturating_sub(started.start_ns);
+    add(&started.key, duration, started.bytes);
+}
+
+/// Adds one request to its row, or to the folded row when the map is full.
+#[inline(always)]
+fn add(key: &RequestKey, duration_ns: u64, bytes: u64) {
+    let row = match row(key) {
+        Some(row) => row,
+        None => {
+            bump(counter::REQUEST_FOLDED);
+            let folded = RequestKey { layer: key.layer, op: key.op, flags: key.flags, comm: *b"[folded]\0\0\0\0\0\0\0\0", ..RequestKey::default() };
+            match row(&folded) {
+                Some(row) => row,
+                None => return,
+            }
+        }
+    };
+    let hist = unsafe { &mut *row };
+    atomic_add(&mut hist.count, 1);
+    atomic_add(&mut hist.total_ns, duration_ns);
+    atomic_add(&mut hist.bytes, bytes);
+    // Not atomic: two CPUs finishing a new maximum of the same row in the
+    // same instant keep one of the two.
+    if duration_ns > hist.max_ns {
+        hist.max_ns = duration_ns;
+    }
+    let bucket = core::hint::black_box(hist_bucket(duration_ns));
+    if bucket < HIST_BUCKETS {
+        atomic_add(&mut hist.buckets[bucket], 1);
+    }
+}
+
+/// The row for `key`, created empty if there is room.
+#[inline(always)]
+fn row(key: &RequestKey) -> Option<*mut Hist> {
+    if let Some(row) = REQUESTS.get_ptr_mut(key) {
+        return Some(row);
+    }
+    let zero: &Hist = ZERO.get(0)?;
+    // EEXIST (another CPU made it first) is fine; a full map is not.
+    let _ = REQUESTS.insert(key, zero, BPF_NOEXIST as u64);
+    REQUESTS.get_ptr_mut(key)
+}
+
+#[inline(always)]
+pub(crate) fn atomic_add(field: &mut u64, value: u64) {
+    // core's AtomicU64 has no fetch_add on the BPF target. SAFETY: a u64 in
+    // a map value, 8-byte aligned; the result is unused, so this is BPF's
+    // plain atomic add, which every kernel zprof supports.
+    unsafe { core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(field, value) };
+}
+
+/// Remembers the dataset of objset `objset` (its dsl_dir and, for a zvol,
+/// its volblocksize) and the name components of its dsl_dir and parents,
+/// the first time a request names it.
+#[inline(always)]
+fn learn_dataset(objset: u64, volblocksize: u64) {
+    if objset == 0 || unsafe { DATASETS.get(&objset) }.is_some() {
+        return;
+    }
+    let dataset = pointer_at(objset, &CONFIG.request.objset_dataset);
+    let mut dir = pointer_at(dataset, &CONFIG.request.dataset_dir);
+    if DATASETS.insert(&objset, &DatasetInfo { dir, volblocksize }, 0).is_err() {
+        bump(counter::NAME_MAP_FULL);
+    }
+    for _ in 0..MAX_NAME_DEPTH {
+        if dir == 0 || unsafe { DIR_NAMES.get(&dir) }.is_some() {
+            return;
+        }
+        let Some(scratch) = DIR_SCRATCH.get_ptr_mut(0) else { return };
+        let scratch = unsafe { &mut *scratch };
+        scratch.parent = pointer_at(dir, &CONFIG.request.dir_parent);
+        let name = dir + config_u32(&CONFIG.request.dir_name) as u64;
+        if unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut scratch.name) }.is_err() {
+            bump(counter::READ_FAILED);
+            return;
+        }
+        if DIR_NAMES.insert(&dir, &*scratch, 0).is_err() {
+            bump(counter::NAME_MAP_FULL);
+        }
+        dir = scratch.parent;
+    }
+}
+
+// --- Files: zfs_read/zfs_write(znode_t *zp, zfs_uio_t *uio, int ioflag, cred_t *cr),
+// --- zfs_fsync(znode_t *zp, int syncflag, cred_t *cr).
+
+/// The objset of the file system znode `zp` lives in:
+/// zp->z_inode.i_sb->s_fs_info (the zfsvfs_t)->z_os.
+#[inline(always)]
+fn znode_objset(zp: u64) -> u64 {
+    if zp == 0 || !request_offsets_valid() {
+        return 0;
+    }
+    let inode = zp + config_u32(&CONFIG.request.znode_inode) as u64;
+    let sb = pointer_at(inode, &CONFIG.request.inode_sb);
+    let zfsvfs = pointer_at(sb, &CONFIG.request.sb_fs_info);
+    pointer_at(zfsvfs, &CONFIG.request.zfsvfs_os)
+}
+
+#[inline(always)]
+fn file_start(ctx: &ProbeContext, op: u32) {
+    if !wanted(true) {
+        return;
+    }
+    let objset = znode_objset(arg(ctx, 0));
+    learn_dataset(objset, 0);
+    let (bytes, flags) = if op == request::OP_FLUSH {
+        (0, 0)
+    } else {
+        let resid = read_or::<u64>(pointer_field(arg(ctx, 1), &CONFIG.request.uio_resid), 0);
+        let ioflag = arg(ctx, 2);
+        let mut flags = 0;
+        if op == request::OP_WRITE && ioflag & request::O_DSYNC != 0 {
+            flags |= FLAG_SYNC;
+        }
+        if ioflag & request::O_DIRECT != 0 {
+            flags |= FLAG_DIRECT;
+        }
+        (resid, flags)
+    };
+    start(bpf_get_current_pid_tgid() & 0xffff_ffff, bytes, key_for(LAYER_FILE, op, flags, objset));
+}
+
+/// The address of the member at `offset` of the struct at `base` (0 when unknown).
+#[inline(always)]
+fn pointer_field(base: u64, offset: &u32) -> u64 {
+    if base == 0 || !request_offsets_valid() {
+        return 0;
+    }
+    base + config_u32(offset) as u64
+}
+
+#[inline(always)]
+fn file_finish() {
+    if !wanted(true) {
+        return;
+    }
+    finish(bpf_get_current_pid_tgid() & 0xffff_ffff, true);
+}
+
+#[kprobe]
+pub fn file_read_start_k(ctx: ProbeContext) -> u32 {
+    file_start(&ctx, request::OP_READ);
+    0
+}
+
+#[kprobe]
+pub fn file_write_start_k(ctx: ProbeContext) -> u32 {
+    file_start(&ctx, request::OP_WRITE);
+    0
+}
+
+#[kprobe]
+pub fn file_fsync_start_k(ctx: ProbeContext) -> u32 {
+    file_start(&ctx, request::OP_FLUSH);
+    0
+}
+
+#[kretprobe]
+pub fn file_request_done_k(_ctx: RetProbeContext) -> u32 {
+    file_finish();
+    0
+}
+
+// --- Zvols: zvol_submit_bio(struct bio *bio) -> bio_endio(struct bio *bio).
+
+/// REQ_OP_* values of the block layer (the low 8 bits of bi_opf, stable).
+const REQ_OP_READ: u32 = 0;
+const REQ_OP_WRITE: u32 = 1;
+const REQ_OP_FLUSH: u32 = 2;
+const REQ_OP_DISCARD: u32 = 3;
+
+#[kprobe]
+pub fn zvol_submit_k(ctx: ProbeContext) -> u32 {
+    if !wanted(true) {
+        return 0;
+    }
+    let bio = arg(&ctx, 0);
+    if bio == 0 {
+        return 0;
+    }
+    let opf = read_or::<u32>(pointer_field(bio, &CONFIG.request.bio_opf), 0);
+    let size = read_or::<u32>(pointer_field(bio, &CONFIG.request.bio_size), 0) as u64;
+    let bit = |field: &u32| 1u32.checked_shl(config_u32(field)).unwrap_or(0);
+    let preflush = opf & bit(&CONFIG.request.req_preflush_bit) != 0;
+    let fua = opf & bit(&CONFIG.request.req_fua_bit) != 0;
+    let (op, mut flags) = match opf & 0xff {
+        REQ_OP_READ => (request::OP_READ, 0),
+        // An empty write with a preflush is how a flush reaches a bio driver.
+        REQ_OP_WRITE if size == 0 && preflush => (request::OP_FLUSH, 0),
+        REQ_OP_WRITE => (request::OP_WRITE, if preflush { FLAG_PREFLUSH } else { 0 }),
+        REQ_OP_FLUSH => (request::OP_FLUSH, 0),
+        REQ_OP_DISCARD => (request::OP_DISCARD, 0),
+        _ => (request::OP_OTHER, 0),
+    };
+    if fua && op == request::OP_WRITE {
+        flags |= FLAG_SYNC;
+    }
+    let zvol = pointer_at(pointer_at(pointer_at(bio, &CONFIG.request.bio_bdev), &CONFIG.request.bdev_disk), &CONFIG.request.disk_private);
+    let objset = pointer_at(zvol, &CONFIG.request.zvol_objset);
+    if objset != 0 {
+        learn_dataset(objset, read_or::<u64>(pointer_field(zvol, &CONFIG.request.zvol_volblocksize), 0));
+    }
+    start(bio, size, key_for(LAYER_ZVOL, op, flags, objset));
+    0
+}
+
+#[kprobe]
+pub fn zvol_bio_done_k(ctx: ProbeContext) -> u32 {
+    let bio = arg(&ctx, 0);
+    // Most bios are other devices': not ours, not a loss.
+    if bio != 0 {
+        finish(bio, false);
+    }
+    0
+}

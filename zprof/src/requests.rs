@@ -1,0 +1,326 @@
+//! The request layer, user side: file and zvol requests as the application
+//! sees them, read from the eBPF maps into recording rows, named (dataset,
+//! process, cgroup) and grouped for the report's "requests" section.
+//!
+//! Each row of the in-kernel map is one (layer, operation, flags, dataset,
+//! process, cgroup, thread name); the report folds them along the dimension
+//! asked for (`--by dataset|process|cgroup`). Names are resolved here, once:
+//! dataset names from the dsl_dir components the eBPF side learnt, cgroup
+//! paths from the cgroup v2 hierarchy (a cgroup's id is its directory's
+//! inode number).
+
+use std::{collections::HashMap, fmt::Write as _, path::Path};
+
+use serde::{Deserialize, Serialize};
+use zprof_common::{DirName, request};
+
+use crate::recording::{HistRecord, Summary, summarize};
+
+/// One request row of a recording.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestRecord {
+    /// "file" or "zvol".
+    pub layer: String,
+    /// "read", "write", "fsync" (file), "flush", "discard", "other" (zvol).
+    pub op: String,
+    /// "sync", "direct", "preflush": see `zprof_common::request`.
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Dataset or zvol name ("" when unknown: no offsets; "[folded]" for
+    /// requests beyond the row limit).
+    pub dataset: String,
+    /// A zvol's volblocksize (bytes; 0 for a file system or unknown).
+    #[serde(default)]
+    pub volblocksize: u64,
+    /// Process id of the submitter (0 in the folded row).
+    pub pid: u32,
+    /// Thread name of the submitter.
+    pub comm: String,
+    /// Cgroup v2 path of the submitter ("" when unknown).
+    pub cgroup: String,
+    /// Requests.
+    pub count: u64,
+    /// Sum of latencies, ns.
+    pub total_ns: u64,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Sparse buckets, as in [`HistRecord`].
+    pub buckets: Vec<[u64; 2]>,
+}
+
+impl RequestRecord {
+    /// The row's latency distribution, in the shape `summarize` reads.
+    pub fn as_hist(&self) -> HistRecord {
+        HistRecord {
+            stage: "request".into(),
+            class: 0,
+            class_name: String::new(),
+            pool: String::new(),
+            vdev: 0,
+            count: self.count,
+            total_ns: self.total_ns,
+            bytes: self.bytes,
+            bytes_out: 0,
+            max_ns: self.max_ns,
+            buckets: self.buckets.clone(),
+        }
+    }
+}
+
+/// The words for a request's layer, operation and flags.
+pub fn layer_name(layer: u32) -> &'static str {
+    match layer {
+        request::LAYER_FILE => "file",
+        request::LAYER_ZVOL => "zvol",
+        _ => "unknown",
+    }
+}
+
+/// The operation's name on its layer (a file's flush is its fsync).
+pub fn op_name(layer: u32, op: u32) -> &'static str {
+    match (layer, op) {
+        (_, request::OP_READ) => "read",
+        (_, request::OP_WRITE) => "write",
+        (request::LAYER_FILE, request::OP_FLUSH) => "fsync",
+        (_, request::OP_FLUSH) => "flush",
+        (_, request::OP_DISCARD) => "discard",
+        _ => "other",
+    }
+}
+
+/// The flags' names.
+pub fn flag_names(flags: u32) -> Vec<String> {
+    [(request::FLAG_SYNC, "sync"), (request::FLAG_DIRECT, "direct"), (request::FLAG_PREFLUSH, "preflush")]
+        .into_iter()
+        .filter(|(bit, _)| flags & bit != 0)
+        .map(|(_, name)| name.to_owned())
+        .collect()
+}
+
+/// Text of a NUL-terminated byte array.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Deepest name joined (the eBPF side walks as deep: see MAX_NAME_DEPTH there).
+const MAX_NAME_DEPTH: usize = 8;
+
+/// A dataset's full name, from its dsl_dir up to the pool's root; "?" for a
+/// component no longer (or never) known, "..." past the depth zprof walks.
+pub fn dataset_name(dir: u64, dirs: &HashMap<u64, DirName>) -> String {
+    let mut parts = Vec::new();
+    let mut at = dir;
+    while at != 0 {
+        if parts.len() == MAX_NAME_DEPTH {
+            parts.push("...".to_owned());
+            break;
+        }
+        match dirs.get(&at) {
+            Some(entry) => {
+                parts.push(c_string(&entry.name));
+                at = entry.parent;
+            }
+            None => {
+                parts.push("?".to_owned());
+                break;
+            }
+        }
+    }
+    parts.reverse();
+    parts.join("/")
+}
+
+/// Cgroup v2 ids to paths, by walking the hierarchy at `root` (a cgroup's id
+/// is the inode number of its directory). The root cgroup is "/".
+pub fn cgroup_paths(root: &Path, wanted: &[u64]) -> HashMap<u64, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut found = HashMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    let mut visited = 0usize;
+    // Bounded: a host has thousands of cgroups at most.
+    while let Some(dir) = stack.pop() {
+        visited += 1;
+        if found.len() == wanted.len() || visited > 100_000 {
+            break;
+        }
+        let Ok(meta) = std::fs::metadata(&dir) else { continue };
+        if wanted.contains(&meta.ino()) {
+            let relative = dir.strip_prefix(root).map(|p| p.display().to_string()).unwrap_or_default();
+            found.insert(meta.ino(), format!("/{relative}"));
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// Where the cgroup v2 hierarchy is mounted, if it is.
+pub fn cgroup2_root() -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
+        (kind == "cgroup2").then(|| std::path::PathBuf::from(point))
+    })
+}
+
+/// How the requests section groups its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    /// One row per dataset or zvol and operation.
+    #[default]
+    Dataset,
+    /// One row per process and operation.
+    Process,
+    /// One row per cgroup and operation.
+    Cgroup,
+}
+
+/// One row of the report's requests section.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRow {
+    /// "file" or "zvol".
+    pub layer: String,
+    /// Operation, with its flags ("write sync").
+    pub op: String,
+    /// The dataset, process ("fio[1234]") or cgroup the row is for.
+    pub who: String,
+    /// Requests per second over the recording.
+    pub per_second: f64,
+    /// Bytes per second.
+    pub bytes_per_second: f64,
+    /// Statistics.
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+/// The requests section's rows, grouped `by`, busiest first within a layer.
+pub fn rows(records: &[RequestRecord], by: GroupBy, seconds: f64) -> Vec<RequestRow> {
+    let mut groups: Vec<((String, String, String), Vec<HistRecord>)> = Vec::new();
+    for r in records {
+        let who = match by {
+            GroupBy::Dataset if r.dataset.is_empty() => "(dataset unknown)".to_owned(),
+            GroupBy::Dataset => r.dataset.clone(),
+            GroupBy::Process if r.pid == 0 => r.comm.clone(),
+            GroupBy::Process => format!("{}[{}]", r.comm, r.pid),
+            GroupBy::Cgroup if r.cgroup.is_empty() => "(cgroup unknown)".to_owned(),
+            GroupBy::Cgroup => r.cgroup.clone(),
+        };
+        let mut op = r.op.clone();
+        for flag in &r.flags {
+            let _ = write!(op, " {flag}");
+        }
+        let key = (r.layer.clone(), op, who);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(r.as_hist()),
+            None => groups.push((key, vec![r.as_hist()])),
+        }
+    }
+    let seconds = seconds.max(1e-9);
+    let mut rows: Vec<RequestRow> = groups
+        .into_iter()
+        .map(|((layer, op, who), members)| {
+            let summary = summarize(members.iter());
+            RequestRow {
+                layer,
+                op,
+                who,
+                per_second: summary.count as f64 / seconds,
+                bytes_per_second: summary.bytes as f64 / seconds,
+                summary,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.layer, &a.who, &a.op).cmp(&(&b.layer, &b.who, &b.op)));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(parent: u64, name: &str) -> DirName {
+        let mut bytes = [0u8; 256];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        DirName { parent, name: bytes }
+    }
+
+    #[test]
+    fn dataset_names_join_their_components_up_to_the_pool() {
+        let dirs = HashMap::from([(10, dir(0, "tank")), (20, dir(10, "vols")), (30, dir(20, "db"))]);
+        assert_eq!(dataset_name(30, &dirs), "tank/vols/db");
+        assert_eq!(dataset_name(10, &dirs), "tank");
+        // A parent evicted from the name map is shown as unknown, not skipped.
+        let partial = HashMap::from([(30, dir(20, "db"))]);
+        assert_eq!(dataset_name(30, &partial), "?/db");
+    }
+
+    #[test]
+    fn a_cycle_in_the_names_stops_at_the_depth_walked() {
+        let dirs = HashMap::from([(1, dir(2, "a")), (2, dir(1, "b"))]);
+        assert_eq!(dataset_name(1, &dirs).split('/').count(), MAX_NAME_DEPTH + 1);
+        assert!(dataset_name(1, &dirs).starts_with(".../"));
+    }
+
+    fn row(dataset: &str, pid: u32, op: &str, flags: &[&str], count: u64) -> RequestRecord {
+        RequestRecord {
+            layer: "file".into(),
+            op: op.into(),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+            dataset: dataset.into(),
+            volblocksize: 0,
+            pid,
+            comm: "fio".into(),
+            cgroup: "/a".into(),
+            count,
+            total_ns: count * 1000,
+            bytes: count * 4096,
+            max_ns: 1000,
+            buckets: vec![[zprof_common::hist_bucket(1000) as u64, count]],
+        }
+    }
+
+    #[test]
+    fn rows_group_along_the_dimension_asked_for() {
+        let records =
+            [row("tank/a", 10, "write", &[], 3), row("tank/a", 11, "write", &[], 4), row("tank/b", 10, "write", &["sync"], 5)];
+        let by_dataset = rows(&records, GroupBy::Dataset, 1.0);
+        let summary: Vec<(&str, &str, u64)> = by_dataset.iter().map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count)).collect();
+        assert_eq!(summary, [("tank/a", "write", 7), ("tank/b", "write sync", 5)]);
+        let by_process = rows(&records, GroupBy::Process, 1.0);
+        let summary: Vec<(&str, &str, u64)> = by_process.iter().map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count)).collect();
+        assert_eq!(summary, [("fio[10]", "write", 3), ("fio[10]", "write sync", 5), ("fio[11]", "write", 4)]);
+        let by_cgroup = rows(&records, GroupBy::Cgroup, 2.0);
+        assert_eq!(by_cgroup.len(), 2);
+        assert_eq!(by_cgroup[0].per_second, 3.5);
+        assert_eq!(by_cgroup[0].bytes_per_second, 7.0 * 4096.0 / 2.0);
+    }
+
+    #[test]
+    fn operations_and_flags_have_names() {
+        assert_eq!(op_name(request::LAYER_FILE, request::OP_FLUSH), "fsync");
+        assert_eq!(op_name(request::LAYER_ZVOL, request::OP_FLUSH), "flush");
+        assert_eq!(flag_names(request::FLAG_SYNC | request::FLAG_DIRECT), ["sync", "direct"]);
+    }
+
+    #[test]
+    fn the_root_cgroup_is_found_by_its_inode() {
+        use std::os::unix::fs::MetadataExt as _;
+        let root = std::env::temp_dir().join(format!("zprof-cgroups-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("system.slice/fio.service")).unwrap();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let service = ino(&root.join("system.slice/fio.service"));
+        let found = cgroup_paths(&root, &[ino(&root), service, 1 << 60]);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(found[&service], "/system.slice/fio.service");
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
+}
