@@ -6,7 +6,8 @@
 #
 #   /results/zfs-functions.txt   every zfs.ko text symbol in /proc/kallsyms
 #   /results/probes.json         zprof probes --target kernel --format json
-#   /results/CONFIG/             one pool per CONFIG: rec.json (zprof), fio.json,
+#   /results/CONFIG/             one pool per CONFIG: rec.json (zprof; rz1-off with
+#                                --off-cpu, and its offcpu.svg), fio.json,
 #                                iostat-before.txt / iostat-after.txt (zpool iostat -wp,
 #                                taken inside the recording by iostat-around.sh)
 #   /results/requests/           two fio processes (fio-a, fio-b, in cgroups a and b)
@@ -108,13 +109,18 @@ run_config() {
     # zprof sees is one fio counts.
     fio $(job $name) --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout on $name"
     zpool sync "$name"
-    zprof record --target kernel -o $d/rec.json -- iostat-around.sh "$name" $d \
+    # $RECORD_EXTRA: options for this config's recording only (off-CPU time
+    # costs a program run per context switch, which the other figures should not pay).
+    zprof record --target kernel ${RECORD_EXTRA:-} -o $d/rec.json -- iostat-around.sh "$name" $d \
         fio $(job $name) --runtime=$RUNTIME --time_based --output-format=json --output=$d/fio.json \
         > $d/report.txt 2> $d/zprof.err
     rc=$?
     echo "$name: $(kprobes_left)" >> $R/detach.txt
     cat $d/report.txt
     [ $rc -eq 0 ] || fail "zprof record on $name exited with $rc: $(cat $d/zprof.err)"
+    if [ -n "${RECORD_EXTRA:-}" ]; then
+        zprof flamegraph --kind off-cpu -o $d/offcpu.svg $d/rec.json || fail "zprof flamegraph --kind off-cpu"
+    fi
     destroy_pool "$name"
 }
 
@@ -136,6 +142,22 @@ zvol_device() {
         sleep 0.5
     done
     fail "no zvol device of $1 sectors appeared"
+}
+
+# run_zvol_rmw DIR: 4k writes on a zvol of 64k blocks whose data the ARC does
+# not keep (primarycache=metadata): each write reads its block first.
+run_zvol_rmw() {
+    zfs create -V 64M -o volblocksize=64k -o primarycache=metadata rq/v3 || fail "zfs create rq/v3"
+    v3=$(zvol_device 131072)
+    fio --name=fill --filename=$v3 --rw=write --bs=1M --size=32m --direct=1 >> $1/fio-layout.txt 2>&1 || fail "fio fill $v3"
+    zpool sync rq
+    zprof record --target kernel -o $1/rmw.json -- fio --name=rmw --filename=$v3 --rw=randwrite --bs=4k --size=32m \
+        --direct=1 --runtime=$RUNTIME --time_based --output-format=json --output=$1/fio-rmw.json \
+        > $1/rmw-report.txt 2> $1/rmw.err || fail "zprof record (zvol rmw): $(cat $1/rmw.err)"
+    echo "rmw: $(kprobes_left)" >> $R/detach.txt
+    zprof explain $1/rmw.json > $1/rmw-explain.txt && zprof explain --format json $1/rmw.json > $1/rmw-explain.json \
+        || fail "zprof explain (zvol rmw)"
+    grep -A4 'read-modify-write' $1/rmw-explain.txt
 }
 
 # The request layer: fio-a (cgroup a) writes with fsync to a file system and a
@@ -214,7 +236,7 @@ EOF_B
     fio $d/b.fio --create_only=1 >> $d/fio-layout.txt 2>&1 || fail "fio layout b"
     fio --name=fill --filename=$v2 --rw=write --bs=1M --size=64m --direct=1 >> $d/fio-layout.txt 2>&1 || fail "fio fill $v2"
     zpool sync rq
-    zprof record --target kernel -o $d/rec.json -- sh -c \
+    zprof record --target kernel --slower-than 20ms -o $d/rec.json -- sh -c \
         "in-cgroup.sh a /tmp/fio-a $d/a.fio --output-format=json --output=$d/fio-a.json &
          in-cgroup.sh b /tmp/fio-b $d/b.fio --output-format=json --output=$d/fio-b.json &
          wait" > $d/report.txt 2> $d/zprof.err
@@ -226,6 +248,7 @@ EOF_B
         zprof report --by $by $d/rec.json > $d/report-$by.txt || fail "zprof report --by $by"
     done
     head -12 $d/report-process.txt
+    run_zvol_rmw $d
     umount /mnt/fs1 /mnt/fs2
     destroy_pool rq
 }
@@ -246,7 +269,9 @@ if [ "$ONLY" = requests ]; then
     exit 0
 fi
 
+RECORD_EXTRA=--off-cpu
 run_config rz1-off raidz1 nolog off files
+RECORD_EXTRA=
 run_config rz1-log-zstd raidz1 log zstd files
 run_config mir-lz4 mirror nolog lz4 loop
 run_config mir-log-off mirror log off files

@@ -513,6 +513,52 @@ pub struct RequestStart {
     pub bytes: u64,
     /// Its row.
     pub key: RequestKey,
+    /// The submitting thread's [`ThreadWaits`] at submission (file requests
+    /// with `--slower-than`), so a slow request's own waits are the difference.
+    pub waits_at_start: ThreadWaits,
+}
+
+/// Slots of [`ThreadWaits`]: the timed stages a thread can spend a file
+/// request in, in the order reports name them.
+pub mod wait {
+    pub const ZIL_COMMIT: usize = 0;
+    pub const ZIL_LOG_WRITE: usize = 1;
+    pub const ZIL_FLUSH: usize = 2;
+    pub const ZIL_TIMEOUT_WAIT: usize = 3;
+    pub const ZIL_OTHER: usize = 4;
+    pub const TXG_WAIT_SYNCED: usize = 5;
+    pub const TX_WAIT: usize = 6;
+    pub const TX_ASSIGN: usize = 7;
+    pub const COUNT: usize = 8;
+}
+
+/// Time one thread spent in each timed stage so far (ns), kept only with
+/// `--slower-than`: a slow request's breakdown is what grew while it ran.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadWaits {
+    /// By [`wait`] slot.
+    pub ns: [u64; wait::COUNT],
+}
+
+/// A request slower than `--slower-than`, streamed through the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SlowRequest {
+    /// Its row.
+    pub key: RequestKey,
+    /// bpf_ktime_get_ns() at submission.
+    pub start_ns: u64,
+    /// How long it took.
+    pub duration_ns: u64,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// The thread that submitted it.
+    pub tid: u32,
+    /// 1 when `waits` holds the request's own stage times (file requests).
+    pub joined: u32,
+    /// Time in each timed stage while it ran, by [`wait`] slot.
+    pub waits: ThreadWaits,
 }
 
 /// What zprof knows of a dataset seen in requests (keyed by objset address).
@@ -574,12 +620,18 @@ pub struct SampleKey {
     pub user_stack: i32,
     /// Stack id of the kernel stack in `STACKS`, or a negative error.
     pub kernel_stack: i32,
-    /// Off-CPU time: the [`Stage`] the thread was in when it blocked (0:
-    /// none); 0 in CPU samples.
+    /// Off-CPU time: the [`Stage`] the thread was in when it left the CPU
+    /// (0: none), with [`OFFCPU_RUNNABLE`] when it left it still runnable;
+    /// 0 in CPU samples.
     pub pad: u32,
     /// Thread name (comm): the taskq a ZFS thread belongs to.
     pub comm: [u8; 16],
 }
+
+/// Bit of [`SampleKey::pad`] in off-CPU time: the thread left the CPU still
+/// runnable (preempted, or woken before it was switched out): it waited for
+/// a CPU, not for what it was waiting in.
+pub const OFFCPU_RUNNABLE: u32 = 1 << 16;
 
 /// A traced thread blocked off the CPU: since when, and with which stacks.
 #[repr(C)]
@@ -644,6 +696,8 @@ pub struct Config {
     pub newtask_flags_offset: u32,
     /// Bytes of a zio_t the leaf-I/O probes copy (see [`Offsets::zio_read_len`]).
     pub zio_read_len: u32,
+    /// Requests at least this long (us) are streamed one by one (0: none).
+    pub slow_request_us: u32,
     /// sched:sched_switch record: offset of prev_state.
     pub switch_prev_state_offset: u32,
     /// sched:sched_switch record: offset of next_pid.
@@ -702,6 +756,8 @@ mod pod {
     unsafe impl aya::Pod for super::DatasetInfo {}
     unsafe impl aya::Pod for super::DirName {}
     unsafe impl aya::Pod for super::OffCpuStart {}
+    unsafe impl aya::Pod for super::ThreadWaits {}
+    unsafe impl aya::Pod for super::SlowRequest {}
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ static CONFIG: Config = Config {
     newtask_pid_offset: 0,
     newtask_flags_offset: 0,
     zio_read_len: 0,
+    slow_request_us: 0,
     switch_prev_state_offset: 0,
     switch_next_pid_offset: 0,
     semantics: Semantics { zio_flag_io_bypass_bit: 0, compress_level_arg: 0, flush_mode: 0, zio_type_flush: 0 },
@@ -298,6 +299,7 @@ fn record(key: &HistKey, duration_ns: u64, bytes: u64, bytes_out: u64) {
             slot = HIST.get_ptr_mut(key);
         }
     }
+    requests::note_thread_wait(key.stage, duration_ns);
     let Some(hist) = slot else { return };
     let hist = unsafe { &mut *hist };
     hist.count += 1;

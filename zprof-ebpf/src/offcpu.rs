@@ -1,13 +1,13 @@
 //! Off-CPU time: where the traced threads are blocked, with their stacks.
 //!
 //! sched:sched_switch runs in the context of the thread leaving the CPU. When
-//! a traced thread leaves it blocked (not preempted: prev_state != 0), its
-//! stacks and the time are kept by thread id; when that thread is switched
-//! in again (it is next_pid of a later switch), the time it was away is added
-//! to its stacks' total in the kernel. A slow fsync then shows where it
-//! waited (zil_commit's cv_wait, txg_wait_synced, the throttle) as time, not
-//! as samples. Preemption is left out: a runnable thread waits for a CPU, not
-//! for ZFS.
+//! a traced thread leaves it, its stacks and the time are kept by thread id;
+//! when that thread is switched in again (it is next_pid of a later switch),
+//! the time it was away is added to its stacks' total in the kernel. A slow
+//! fsync then shows where it waited (zil_commit's cv_wait, txg_wait_synced,
+//! the throttle) as time, not as samples. A thread that left the CPU still
+//! runnable (preempted, or woken before it was switched out) waited for a CPU,
+//! not for ZFS: its periods carry [`RUNNABLE`] so the graph marks them.
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -27,6 +27,8 @@ static OFFCPU: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
 /// Threads blocked now, by thread id: since when, and where.
 #[map]
 static OFFCPU_STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(16384, 0);
+
+pub use zprof_common::OFFCPU_RUNNABLE as RUNNABLE;
 
 #[tracepoint]
 pub fn offcpu_switch(ctx: TracePointContext) -> u32 {
@@ -48,17 +50,17 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
         return;
     }
     let state_offset = config_u32(&CONFIG.switch_prev_state_offset) as usize;
-    // prev_state is a long on 6.x kernels; its low bits hold the state.
+    // prev_state is a long on 6.x kernels; its low bits hold the state. A
+    // preempted thread reads TASK_REPORT_MAX (0x100), a runnable one 0: no
+    // sleeping state bit in the low byte either way.
     let state = unsafe { ctx.read_at::<u32>(state_offset) }.unwrap_or(0);
-    if state == 0 {
-        return; // preempted, still runnable
-    }
+    let runnable = if state & 0xff == 0 { RUNNABLE } else { 0 };
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
     if config_u32(&CONFIG.filter_tgid) != 0 && !is_tracked(tgid) && !(is_kernel() && is_zfs_kernel_thread(&comm)) {
         return;
     }
     let (user_stack, kernel_stack) = stack_ids(ctx, &STACKS);
-    let stage = timed_stage(tid as u64);
+    let stage = timed_stage(tid as u64) | runnable;
     let start = OffCpuStart { start_ns: now, key: SampleKey { tgid, user_stack, kernel_stack, pad: stage, comm } };
     if OFFCPU_STARTS.insert(&tid, &start, 0).is_err() {
         bump(counter::OFFCPU_START_FULL);

@@ -15,6 +15,10 @@
 //! a request is fixed at submission (who submitted it is not who completes a
 //! zvol bio). Dataset names are learnt once per dataset, as dsl_dir name
 //! components that user space joins.
+//!
+//! With `--slower-than`, a request at least that long is also streamed on its
+//! own, with the time its thread spent in each timed stage while it ran (the
+//! difference of the thread's running totals, kept in THREAD_WAITS).
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -25,11 +29,13 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use zprof_common::{
-    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, counter, hist_bucket,
+    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, Stage, ThreadWaits, counter,
+    hist_bucket,
     request::{self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL},
+    wait,
 };
 
-use crate::{CONFIG, ZERO, bump, config_u32, read_or, wanted};
+use crate::{CONFIG, EVENTS, ZERO, bump, config_u32, read_or, wanted};
 
 /// Request rows. Size set by user space (`--request-rows`).
 #[map]
@@ -53,6 +59,59 @@ static DIR_NAMES: LruHashMap<u64, DirName> = LruHashMap::with_max_entries(2048, 
 /// to the rest).
 #[map]
 static DIR_SCRATCH: PerCpuArray<DirName> = PerCpuArray::with_max_entries(1, 0);
+
+/// Each thread's time in the timed stages so far (`--slower-than` only).
+#[map]
+static THREAD_WAITS: LruHashMap<u32, ThreadWaits> = LruHashMap::with_max_entries(16384, 0);
+
+#[inline(always)]
+fn slow_tracking() -> bool {
+    config_u32(&CONFIG.slow_request_us) != 0
+}
+
+/// Adds a timed stage's duration to the current thread's total (called for
+/// every histogram entry; only the stages a file request waits in count).
+#[inline(always)]
+pub(crate) fn note_thread_wait(stage: u32, duration_ns: u64) {
+    if !slow_tracking() {
+        return;
+    }
+    let slot = match stage {
+        s if s == Stage::ZilCommit as u32 => wait::ZIL_COMMIT,
+        s if s == Stage::ZilLogWrite as u32 => wait::ZIL_LOG_WRITE,
+        s if s == Stage::ZilFlush as u32 => wait::ZIL_FLUSH,
+        s if s == Stage::ZilTimeoutWait as u32 => wait::ZIL_TIMEOUT_WAIT,
+        s if s == Stage::ZilOther as u32 => wait::ZIL_OTHER,
+        s if s == Stage::TxgWaitSynced as u32 => wait::TXG_WAIT_SYNCED,
+        s if s == Stage::TxWait as u32 => wait::TX_WAIT,
+        s if s == Stage::TxAssign as u32 => wait::TX_ASSIGN,
+        _ => return,
+    };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let waits = match THREAD_WAITS.get_ptr_mut(&tid) {
+        Some(waits) => waits,
+        None => {
+            let _ = THREAD_WAITS.insert(&tid, &ThreadWaits::default(), 0);
+            match THREAD_WAITS.get_ptr_mut(&tid) {
+                Some(waits) => waits,
+                None => return,
+            }
+        }
+    };
+    if slot < wait::COUNT {
+        unsafe { (*waits).ns[slot] += duration_ns };
+    }
+}
+
+/// The current thread's stage totals (zero when not tracked).
+#[inline(always)]
+fn current_waits() -> ThreadWaits {
+    if !slow_tracking() {
+        return ThreadWaits::default();
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    unsafe { THREAD_WAITS.get(&tid) }.copied().unwrap_or_default()
+}
 
 /// Deepest dataset nesting named (pool/a/b/... beyond it shows as "...").
 const MAX_NAME_DEPTH: usize = 8;
@@ -92,7 +151,8 @@ fn key_for(layer: u32, op: u32, flags: u32, dataset: u64) -> RequestKey {
 
 #[inline(always)]
 fn start(id: u64, bytes: u64, key: RequestKey) {
-    let value = RequestStart { start_ns: unsafe { bpf_ktime_get_ns() }, bytes, key };
+    let waits_at_start = if key.layer == LAYER_FILE { current_waits() } else { ThreadWaits::default() };
+    let value = RequestStart { start_ns: unsafe { bpf_ktime_get_ns() }, bytes, key, waits_at_start };
     if REQUEST_STARTS.insert(&id, &value, BPF_NOEXIST as u64).is_err() {
         // EEXIST cannot happen for a bio in flight or a thread in one call;
         // anything else is a full map.
@@ -100,8 +160,9 @@ fn start(id: u64, bytes: u64, key: RequestKey) {
     }
 }
 
-/// Ends the request `id` if it was started; `counted` says whether an end
-/// without a start is a loss (a file request's return) or not (any bio).
+/// Ends the request `id` if it was started; `end_without_start_is_loss`
+/// says whether an end without a start counts (a file request's return) or
+/// not (any bio of any device ends in bio_endio).
 #[inline(always)]
 fn finish(id: u64, end_without_start_is_loss: bool) {
     let Some(started) = (unsafe { REQUEST_STARTS.get(&id) }).copied() else {
@@ -113,6 +174,34 @@ fn finish(id: u64, end_without_start_is_loss: bool) {
     let _ = REQUEST_STARTS.remove(&id);
     let duration = unsafe { bpf_ktime_get_ns() }.saturating_sub(started.start_ns);
     add(&started.key, duration, started.bytes);
+    if slow_tracking() && duration >= config_u32(&CONFIG.slow_request_us) as u64 * 1_000 {
+        report_slow(&started, duration);
+    }
+}
+
+/// Streams one slow request, with the stage time its thread spent while it
+/// ran (file requests end on the thread that submitted them).
+#[inline(always)]
+fn report_slow(started: &RequestStart, duration: u64) {
+    let joined = started.key.layer == LAYER_FILE;
+    let mut event = SlowRequest {
+        key: started.key,
+        start_ns: started.start_ns,
+        duration_ns: duration,
+        bytes: started.bytes,
+        tid: bpf_get_current_pid_tgid() as u32,
+        joined: joined as u32,
+        waits: ThreadWaits::default(),
+    };
+    if joined {
+        let now = current_waits();
+        for slot in 0..wait::COUNT {
+            event.waits.ns[slot] = now.ns[slot].saturating_sub(started.waits_at_start.ns[slot]);
+        }
+    }
+    if EVENTS.output::<SlowRequest>(&event, 0).is_err() {
+        bump(counter::RINGBUF_FULL);
+    }
 }
 
 /// Adds one request to its row, or to the folded row when the map is full.

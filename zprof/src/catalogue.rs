@@ -86,6 +86,12 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
 ];
 
+/// Groups with no probe point on libzpool, and why (shown by `zprof probes`).
+pub const ABSENT_ON_LIBZPOOL: &[(&str, &str)] = &[(
+    "requests",
+    "libzpool has no file system or zvol layer: its workload rows (dmu_write, dmu_read) are its requests",
+)];
+
 const fn point(
     group: &'static str,
     function: &'static str,

@@ -115,6 +115,10 @@ pub struct RecordArgs {
     /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub hist_entries: u32,
+    /// Rows of the requests map (distinct layer, operation, dataset, process and
+    /// cgroup); requests beyond them are folded into one row and counted.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub request_rows: u32,
     /// On-CPU samples per second on each CPU, for CPU flame graphs (0: none).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub sample_freq: u64,
@@ -154,6 +158,11 @@ pub struct RecordArgs {
     /// How the requests section groups file and zvol requests.
     #[arg(long, value_enum, default_value = "dataset")]
     pub by: crate::requests::GroupBy,
+    /// List the requests at least this long (e.g. 10ms), each with the stages
+    /// its thread waited in while it ran (zil_commit and its log write, flush;
+    /// txg_wait_synced; the throttle).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub slower_than: Option<Duration>,
     /// Also record where the traced threads block (sched_switch, with stacks),
     /// for `--flamegraph-kind off-cpu`.
     #[arg(long)]

@@ -128,7 +128,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new(), off_cpu: false },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new(), off_cpu: false, slower_than: None, request_rows: 64 },
     )?;
     let statuses = session.probes().to_vec();
     let release = session.release().clone();
@@ -143,6 +143,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
             "offsets": found.source,
             "offset_values": found.values,
             "probes": statuses,
+            "groups_absent": absent_groups(&statuses),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(0);
@@ -156,8 +157,12 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
         }
     }
     println!("offsets: {}", found.source);
+    let absent = absent_groups(&statuses);
     for (group, description) in crate::catalogue::GROUPS {
         println!("\n{group}: {description}");
+        if let Some(why) = absent.get(*group) {
+            println!("  none on this target: {why}");
+        }
         for p in statuses.iter().filter(|p| p.group == *group) {
             let kind = if p.returns { "entry+return" } else { "entry" };
             match &p.reason {
@@ -167,6 +172,15 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Stage groups with no probe point on the target of `statuses`, and why.
+fn absent_groups(statuses: &[crate::recording::ProbeStatus]) -> std::collections::BTreeMap<&'static str, &'static str> {
+    crate::catalogue::ABSENT_ON_LIBZPOOL
+        .iter()
+        .filter(|(group, _)| !statuses.iter().any(|p| p.group == *group))
+        .copied()
+        .collect()
 }
 
 /// A command started by zprof, held at a gate until released.
@@ -391,6 +405,8 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
                 full_timing: args.full_timing,
                 skip: args.skip.clone(),
                 off_cpu: args.off_cpu,
+                slower_than: args.slower_than,
+                request_rows: args.request_rows,
             },
         )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();

@@ -157,6 +157,7 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     write_amplification(rec, wall_ns, commit_share, &mut findings);
     throttle(rec, workload_ns, &mut findings);
     reads(rec, workload_ns, &mut findings);
+    crate::zvol_blocks::findings(rec, &mut findings);
     findings.sort_by(|a, b| b.share.total_cmp(&a.share));
     findings
 }
@@ -212,6 +213,9 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
             bench.as_ref().map_or(String::new(), |b| format!(" ({} measured {}/s)", b.tool, format_count(b.iops)))
         ),
     ];
+    if let Some(line) = crate::requests::sync_requests_line(&rec.requests, pool, commit.total_ns) {
+        evidence.insert(0, line);
+    }
     if path.commit.stalled + path.cycle.stalled > 0 {
         evidence.push(format!(
             "{} commits and {} cycles stalled (over {:.0}x their median: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",

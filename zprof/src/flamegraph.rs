@@ -195,9 +195,9 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         let (lost, blocked_us) =
             rec.offcpu.as_ref().map_or((0, 0), |o| (o.start_map_full + o.map_full, o.stacks.iter().map(|s| s.count).sum::<u64>()));
         return Titles {
-            title: format!("zprof off-CPU: where the traced threads blocked, {target}, {:.1} s", rec.duration_s),
+            title: format!("zprof off-CPU: where the traced threads waited, {target}, {:.1} s", rec.duration_s),
             subtitle: format!(
-                "width = time off the CPU while blocked (preemption left out), {} in all, summed over threads; {lost} blocked periods lost",
+                "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); {lost} periods lost",
                 format_ns(blocked_us * 1_000)
             ),
             count_name: "us".into(),

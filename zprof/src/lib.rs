@@ -29,3 +29,4 @@ pub mod sync_path;
 pub mod target;
 pub mod tracer;
 pub mod zfs_names;
+pub mod zvol_blocks;

@@ -78,6 +78,12 @@ pub struct Recording {
     /// Where the traced threads were blocked (`record --off-cpu`).
     #[serde(default)]
     pub offcpu: Option<OffCpuProfile>,
+    /// Requests slower than `record --slower-than`, slowest first.
+    #[serde(default)]
+    pub slow_requests: Vec<crate::requests::SlowRequestRecord>,
+    /// Slow requests beyond the number a recording keeps.
+    #[serde(default)]
+    pub slow_requests_dropped: u64,
 }
 
 /// The machine's CPU time counters (/proc/stat's first line), in ticks.
@@ -145,15 +151,16 @@ pub struct CpuProfile {
     pub stacks: Vec<CpuStack>,
 }
 
-/// Off-CPU time: stacks of the traced threads when they blocked, weighted by
-/// how long they stayed off the CPU (preemption left out).
+/// Off-CPU time: stacks of the traced threads when they left the CPU, weighted
+/// by how long they stayed off it (time spent runnable, waiting for a CPU,
+/// ends in the frame `tracer::RUNNABLE_FRAME`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct OffCpuProfile {
     /// Blocked periods not kept (start map full).
     pub start_map_full: u64,
     /// Blocked periods with no room for their stacks (map full).
     pub map_full: u64,
-    /// Stacks, root first; `count` is the time blocked in microseconds.
+    /// Stacks, root first; `count` is the time off the CPU in microseconds.
     pub stacks: Vec<CpuStack>,
 }
 
@@ -284,7 +291,7 @@ impl Losses {
             ("nested calls not timed".to_owned(), self.nested_entry),
             ("in flight at detach".to_owned(), self.in_flight_at_end),
             ("forked processes not followed".to_owned(), self.tracked_full),
-            ("requests folded (request map full)".to_owned(), self.request_folded),
+            ("requests folded (request map full: raise --request-rows)".to_owned(), self.request_folded),
             ("requests not timed (start map full)".to_owned(), self.request_start_full),
             ("file requests ended without a start".to_owned(), self.request_end_without_start),
             ("requests in flight at detach".to_owned(), self.requests_in_flight_at_end),
@@ -546,6 +553,7 @@ impl Recording {
         bounded_sum("request counts", requests(|r| r.count))?;
         bounded_sum("request times", requests(|r| r.total_ns))?;
         bounded_sum("request bytes", requests(|r| r.bytes))?;
+        bounded_sum("slow request times", self.slow_requests.iter().map(|r| r.duration_ns))?;
         for r in &self.requests {
             check_distribution(&r.as_hist(), &format!("request row {} {} {}", r.layer, r.op, r.dataset))?;
         }
@@ -798,6 +806,8 @@ mod tests {
             machine_cpu_busy: None,
             requests: vec![],
             offcpu: None,
+            slow_requests: vec![],
+            slow_requests_dropped: 0,
         }
     }
 

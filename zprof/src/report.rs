@@ -53,6 +53,10 @@ pub struct Report {
     pub requests: Vec<RequestRow>,
     /// How `requests` is grouped.
     pub requests_by: GroupBy,
+    /// The slowest requests (`record --slower-than`), slowest first.
+    pub slow_requests: Vec<requests::SlowRequestRecord>,
+    /// How many were slower than the threshold in all (kept and dropped).
+    pub slow_requests_total: u64,
     /// Stage rows in pipeline order.
     pub rows: Vec<Row>,
     /// Loss counters that are not zero.
@@ -257,6 +261,8 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         workload,
         requests: requests::rows(&recording.requests, by, recording.duration_s),
         requests_by: by,
+        slow_requests: recording.slow_requests.iter().take(SLOW_SHOWN).cloned().collect(),
+        slow_requests_total: recording.slow_requests.len() as u64 + recording.slow_requests_dropped,
         rows,
         losses: losses_with_samples(recording),
         unavailable: recording
@@ -383,6 +389,9 @@ pub fn render_table(report: &Report) -> String {
     if !report.requests.is_empty() {
         render_requests(&mut out, report);
     }
+    if !report.slow_requests.is_empty() {
+        render_slow_requests(&mut out, report);
+    }
     let per_pool = report.rows.iter().any(|r| !r.pool.is_empty());
     let _ = write!(out, "{:<19} {:<22} ", "STAGE", "DETAIL");
     if per_pool {
@@ -470,6 +479,45 @@ fn render_requests(out: &mut String, report: &Report) {
             format_ns(s.p50_ns),
             format_ns(s.p99_ns),
             format_ns(s.max_ns),
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// Slow requests the report lists (the recording keeps more).
+const SLOW_SHOWN: usize = 20;
+
+/// The slowest requests, each with the stages its thread waited in.
+fn render_slow_requests(out: &mut String, report: &Report) {
+    let _ = writeln!(
+        out,
+        "slowest requests ({} of {} over the --slower-than threshold):",
+        report.slow_requests.len(),
+        format_count(report.slow_requests_total as f64)
+    );
+    for r in &report.slow_requests {
+        let mut op = r.op.clone();
+        for flag in &r.flags {
+            let _ = write!(op, " {flag}");
+        }
+        let stages = if !r.joined {
+            "stages not joined (a zvol's work runs on taskq threads)".to_owned()
+        } else if r.stages.is_empty() {
+            "no timed stage (CPU, page cache, ARC)".to_owned()
+        } else {
+            r.stages.iter().map(|(name, ns)| format!("{name} {}", format_ns(*ns))).collect::<Vec<_>>().join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "  at {:>7.3}s {:>8} {} {:<12} {} {}[{}] {}: {stages}",
+            r.start_offset_ns as f64 / 1e9,
+            format_ns(r.duration_ns),
+            r.layer,
+            op,
+            if r.dataset.is_empty() { "(dataset unknown)" } else { &r.dataset },
+            r.comm,
+            r.pid,
+            format_bytes(r.bytes as f64),
         );
     }
     let _ = writeln!(out);

@@ -12,7 +12,7 @@
 use std::{collections::HashMap, fmt::Write as _, path::Path};
 
 use serde::{Deserialize, Serialize};
-use zprof_common::{DirName, request};
+use zprof_common::{DatasetInfo, DirName, RequestKey, SlowRequest, request, wait};
 
 use crate::recording::{HistRecord, Summary, summarize};
 
@@ -65,6 +65,111 @@ impl RequestRecord {
             bytes_out: 0,
             max_ns: self.max_ns,
             buckets: self.buckets.clone(),
+        }
+    }
+}
+
+/// One request slower than `record --slower-than`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlowRequestRecord {
+    /// Start, from the recording's start (ns).
+    pub start_offset_ns: u64,
+    /// How long it took (ns).
+    pub duration_ns: u64,
+    /// "file" or "zvol".
+    pub layer: String,
+    /// Operation, as in [`RequestRecord::op`].
+    pub op: String,
+    /// Flags, as in [`RequestRecord::flags`].
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Dataset or zvol.
+    pub dataset: String,
+    /// Submitting process and thread.
+    pub pid: u32,
+    /// Its thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Where its time went: (stage, ns) for the timed stages its thread spent
+    /// time in while it ran; empty when not joined (a zvol request's work runs
+    /// on taskq threads).
+    #[serde(default)]
+    pub stages: Vec<(String, u64)>,
+    /// Whether `stages` could be joined.
+    #[serde(default)]
+    pub joined: bool,
+}
+
+/// Names of the [`zprof_common::wait`] slots, as reports show them.
+const WAIT_NAMES: [(usize, &str); wait::COUNT] = [
+    (wait::ZIL_COMMIT, "zil_commit"),
+    (wait::ZIL_LOG_WRITE, "zil_commit: log block write"),
+    (wait::ZIL_FLUSH, "zil_commit: cache flush"),
+    (wait::ZIL_TIMEOUT_WAIT, "zil_commit: commit timeout"),
+    (wait::ZIL_OTHER, "zil_commit: other"),
+    (wait::TXG_WAIT_SYNCED, "txg_wait_synced"),
+    (wait::TX_WAIT, "throttle (dmu_tx_wait)"),
+    (wait::TX_ASSIGN, "tx assign"),
+];
+
+/// What the eBPF maps name: datasets, their dsl_dir components, cgroups.
+pub struct Names<'a> {
+    /// By objset address.
+    pub datasets: &'a HashMap<u64, DatasetInfo>,
+    /// By dsl_dir address.
+    pub dirs: &'a HashMap<u64, DirName>,
+    /// By cgroup id.
+    pub cgroups: &'a HashMap<u64, String>,
+}
+
+impl Names<'_> {
+    /// A row's dataset name and volblocksize ("[folded]" for the folded row,
+    /// "" without offsets).
+    pub fn dataset(&self, key: &RequestKey) -> (String, u64) {
+        let info = self.datasets.get(&key.dataset);
+        let name = match (key.dataset, info) {
+            (0, _) if key.tgid == 0 && key.cgroup == 0 => "[folded]".to_owned(),
+            (0, _) => String::new(),
+            (_, Some(info)) => dataset_name(info.dir, self.dirs),
+            (address, None) => format!("objset@{address:#x}"),
+        };
+        (name, info.map_or(0, |i| i.volblocksize))
+    }
+
+    /// A cgroup id's path ("" for none).
+    pub fn cgroup(&self, id: u64) -> String {
+        match id {
+            0 => String::new(),
+            // The root cgroup's id is 1, mounted or not.
+            1 => self.cgroups.get(&1).cloned().unwrap_or_else(|| "/".into()),
+            id => self.cgroups.get(&id).cloned().unwrap_or_else(|| format!("cgroup id {id}")),
+        }
+    }
+
+    /// A slow request as a recording row; `origin_ns` is the recording's start.
+    pub fn slow(&self, event: &SlowRequest, origin_ns: u64) -> SlowRequestRecord {
+        let key = &event.key;
+        let stages = WAIT_NAMES
+            .iter()
+            .filter(|(slot, _)| event.waits.ns[*slot] > 0)
+            .map(|(slot, name)| ((*name).to_owned(), event.waits.ns[*slot]))
+            .collect();
+        SlowRequestRecord {
+            start_offset_ns: event.start_ns.saturating_sub(origin_ns),
+            duration_ns: event.duration_ns,
+            layer: layer_name(key.layer).into(),
+            op: op_name(key.layer, key.op).into(),
+            flags: flag_names(key.flags),
+            dataset: self.dataset(key).0,
+            pid: key.tgid,
+            tid: event.tid,
+            comm: c_string(&key.comm),
+            bytes: event.bytes,
+            stages,
+            joined: event.joined != 0,
         }
     }
 }
@@ -169,6 +274,62 @@ pub fn cgroup2_root() -> Option<std::path::PathBuf> {
         let (_, point, kind) = (fields.next()?, fields.next()?, fields.next()?);
         (kind == "cgroup2").then(|| std::path::PathBuf::from(point))
     })
+}
+
+/// Whether a request row is on `pool` (its dataset is the pool or below it).
+pub fn on_pool(record: &RequestRecord, pool: &str) -> bool {
+    record.dataset == pool || record.dataset.strip_prefix(pool).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The sync requests of `pool` as the application saw them (fsyncs, O_SYNC
+/// writes, zvol flushes and FUA writes), against the zil_commit time zprof
+/// measured in the traced threads: the share of the file requests' time
+/// (fsyncs and O_SYNC writes, which make those commits) spent committing.
+/// `None` without such rows.
+pub fn sync_requests_line(records: &[RequestRecord], pool: &str, commit_total_ns: u64) -> Option<String> {
+    let kinds: [(&str, &str, &str, bool); 4] = [
+        ("file", "fsync", "fsyncs", false),
+        ("file", "write", "O_SYNC writes", true),
+        ("zvol", "flush", "zvol flushes", false),
+        ("zvol", "write", "zvol FUA writes", true),
+    ];
+    let mut parts = Vec::new();
+    let mut file_sync_ns = 0;
+    for (layer, op, words, sync) in kinds {
+        let rows: Vec<HistRecord> = records
+            .iter()
+            .filter(|r| r.layer == layer && r.op == op && on_pool(r, pool))
+            .filter(|r| !sync || r.flags.iter().any(|f| f == "sync"))
+            .map(RequestRecord::as_hist)
+            .collect();
+        let summary = summarize(rows.iter());
+        if summary.count == 0 {
+            continue;
+        }
+        if layer == "file" {
+            file_sync_ns += summary.total_ns;
+        }
+        parts.push(format!(
+            "{} {words} (p50 {}, mean {})",
+            crate::report::format_count(summary.count as f64),
+            crate::report::format_ns(summary.p50_ns),
+            crate::report::format_ns(summary.mean_ns as u64)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let mut line = format!("as the application saw them: {}", parts.join(", "));
+    if file_sync_ns > 0 && commit_total_ns > 0 {
+        let _ = write!(
+            line,
+            "; zil_commit took {} of the file requests' {} ({:.0}%)",
+            crate::report::format_ns(commit_total_ns),
+            crate::report::format_ns(file_sync_ns),
+            commit_total_ns as f64 * 100.0 / file_sync_ns as f64
+        );
+    }
+    Some(line)
 }
 
 /// How the requests section groups its rows.
@@ -302,6 +463,14 @@ mod tests {
         assert_eq!(by_cgroup.len(), 2);
         assert_eq!(by_cgroup[0].per_second, 3.5);
         assert_eq!(by_cgroup[0].bytes_per_second, 7.0 * 4096.0 / 2.0);
+    }
+
+    #[test]
+    fn rows_belong_to_their_pool_by_name() {
+        assert!(on_pool(&row("tank/a", 1, "write", &[], 1), "tank"));
+        assert!(on_pool(&row("tank", 1, "write", &[], 1), "tank"));
+        assert!(!on_pool(&row("tanker/a", 1, "write", &[], 1), "tank"));
+        assert!(!on_pool(&row("", 1, "write", &[], 1), "tank"));
     }
 
     #[test]

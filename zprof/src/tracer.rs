@@ -26,7 +26,7 @@ use aya::{
 };
 use zprof_common::{
     Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, RequestKey, RequestStart,
-    SampleKey, Stage, TxgEvent, counter,
+    SampleKey, SlowRequest, Stage, TxgEvent, counter,
 };
 
 use crate::{
@@ -65,7 +65,17 @@ pub struct SessionOptions {
     pub skip: Vec<String>,
     /// Trace where threads block (sched_switch), for off-CPU flame graphs.
     pub off_cpu: bool,
+    /// Stream each request at least this long, with its stage breakdown.
+    pub slower_than: Option<std::time::Duration>,
+    /// Request map size.
+    pub request_rows: u32,
 }
+
+/// The leaf frame of off-CPU time spent runnable, waiting for a CPU.
+pub const RUNNABLE_FRAME: &str = "[runnable: waiting for a CPU]";
+
+/// Slow requests kept in a recording; more are counted, not kept.
+const MAX_SLOW_REQUESTS: usize = 10_000;
 
 /// A loaded and attached set of probes.
 pub struct Session {
@@ -93,6 +103,10 @@ pub struct Session {
     started_ktime_ns: u64,
     events: RingBuf<MapData>,
     txg_events: Vec<TxgEvent>,
+    /// Requests slower than `--slower-than`, as streamed (at most [`MAX_SLOW_REQUESTS`]).
+    slow_requests: Vec<SlowRequest>,
+    /// Slow requests beyond [`MAX_SLOW_REQUESTS`], counted.
+    slow_requests_dropped: u64,
     timeline: Vec<TimelinePoint>,
     last_totals: TimelinePoint,
     sample_hz: u64,
@@ -207,6 +221,7 @@ impl Session {
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
             zio_read_len,
+            slow_request_us: options.slower_than.map_or(0, |d| d.as_micros().clamp(1, u32::MAX as u128) as u32),
             switch_prev_state_offset: switch.0,
             switch_next_pid_offset: switch.1,
             semantics,
@@ -222,6 +237,7 @@ impl Session {
             .override_global("CONFIG", &config, true)
             .map_max_entries("HIST", options.hist_entries)
             .map_max_entries("STACKS", options.stack_entries)
+            .map_max_entries("REQUESTS", options.request_rows)
             .load(EBPF_OBJECT)
             .context("loading zprof's eBPF object failed")?;
 
@@ -442,6 +458,8 @@ impl Session {
             started_ktime_ns: monotonic_ns(),
             events,
             txg_events: Vec::new(),
+            slow_requests: Vec::new(),
+            slow_requests_dropped: 0,
             timeline: Vec::new(),
             last_totals: TimelinePoint::default(),
             sample_hz: options.sample_hz,
@@ -522,7 +540,7 @@ impl Session {
             frames.push(thread);
         }
         // Off-CPU time: the stage the thread blocked in, measured, not walked.
-        if let Some(stage) = Stage::from_u32(key.pad) {
+        if let Some(stage) = Stage::from_u32(key.pad & !zprof_common::OFFCPU_RUNNABLE) {
             frames.push(format!("[in {}]", stage_name(stage)));
         }
         if key.user_stack >= 0
@@ -535,6 +553,9 @@ impl Session {
             && let Ok(trace) = stacks.get(&(key.kernel_stack as u32), 0)
         {
             frames.extend(trace.frames().iter().rev().map(|f| symbolizer.kernel(f.ip)));
+        }
+        if key.pad & zprof_common::OFFCPU_RUNNABLE != 0 {
+            frames.push(RUNNABLE_FRAME.into());
         }
         frames
     }
@@ -583,8 +604,17 @@ impl Session {
 
     /// Moves pending txg events from the ring buffer into the session.
     pub fn drain_events(&mut self) {
+        // Two kinds of record, told apart by their sizes.
         while let Some(item) = self.events.next() {
-            if item.len() >= std::mem::size_of::<TxgEvent>() {
+            if item.len() == std::mem::size_of::<SlowRequest>() {
+                // SAFETY: a record of exactly a SlowRequest's size is one.
+                let event = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SlowRequest) };
+                if self.slow_requests.len() < MAX_SLOW_REQUESTS {
+                    self.slow_requests.push(event);
+                } else {
+                    self.slow_requests_dropped += 1;
+                }
+            } else if item.len() >= std::mem::size_of::<TxgEvent>() {
                 // SAFETY: the eBPF side writes exactly one TxgEvent per record.
                 let event = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const TxgEvent) };
                 self.txg_events.push(event);
@@ -705,12 +735,12 @@ impl Session {
 
     /// The request rows, with dataset names and cgroup paths, and the
     /// requests still in progress.
-    fn requests(&self) -> anyhow::Result<(Vec<RequestRecord>, u64)> {
-        let Some(rows_map) = self.ebpf.map("REQUESTS") else { return Ok((Vec::new(), 0)) };
+    fn requests(&self) -> anyhow::Result<(Vec<RequestRecord>, Vec<requests::SlowRequestRecord>, u64)> {
+        let Some(rows_map) = self.ebpf.map("REQUESTS") else { return Ok((Vec::new(), Vec::new(), 0)) };
         let rows: BpfHashMap<_, RequestKey, Hist> = BpfHashMap::try_from(rows_map)?;
         let rows: Vec<(RequestKey, Hist)> = rows.iter().collect::<Result<_, _>>()?;
         if rows.is_empty() {
-            return Ok((Vec::new(), 0));
+            return Ok((Vec::new(), Vec::new(), 0));
         }
         let datasets: BpfHashMap<_, u64, DatasetInfo> =
             BpfHashMap::try_from(self.ebpf.map("DATASETS").ok_or_else(|| anyhow!("DATASETS missing"))?)?;
@@ -725,31 +755,20 @@ impl Session {
         cgroup_ids.sort_unstable();
         cgroup_ids.dedup();
         let cgroups = requests::cgroup2_root().map(|root| requests::cgroup_paths(&root, &cgroup_ids)).unwrap_or_default();
+        let names = requests::Names { datasets: &datasets, dirs: &dirs, cgroups: &cgroups };
         let records = rows
             .into_iter()
             .map(|(key, hist)| {
-                let info = datasets.get(&key.dataset);
-                let dataset = match (key.dataset, info) {
-                    (0, _) if key.tgid == 0 && key.cgroup == 0 => "[folded]".to_owned(),
-                    (0, _) => String::new(),
-                    (_, Some(info)) => requests::dataset_name(info.dir, &dirs),
-                    (address, None) => format!("objset@{address:#x}"),
-                };
-                let cgroup = match key.cgroup {
-                    0 => String::new(),
-                    // The root cgroup's id is 1, mounted or not.
-                    1 => cgroups.get(&1).cloned().unwrap_or_else(|| "/".into()),
-                    id => cgroups.get(&id).cloned().unwrap_or_else(|| format!("cgroup id {id}")),
-                };
+                let (dataset, volblocksize) = names.dataset(&key);
                 RequestRecord {
                     layer: requests::layer_name(key.layer).into(),
                     op: requests::op_name(key.layer, key.op).into(),
                     flags: requests::flag_names(key.flags),
                     dataset,
-                    volblocksize: info.map_or(0, |i| i.volblocksize),
+                    volblocksize,
                     pid: key.tgid,
                     comm: requests::c_string(&key.comm),
-                    cgroup,
+                    cgroup: names.cgroup(key.cgroup),
                     count: hist.count,
                     total_ns: hist.total_ns,
                     bytes: hist.bytes,
@@ -758,7 +777,8 @@ impl Session {
                 }
             })
             .collect();
-        Ok((records, in_flight))
+        let slow = self.slow_requests.iter().map(|e| names.slow(e, self.started_ktime_ns)).collect();
+        Ok((records, slow, in_flight))
     }
 
     fn in_flight(&self) -> anyhow::Result<u64> {
@@ -810,7 +830,8 @@ impl Session {
             .collect();
         histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
         let c = self.counters()?;
-        let (mut requests, requests_in_flight) = self.requests()?;
+        let (mut requests, mut slow_requests, requests_in_flight) = self.requests()?;
+        slow_requests.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns));
         requests.sort_by(|a, b| (&a.layer, &a.dataset, &a.op, a.pid).cmp(&(&b.layer, &b.dataset, &b.op, b.pid)));
         if self.filtered && requests.iter().any(|r| r.layer == "zvol") {
             // zvol_write/zvol_read run on the zvol taskq's threads, which the
@@ -893,6 +914,8 @@ impl Session {
             machine_cpu_busy: self.cpu_at_start.zip(crate::recording::CpuTicks::read()).map(|(a, b)| b.busy_since(&a)),
             requests,
             offcpu,
+            slow_requests,
+            slow_requests_dropped: self.slow_requests_dropped,
         })
     }
 }

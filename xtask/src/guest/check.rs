@@ -85,6 +85,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             Err(e) => failures.push(format!("{config}: {e:#}")),
         }
     }
+    match super::check_requests::check_offcpu(&results.join("rz1-off")) {
+        Ok(line) => writeln!(summary, "  off-cpu: {line}")?,
+        Err(e) => failures.push(format!("off-cpu: {e:#}")),
+    }
     match super::check_requests::check_requests(&results.join("requests"), variant) {
         Ok(line) => writeln!(summary, "  requests: {line}")?,
         Err(e) => failures.push(format!("requests: {e:#}")),

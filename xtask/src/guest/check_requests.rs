@@ -7,9 +7,10 @@
 //! - Splits: the rows of each process name and of each cgroup add up to that
 //!   fio process's I/Os.
 //! - Latency: zprof's p50 and fio's (clat, or the fsync's lat) in the same or
-//!   neighbouring power of two. A zvol row starts where zfs.ko receives the
-//!   bio, fio's clat around the system call (pinning pages, the block layer,
-//!   the wake-up after completion), so zvol rows are lower by that.
+//!   neighbouring power of two for file requests. A zvol row starts where
+//!   zfs.ko receives the bio, fio's clat around the system call (pinning pages,
+//!   the block layer, the wake-up after completion), so zvol rows are lower by
+//!   that: at most two powers of two, never above.
 //!
 //! Without offsets (nobtf) there are no dataset names and no zvol rows: file
 //! rows are checked by process and operation, and the zvol points must say
@@ -18,6 +19,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, ensure};
+use zprof_common::{hist_bucket_high, hist_bucket_low};
 use serde_json::Value;
 
 use super::{
@@ -111,9 +113,18 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             }
             let ours = percentile_bucket(&hist, 0.5);
             let theirs = fio_p50.map(log2);
-            match (ours, theirs) {
-                (Some(a), Some(b)) if a.abs_diff(b) <= 1 => {}
-                _ => bad.push(format!("{} {direction}: p50 in 2^{ours:?} ns, fio's {fio_p50:?} ns in 2^{theirs:?}", job.name)),
+            // A file request spans the system call's work in ZFS: the same or the
+            // neighbouring power of two. A zvol request starts where zfs.ko gets
+            // the bio and ends at its bio_endio, inside fio's clat, which also
+            // holds the system call, the pages' pinning, the block layer and the
+            // wake-up after completion: 2.5-5x shorter under emulation (6.12).
+            let close = match (ours, theirs) {
+                (Some(a), Some(b)) if job.layer == "file" => a.abs_diff(b) <= 1,
+                (Some(a), Some(b)) => a <= b && b - a <= 2,
+                _ => false,
+            };
+            if !close {
+                bad.push(format!("{} {direction}: p50 in 2^{ours:?} ns, fio's {fio_p50:?} ns in 2^{theirs:?}", job.name));
             }
             figures.push(format!("{} {op} {count}/{expected} p50 2^{}/{}", job.name, ours.unwrap_or(0), fio_p50.unwrap_or(0)));
         }
@@ -138,6 +149,14 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             bad.push("without offsets, zvol_submit_bio should be left out, saying why".into());
         }
     }
+    match check_slow_requests(&rec) {
+        Ok(line) => figures.push(line),
+        Err(e) => bad.push(format!("{e:#}")),
+    }
+    match check_zvol_rmw(dir, with_offsets) {
+        Ok(line) => figures.push(line),
+        Err(e) => bad.push(format!("{e:#}")),
+    }
     let losses = &rec["losses"];
     for counter in ["request_folded", "request_start_full", "request_end_without_start", "name_map_full"] {
         if losses[counter].as_u64().unwrap_or(0) > 0 {
@@ -146,4 +165,155 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
     }
     ensure!(bad.is_empty(), "{}", bad.join("; "));
     Ok(figures.join("; "))
+}
+
+/// Bytes written to zvols in a recording.
+fn zvol_write_bytes(rec: &Value) -> u64 {
+    rec["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["layer"] == "zvol" && r["op"] == "write")
+        .map(|r| r["bytes"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// `--slower-than` in the guest script.
+const SLOW_NS: u64 = 20_000_000;
+
+/// Every request over the threshold was streamed: per row, the slow requests
+/// lie between the row's buckets wholly above the threshold and those that
+/// reach above it; a slow fsync's own zil_commit time fits in it.
+fn check_slow_requests(rec: &Value) -> anyhow::Result<String> {
+    let slow = rec["slow_requests"].as_array().cloned().unwrap_or_default();
+    ensure!(rec["slow_requests_dropped"].as_u64().unwrap_or(0) == 0, "slow requests were dropped");
+    let mut bad = Vec::new();
+    let mut rows_checked = 0;
+    for row in rec["requests"].as_array().into_iter().flatten() {
+        let (mut surely, mut maybe) = (0, 0);
+        for pair in row["buckets"].as_array().into_iter().flatten() {
+            let (Some(index), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) else { continue };
+            if hist_bucket_low(index as usize) >= SLOW_NS {
+                surely += n;
+            }
+            if hist_bucket_high(index as usize) >= SLOW_NS {
+                maybe += n;
+            }
+        }
+        let same = |s: &&Value| ["layer", "op", "dataset", "pid", "comm", "flags"].iter().all(|f| s[*f] == row[*f]);
+        let streamed = slow.iter().filter(same).count() as u64;
+        if streamed < surely || streamed > maybe {
+            bad.push(format!("{} {} {}: {streamed} streamed, the row holds {surely}..{maybe} over 20ms", row["layer"], row["op"], row["dataset"]));
+        }
+        rows_checked += 1;
+    }
+    let fsyncs: Vec<&Value> = slow.iter().filter(|s| s["layer"] == "file" && s["op"] == "fsync").collect();
+    let stage = |s: &Value, name: &str| -> u64 {
+        s["stages"].as_array().into_iter().flatten().find(|p| p[0] == name).and_then(|p| p[1].as_u64()).unwrap_or(0)
+    };
+    let (mut duration, mut commit) = (0u64, 0u64);
+    for s in &fsyncs {
+        let (d, c) = (s["duration_ns"].as_u64().unwrap_or(0), stage(s, "zil_commit"));
+        if c > d || s["joined"] != true {
+            bad.push(format!("a slow fsync of {d} ns shows zil_commit {c} ns (joined: {})", s["joined"]));
+        }
+        duration += d;
+        commit += c;
+    }
+    ensure!(!fsyncs.is_empty(), "no fsync over 20ms was streamed: the check cannot judge");
+    if commit * 2 < duration {
+        bad.push(format!("slow fsyncs spent {commit} of {duration} ns in zil_commit: less than half"));
+    }
+    ensure!(bad.is_empty(), "slow requests: {}", bad.join("; "));
+    Ok(format!(
+        "{} slow requests streamed, each row's within its buckets over 20ms ({rows_checked} rows); slow fsyncs {:.0}% in zil_commit",
+        slow.len(),
+        commit as f64 * 100.0 / duration.max(1) as f64
+    ))
+}
+
+/// The fsync job's time off the CPU in zil_commit (rz1-off, recorded with
+/// --off-cpu) and on it (the CPU samples), against the zil_commit time zprof
+/// measured with its probes: the two make the whole within 10%.
+pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
+    let rec = read_json(&dir.join("rec.json"))?;
+    ensure!(dir.join("offcpu.svg").is_file(), "no off-CPU flame graph was drawn");
+    let stacks = rec["offcpu"]["stacks"].as_array().ok_or_else(|| anyhow!("no off-CPU profile in the recording"))?;
+    let blocked_us: u64 = stacks
+        .iter()
+        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]")))
+        .map(|s| s["count"].as_u64().unwrap_or(0))
+        .sum();
+    let commit_us: u64 = rec["histograms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h["stage"] == "zil_commit")
+        .map(|h| h["total_ns"].as_u64().unwrap_or(0) / 1_000)
+        .sum();
+    // The commit's own CPU time, from the on-CPU samples of the workload's
+    // threads (not ZFS's z_* threads) whose stacks hold a zil_commit frame.
+    let cpu = &rec["cpu"];
+    let hz = cpu["frequency_hz"].as_u64().unwrap_or(0).max(1);
+    let on_cpu_samples: u64 = cpu["stacks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["frames"][0] == "fio")
+        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x.as_str().is_some_and(|x| x.starts_with("zil_commit")))))
+        .map(|s| s["count"].as_u64().unwrap_or(0))
+        .sum();
+    let on_cpu_us = on_cpu_samples * 1_000_000 / hz;
+    ensure!(commit_us > 0, "no zil_commit time to compare with");
+    let ratio = (blocked_us + on_cpu_us) as f64 / commit_us as f64;
+    let runnable_us: u64 = stacks
+        .iter()
+        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]") && f.last().is_some_and(|x| x.as_str().is_some_and(|x| x.starts_with("[runnable")))))
+        .map(|s| s["count"].as_u64().unwrap_or(0))
+        .sum();
+    ensure!(
+        (0.9..=1.1).contains(&ratio),
+        "off CPU in zil_commit {blocked_us} us + on CPU (sampled) {on_cpu_us} us, zil_commit took {commit_us} us ({ratio:.2}x)"
+    );
+    Ok(format!(
+        "in zil_commit off CPU {blocked_us} us (runnable {runnable_us} us) + on CPU {on_cpu_us} us (sampled) = {:.1}% of the {commit_us} us measured",
+        ratio * 100.0
+    ))
+}
+
+/// 4k writes on a 64k zvol whose data the ARC does not keep: the zvol's
+/// writes equal fio's, and explain names read-modify-write with the reads
+/// the run made per byte written.
+fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
+    let rec = read_json(&dir.join("rmw.json"))?;
+    let fio = read_json(&dir.join("fio-rmw.json"))?;
+    let findings = read_json(&dir.join("rmw-explain.json"))?;
+    let finding = findings.as_array().into_iter().flatten().find(|f| f["kind"] == "zvol_read_modify_write");
+    if !with_offsets {
+        ensure!(finding.is_none(), "a zvol finding without zvol rows");
+        return Ok("rmw: no zvol rows without offsets, and no finding".into());
+    }
+    let (expected, _) = fio_figures(&fio, "rmw", "write")?;
+    let (count, _) = zprof_rows(&rec, |r| r["layer"] == "zvol" && r["op"] == "write");
+    ensure!(count.abs_diff(expected) <= 2, "rmw: zprof counted {count} zvol writes, fio {expected}");
+    let finding = finding.ok_or_else(|| anyhow!("rmw: explain names no zvol read-modify-write"))?;
+    let title = finding["title"].as_str().unwrap_or("");
+    let figure = |name: &str| {
+        finding["figures"].as_array().into_iter().flatten().find(|f| f[0] == name).and_then(|f| f[1].as_f64()).unwrap_or(0.0)
+    };
+    let (per_byte, per_write) = (figure("read_bytes_per_written_byte"), figure("block_reads_per_write"));
+    ensure!(title.contains("read-modify-write"), "rmw: the finding does not name read-modify-write: {title}");
+    // The figure is the run's: the blocks read from disk over the zvol's bytes written.
+    let block_reads: Vec<&Value> =
+        rec["histograms"].as_array().into_iter().flatten().filter(|h| h["stage"] == "block_read").collect();
+    let read_bytes: u64 = block_reads.iter().map(|h| h["bytes"].as_u64().unwrap_or(0)).sum();
+    let reads: u64 = block_reads.iter().map(|h| h["count"].as_u64().unwrap_or(0)).sum();
+    let written: u64 = zvol_write_bytes(&rec);
+    let recomputed = read_bytes as f64 / written.max(1) as f64;
+    ensure!((per_byte - recomputed).abs() <= recomputed * 0.01, "rmw: the finding says {per_byte:.3} bytes per byte, the recording {recomputed:.3}");
+    // The ARC keeps none of the zvol's data (primarycache=metadata): each of
+    // the 512 64k blocks of the 32 MiB region is read at least once. Writes to
+    // a block already dirty in the open txg share its read.
+    ensure!(reads >= 512, "rmw: only {reads} blocks read for 512 blocks written into");
+    Ok(format!("rmw: {count}/{expected} writes; {reads} blocks read, {per_write:.2} per write, {per_byte:.2} bytes read per byte written: {title}"))
 }

@@ -1,0 +1,78 @@
+//! The request layer's report, findings and off-CPU graph, from recordings
+//! the guest test made on a real zfs.ko (tests/data/README.md says how):
+//! what `zprof report`, `explain` and `flamegraph` make of them, without
+//! the guest.
+mod common;
+
+use std::path::PathBuf;
+
+use common::{scratch, stderr, zprof};
+use serde_json::Value;
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+fn run(args: &[&str], file: &str) -> String {
+    let output = zprof().args(args).arg(data(file)).output().unwrap();
+    assert!(output.status.success(), "zprof {args:?}: {}", stderr(&output));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_report_opens_with_the_requests_of_each_dataset_process_and_cgroup() {
+    let by_dataset = run(&["report"], "guest-2.1.11-requests.json");
+    for dataset in ["rq/fs1", "rq/fs2", "rq/v1", "rq/v2"] {
+        assert!(by_dataset.lines().any(|l| l.contains(dataset)), "no row for {dataset}:\n{by_dataset}");
+    }
+    assert!(by_dataset.find("REQ ").unwrap() < by_dataset.find("STAGE ").unwrap(), "requests come before the stages");
+    let by_process = run(&["report", "--by", "process"], "guest-2.1.11-requests.json");
+    assert!(by_process.contains("fio-a[") && by_process.contains("fio-b["), "{by_process}");
+    let by_cgroup = run(&["report", "--by", "cgroup"], "guest-2.1.11-requests.json");
+    let rows: Vec<&str> = by_cgroup.lines().filter(|l| l.starts_with("file ") || l.starts_with("zvol ")).collect();
+    assert!(rows.iter().all(|l| l.contains(" /a ") || l.contains(" /b ")), "{rows:#?}");
+}
+
+#[test]
+fn slow_requests_are_listed_with_the_stages_they_waited_in() {
+    let text = run(&["report"], "guest-2.1.11-requests.json");
+    let section = text.split("slowest requests").nth(1).expect("no slowest-requests section");
+    let fsync = section.lines().find(|l| l.contains(" fsync ")).expect("no slow fsync listed");
+    assert!(fsync.contains("zil_commit") && fsync.contains("log block write"), "{fsync}");
+    assert!(section.lines().any(|l| l.contains("zvol") && l.contains("not joined")), "zvol rows must say their stages are not joined");
+}
+
+#[test]
+fn explain_sets_sync_requests_against_the_commits() {
+    let findings: Value = serde_json::from_str(&run(&["explain", "--format", "json"], "guest-2.1.11-requests.json")).unwrap();
+    let sync = findings.as_array().unwrap().iter().find(|f| f["kind"] == "sync_write_bound").expect("no sync-write finding");
+    let line = sync["evidence"][0].as_str().unwrap();
+    assert!(line.starts_with("as the application saw them:") && line.contains("fsyncs") && line.contains("zil_commit took"), "{line}");
+}
+
+#[test]
+fn a_zvol_written_in_pieces_of_its_blocks_is_named_with_the_reads_it_cost() {
+    let recording: Value = serde_json::from_str(&std::fs::read_to_string(data("guest-2.1.11-zvol-rmw.json")).unwrap()).unwrap();
+    let findings: Value = serde_json::from_str(&run(&["explain", "--format", "json"], "guest-2.1.11-zvol-rmw.json")).unwrap();
+    let rmw = findings.as_array().unwrap().iter().find(|f| f["kind"] == "zvol_read_modify_write").expect("no read-modify-write finding");
+    assert!(rmw["title"].as_str().unwrap().contains("read-modify-write"));
+    let figure = |name: &str| rmw["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap()[1].as_f64().unwrap();
+    let read: u64 = recording["histograms"].as_array().unwrap().iter().filter(|h| h["stage"] == "block_read").map(|h| h["bytes"].as_u64().unwrap()).sum();
+    let written: u64 = recording["requests"].as_array().unwrap().iter().filter(|r| r["op"] == "write").map(|r| r["bytes"].as_u64().unwrap()).sum();
+    assert!((figure("read_bytes_per_written_byte") - read as f64 / written as f64).abs() < 1e-9);
+    assert_eq!(figure("volblocksize"), 65536.0);
+    assert!(rmw["action"].as_str().unwrap().contains("volblocksize=4k"), "{}", rmw["action"]);
+}
+
+#[test]
+fn the_off_cpu_graph_shows_where_fio_blocked() {
+    let dir = scratch("requests", "offcpu");
+    let folded = dir.join("offcpu.folded");
+    let output = zprof().args(["flamegraph", "--kind", "off-cpu", "-o"]).arg(&folded).arg(data("guest-2.1.11-requests.json")).output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&folded).unwrap();
+    // On the kernel the walk reaches the commit itself (zil_commit tail-calls
+    // zil_commit_impl) beside zprof's stage frame.
+    assert!(text.lines().any(|l| l.contains("[in_zil_commit]") && l.contains(";zil_commit_impl_[k];")), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
