@@ -232,6 +232,10 @@ pub struct FlamegraphArgs {
     /// Output: .svg for a flame graph, .folded for folded stacks (other tools).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
+    /// Only the stacks of processes of this name (repeatable; cpu and off-cpu
+    /// kinds), e.g. the benchmark without ZFS's idle taskq threads.
+    #[arg(long, value_name = "NAME")]
+    pub process: Vec<String>,
 }
 
 /// Report formats.

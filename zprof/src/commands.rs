@@ -46,7 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Flamegraph(args) => {
             check_flamegraph_path(&args.output)?;
             let recording = Recording::load(&args.file)?;
-            write_flamegraph(&recording, args.kind, &args.output)?;
+            write_flamegraph(&recording, args.kind, &args.output, &args.process)?;
             Ok(0)
         }
     }
@@ -454,7 +454,7 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         }
     }
     if let Some(path) = &args.flamegraph
-        && let Err(err) = write_flamegraph(&recording, args.flamegraph_kind, path)
+        && let Err(err) = write_flamegraph(&recording, args.flamegraph_kind, path, &[])
     {
         failed = true;
         eprintln!("zprof: error: flame graph: {err:#}");
@@ -503,9 +503,15 @@ fn check_flamegraph_path(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Writes a flame graph: folded stacks for a `.folded` path, SVG otherwise.
-fn write_flamegraph(recording: &Recording, kind: crate::cli::FlameKind, path: &std::path::Path) -> anyhow::Result<()> {
+/// Writes a flame graph (of the `processes` named only, when any are).
+fn write_flamegraph(
+    recording: &Recording,
+    kind: crate::cli::FlameKind,
+    path: &std::path::Path,
+    processes: &[String],
+) -> anyhow::Result<()> {
     use crate::{cli::FlameKind, flamegraph};
-    let lines = match kind {
+    let all = match kind {
         FlameKind::Stages => flamegraph::stage_stacks(recording),
         FlameKind::Cpu => {
             if recording.cpu.is_none() {
@@ -523,14 +529,51 @@ fn write_flamegraph(recording: &Recording, kind: crate::cli::FlameKind, path: &s
             flamegraph::offcpu_stacks(recording)
         }
     };
+    let all_lines = all.clone();
+    let lines = only_processes(all, kind, processes)?;
     let text = if path.extension().is_some_and(|e| e == "folded") {
         lines.join("\n") + "\n"
     } else {
-        flamegraph::render_svg(&lines, &flamegraph::titles(recording, kind))?
+        let mut titles = flamegraph::titles(recording, kind);
+        if !processes.is_empty() {
+            let weight = |l: &[String]| flamegraph::parse_folded(l).unwrap_or_default().iter().map(|(_, w)| w).sum::<u64>();
+            let amount = |w: u64| match kind {
+                FlameKind::OffCpu => crate::report::format_ns(w * 1_000),
+                _ => format!("{w} samples"),
+            };
+            titles.subtitle = format!(
+                "processes {} only: {} of the recording's {}; {}",
+                processes.join(", "),
+                amount(weight(&lines)),
+                amount(weight(&all_lines)),
+                titles.subtitle
+            );
+        }
+        flamegraph::render_svg(&lines, &titles)?
     };
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("flame graph written to {} ({})", path.display(), flamegraph::describe(&lines, kind != FlameKind::Cpu));
     Ok(())
+}
+
+/// The folded stacks whose process (first frame) is one of `processes`; all
+/// of them when none is named.
+fn only_processes(lines: Vec<String>, kind: crate::cli::FlameKind, processes: &[String]) -> anyhow::Result<Vec<String>> {
+    if processes.is_empty() {
+        return Ok(lines);
+    }
+    if kind == crate::cli::FlameKind::Stages {
+        return Err(UsageError("--process applies to the cpu and off-cpu kinds: stage time is not kept per process".into()).into());
+    }
+    let process_of = |line: &str| line.split(';').next().unwrap_or("").to_owned();
+    let kept: Vec<String> = lines.iter().filter(|l| processes.contains(&process_of(l))).cloned().collect();
+    if kept.is_empty() {
+        let mut names: Vec<String> = lines.iter().map(|l| process_of(l)).collect();
+        names.sort();
+        names.dedup();
+        return Err(UsageError(format!("no stacks of {} in the recording; its processes: {}", processes.join(", "), names.join(", "))).into());
+    }
+    Ok(kept)
 }
 
 fn explain_recording(recording: &Recording, what_if: &[crate::explain::SlogDevice]) -> Vec<crate::explain::Finding> {

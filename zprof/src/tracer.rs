@@ -831,7 +831,7 @@ impl Session {
         histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
         let c = self.counters()?;
         let (mut requests, mut slow_requests, requests_in_flight) = self.requests()?;
-        slow_requests.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns));
+        slow_requests.sort_by_key(|r| std::cmp::Reverse(r.duration_ns));
         requests.sort_by(|a, b| (&a.layer, &a.dataset, &a.op, a.pid).cmp(&(&b.layer, &b.dataset, &b.op, b.pid)));
         if self.filtered && requests.iter().any(|r| r.layer == "zvol") {
             // zvol_write/zvol_read run on the zvol taskq's threads, which the

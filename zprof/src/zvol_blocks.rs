@@ -73,19 +73,6 @@ pub fn findings(rec: &Recording, out: &mut Vec<Finding>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::size_word;
-
-    #[test]
-    fn suggested_block_sizes_are_powers_of_two_in_zfs_words() {
-        assert_eq!(size_word(4096.0), "4k");
-        assert_eq!(size_word(1000.0), "4k");
-        assert_eq!(size_word(12_000.0), "16k");
-        assert_eq!(size_word(1_048_576.0), "1M");
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn read_modify_write(
     rec: &Recording,
@@ -186,5 +173,18 @@ fn read_amplification(name: &str, zvol: &Zvol, mean_read: f64, block_reads: u64,
         missing: vec!["block reads are counted per pool, and the ARC serves some reads without any".into()],
         action: "A smaller volblocksize reads less per request (set at creation); a larger ARC keeps whole blocks for the next reads".into(),
         figures: vec![("read_bytes_per_requested_byte".into(), per_byte)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_word;
+
+    #[test]
+    fn suggested_block_sizes_are_powers_of_two_in_zfs_words() {
+        assert_eq!(size_word(4096.0), "4k");
+        assert_eq!(size_word(1000.0), "4k");
+        assert_eq!(size_word(12_000.0), "16k");
+        assert_eq!(size_word(1_048_576.0), "1M");
     }
 }

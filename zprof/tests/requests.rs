@@ -76,3 +76,27 @@ fn the_off_cpu_graph_shows_where_fio_blocked() {
     assert!(text.lines().any(|l| l.contains("[in_zil_commit]") && l.contains(";zil_commit_impl_[k];")), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_graph_of_named_processes_keeps_only_their_stacks_and_names_the_others() {
+    let dir = scratch("requests", "process");
+    let folded = dir.join("fio-a.folded");
+    let output = zprof()
+        .args(["flamegraph", "--kind", "off-cpu", "--process", "fio-a", "-o"])
+        .arg(&folded)
+        .arg(data("guest-2.1.11-requests.json"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&folded).unwrap();
+    assert!(!text.is_empty() && text.lines().all(|l| l.starts_with("fio-a;")), "{text}");
+    let output = zprof()
+        .args(["flamegraph", "--kind", "off-cpu", "--process", "postgres", "-o"])
+        .arg(dir.join("none.svg"))
+        .arg(data("guest-2.1.11-requests.json"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("no stacks of postgres") && stderr(&output).contains("fio-b"), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
