@@ -123,7 +123,7 @@ impl FoundOffsets {
 /// field order after its two flag bits, which are enumerators of the
 /// kernel's enum req_flag_bits ("enum", name). bio.bi_iter + bvec_iter.bi_size
 /// make one field.
-const REQUEST_NEEDED: &[(&str, &str)] = &[
+const REQUEST_NEEDED: [(&str, &str); 19] = [
     ("enum", "__REQ_FUA"),
     ("enum", "__REQ_PREFLUSH"),
     ("bio", "bi_opf"),
@@ -148,13 +148,23 @@ const REQUEST_NEEDED: &[(&str, &str)] = &[
 /// Module structs among [`REQUEST_NEEDED`] (the others are the kernel's own).
 const REQUEST_MODULE_STRUCTS: &[&str] = &["zvol_state", "znode", "zfsvfs", "objset", "dsl_dataset", "dsl_dir", "zfs_uio"];
 
-fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestOffsets, BTreeMap<String, u32>), String> {
+/// The value of each (struct, member) of `needed`, in order, and by name;
+/// names the first member `lookup` cannot find.
+fn look_up_all<const N: usize>(
+    needed: &[(&str, &str); N],
+    lookup: impl Fn(&str, &str) -> Option<u32>,
+) -> Result<([u32; N], BTreeMap<String, u32>), String> {
+    let mut values = [0u32; N];
     let mut named = BTreeMap::new();
-    let mut values = [0u32; REQUEST_NEEDED.len()];
-    for (slot, (structure, member)) in values.iter_mut().zip(REQUEST_NEEDED) {
+    for (slot, (structure, member)) in values.iter_mut().zip(needed) {
         *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
         named.insert(format!("{structure}.{member}"), *slot);
     }
+    Ok((values, named))
+}
+
+fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestOffsets, BTreeMap<String, u32>), String> {
+    let (values, named) = look_up_all(&REQUEST_NEEDED, lookup)?;
     let [fua, preflush, opf, iter, size, bdev, disk, private, zv_objset, zv_volblocksize, z_inode, i_sb, s_fs_info, z_os, os_dsl_dataset, ds_dir, dd_parent, dd_myname, uio_resid] =
         values;
     let request = RequestOffsets {
@@ -183,7 +193,7 @@ fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestO
 }
 
 /// Members zprof needs, as (struct, member) pairs, in `Offsets` field order.
-const NEEDED: &[(&str, &str)] = &[
+const NEEDED: [(&str, &str); 19] = [
     ("zio", "io_type"),
     ("zio", "io_priority"),
     ("zio", "io_spa"),
@@ -208,12 +218,7 @@ const NEEDED: &[(&str, &str)] = &[
 /// Builds `Offsets` (and the values by name) from a lookup; names the first
 /// member it cannot find.
 fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMap<String, u32>), String> {
-    let mut values = [0u32; NEEDED.len()];
-    let mut named = BTreeMap::new();
-    for (slot, (structure, member)) in values.iter_mut().zip(NEEDED) {
-        *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
-        named.insert(format!("{structure}.{member}"), *slot);
-    }
+    let (values, named) = look_up_all(&NEEDED, lookup)?;
     let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children, zio_private] =
         values;
     let offsets = Offsets {
@@ -242,7 +247,14 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMa
 }
 
 fn from_table(table: &OffsetsTable) -> Result<(Offsets, BTreeMap<String, u32>), String> {
-    build(|s, m| table.offsets.get(&format!("{s}.{m}")).copied())
+    build(|s, m| table.member(s, m))
+}
+
+impl OffsetsTable {
+    /// The offset of `structure.member` in the table.
+    fn member(&self, structure: &str, member: &str) -> Option<u32> {
+        self.offsets.get(&format!("{structure}.{member}")).copied()
+    }
 }
 
 /// Parses a table file's text.
@@ -271,7 +283,7 @@ fn from_file(path: &Path, build_id: Option<&str>, what: &str, remedy: &str) -> R
         _ => "unchecked: the table or the traced build names no build-id",
     };
     let found = FoundOffsets::found(offsets, format!("{} (OpenZFS {}, {}; {checked})", path.display(), table.zfs_version, table.source));
-    Ok(if what == "zfs.ko" { found.with_request(|s, m| table.offsets.get(&format!("{s}.{m}")).copied()) } else { found })
+    Ok(if what == "zfs.ko" { found.with_request(|s, m| table.member(s, m)) } else { found })
 }
 
 /// Offsets for a libzpool build, by build-id, from the built-in tables or `extra`.
@@ -356,7 +368,7 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
                 offsets,
                 format!("headers compiled here: OpenZFS {}, {}; {stored}{stale}", table.zfs_version, table.source),
             )
-            .with_request(|s, m| table.offsets.get(&format!("{s}.{m}")).copied())
+            .with_request(|s, m| table.member(s, m))
         }
         Err(why) => FoundOffsets::none(format!(
             "{no_btf}{stale}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",

@@ -239,7 +239,7 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rec.json"))?;
     ensure!(dir.join("offcpu.svg").is_file(), "no off-CPU flame graph was drawn");
     let stacks = rec["offcpu"]["stacks"].as_array().ok_or_else(|| anyhow!("no off-CPU profile in the recording"))?;
-    let blocked_us: u64 = stacks
+    let off_cpu_us: u64 = stacks
         .iter()
         .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]")))
         .map(|s| s["count"].as_u64().unwrap_or(0))
@@ -265,7 +265,7 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
         .sum();
     let on_cpu_us = on_cpu_samples * 1_000_000 / hz;
     ensure!(commit_us > 0, "no zil_commit time to compare with");
-    let ratio = (blocked_us + on_cpu_us) as f64 / commit_us as f64;
+    let ratio = (off_cpu_us + on_cpu_us) as f64 / commit_us as f64;
     let runnable_us: u64 = stacks
         .iter()
         .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]") && f.last().is_some_and(|x| x.as_str().is_some_and(|x| x.starts_with("[runnable")))))
@@ -273,10 +273,10 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
         .sum();
     ensure!(
         (0.9..=1.1).contains(&ratio),
-        "off CPU in zil_commit {blocked_us} us + on CPU (sampled) {on_cpu_us} us, zil_commit took {commit_us} us ({ratio:.2}x)"
+        "off CPU in zil_commit {off_cpu_us} us + on CPU (sampled) {on_cpu_us} us, zil_commit took {commit_us} us ({ratio:.2}x)"
     );
     Ok(format!(
-        "in zil_commit off CPU {blocked_us} us (runnable {runnable_us} us) + on CPU {on_cpu_us} us (sampled) = {:.1}% of the {commit_us} us measured",
+        "in zil_commit off CPU {off_cpu_us} us (runnable {runnable_us} us) + on CPU {on_cpu_us} us (sampled) = {:.1}% of the {commit_us} us measured",
         ratio * 100.0
     ))
 }
