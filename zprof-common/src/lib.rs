@@ -272,8 +272,11 @@ pub mod counter {
     pub const OFFCPU_START_FULL: u32 = 16;
     /// Off-CPU time that found no room for its stacks (off-CPU map full).
     pub const OFFCPU_MAP_FULL: u32 = 17;
+    /// A blocked period whose stack could not be stored (off-CPU stack map
+    /// full or collision): its time is kept without the stack.
+    pub const OFFCPU_STACK_LOST: u32 = 18;
     /// Number of counters.
-    pub const COUNT: u32 = 18;
+    pub const COUNT: u32 = 19;
 }
 
 /// Slots of the eBPF side's WRITERS array: a writing thread keeps its
@@ -610,19 +613,25 @@ impl Offsets {
     }
 }
 
+/// Most frames kept of a user or kernel stack: the innermost ones. Deeper
+/// stacks are cut (and marked so); 127 frames of a walk gone astray would
+/// otherwise make a flame graph ten times taller than its content.
+pub const STACK_DEPTH: u32 = 64;
+
 /// Key of the CPU sample counts: who was on the CPU, and where.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SampleKey {
     /// Process (tgid).
     pub tgid: u32,
-    /// Stack id of the user stack in `STACKS`, or a negative error.
+    /// Stack id of the user stack (in its generation's `CPU_STACKS_n`, or in
+    /// `OFFCPU_STACKS`), or a negative error.
     pub user_stack: i32,
-    /// Stack id of the kernel stack in `STACKS`, or a negative error.
+    /// Stack id of the kernel stack, or a negative error.
     pub kernel_stack: i32,
-    /// Off-CPU time: the [`Stage`] the thread was in when it left the CPU
-    /// (0: none), with [`OFFCPU_RUNNABLE`] when it left it still runnable;
-    /// 0 in CPU samples.
+    /// The [`Stage`] zprof was timing the thread in (0: none): when it was
+    /// sampled, or when it left the CPU, then with [`OFFCPU_RUNNABLE`] when it
+    /// left it still runnable.
     pub pad: u32,
     /// Thread name (comm): the taskq a ZFS thread belongs to.
     pub comm: [u8; 16],

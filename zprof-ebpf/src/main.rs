@@ -26,18 +26,19 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
     },
-    macros::{kprobe, kretprobe, map, perf_event, tracepoint, uprobe, uretprobe},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
-    programs::{PerfEventContext, ProbeContext, RetProbeContext, TracePointContext, tracing::StackIdContext},
+    macros::{kprobe, kretprobe, map, tracepoint, uprobe, uretprobe},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use zprof_common::{
-    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, SampleKey, HIST_BUCKETS, Hist, HistKey, InFlight,
+    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
     InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
 mod offcpu;
 mod requests;
+mod stacks;
 
 /// Load-time configuration, patched by user space before loading (`set_global`).
 #[unsafe(no_mangle)]
@@ -112,14 +113,6 @@ static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(1638
 /// Loss and mismatch counters, indexed by `zprof_common::counter`.
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
-
-/// Stacks of CPU samples (user and kernel). Size set by `--stack-storage-size`.
-#[map]
-static STACKS: StackTrace = StackTrace::with_max_entries(16384, 0);
-
-/// CPU sample counts by process, thread name and stacks.
-#[map]
-static SAMPLES: HashMap<SampleKey, u64> = HashMap::with_max_entries(65536, 0);
 
 /// The ZIL commit in progress per pool (spa_t address).
 #[map]
@@ -1309,58 +1302,6 @@ fn is_zfs_kernel_thread(comm: &[u8; 16]) -> bool {
     let starts = |prefix: &[u8]| comm.len() >= prefix.len() && &comm[..prefix.len()] == prefix;
     starts(b"z_") || starts(b"txg_") || starts(b"zil_") || starts(b"spa_") || starts(b"dp_")
         || starts(b"arc_") || starts(b"dbu_") || starts(b"zthr") || starts(b"l2arc")
-}
-
-/// The current thread's user and kernel stack ids in `stacks`, or negative
-/// errors; a lost stack is counted once however many of the two were lost.
-#[inline(always)]
-fn stack_ids<C: StackIdContext>(ctx: &C, stacks: &StackTrace) -> (i32, i32) {
-    const BPF_F_USER_STACK: u64 = 1 << 8;
-    // -EFAULT: no user stack (a kernel thread); anything else is a loss.
-    const EFAULT: i32 = -14;
-    let user = ctx.get_stackid(stacks, BPF_F_USER_STACK);
-    let kernel = ctx.get_stackid(stacks, 0);
-    if matches!(user, Err(e) if e != EFAULT) || matches!(kernel, Err(e) if e != EFAULT) {
-        bump(counter::STACK_LOST);
-    }
-    let id = |result: Result<i64, i32>| match result {
-        Ok(id) => id as i32,
-        Err(err) => err,
-    };
-    (id(user), id(kernel))
-}
-
-/// On-CPU samples (perf event at a fixed frequency on each CPU): user and kernel
-/// stacks of the traced processes, and on the kernel target of ZFS's threads.
-#[perf_event]
-pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if tgid == 0 {
-        return 0; // idle
-    }
-    let comm = aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]);
-    if config_u32(&CONFIG.filter_tgid) != 0
-        && !is_tracked(tgid)
-        && !(is_kernel() && is_zfs_kernel_thread(&comm))
-    {
-        return 0;
-    }
-    bump(counter::SAMPLES);
-    let (user_stack, kernel_stack) = stack_ids(&ctx, &STACKS);
-    let key = SampleKey { tgid, user_stack, kernel_stack, pad: 0, comm };
-    match SAMPLES.get_ptr_mut(&key) {
-        Some(count) => unsafe { *count += 1 },
-        None => {
-            if SAMPLES.insert(&key, &1, BPF_NOEXIST as u64).is_err()
-                && let Some(count) = SAMPLES.get_ptr_mut(&key)
-            {
-                unsafe { *count += 1 };
-            } else if SAMPLES.get_ptr_mut(&key).is_none() {
-                bump(counter::SAMPLE_MAP_FULL);
-            }
-        }
-    }
-    0
 }
 
 #[cfg(not(test))]

@@ -18,11 +18,19 @@ use aya_ebpf::{
 };
 use zprof_common::{OffCpuStart, SampleKey, Stage, counter};
 
-use crate::{CONFIG, INFLIGHT, STACKS, bump, config_u32, is_kernel, is_tracked, is_zfs_kernel_thread, span_key, stack_ids};
+use crate::{
+    CONFIG, INFLIGHT, bump, config_u32, is_kernel, is_tracked, is_zfs_kernel_thread, span_key,
+    stacks::{CappedStacks, stack_ids},
+};
 
 /// Blocked time (ns) by process, thread name and stacks.
 #[map]
 static OFFCPU: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
+
+/// Stacks of blocked threads, apart from the CPU samples' (which are drained
+/// every 250 ms): a thread blocked for seconds still holds its stack ids here.
+#[map]
+static OFFCPU_STACKS: CappedStacks = CappedStacks::with_max_entries(16384);
 
 /// Threads blocked now, by thread id: since when, and where.
 #[map]
@@ -59,7 +67,7 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
     if config_u32(&CONFIG.filter_tgid) != 0 && !is_tracked(tgid) && !(is_kernel() && is_zfs_kernel_thread(&comm)) {
         return;
     }
-    let (user_stack, kernel_stack) = stack_ids(ctx, &STACKS);
+    let (user_stack, kernel_stack) = stack_ids(ctx, &OFFCPU_STACKS, counter::OFFCPU_STACK_LOST);
     let stage = timed_stage(tid as u64) | runnable;
     let start = OffCpuStart { start_ns: now, key: SampleKey { tgid, user_stack, kernel_stack, pad: stage, comm } };
     if OFFCPU_STARTS.insert(&tid, &start, 0).is_err() {
@@ -71,7 +79,7 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
 /// through code without frame pointers (libzpool, libc) lose their callers,
 /// and this says what the thread was waiting in all the same.
 #[inline(always)]
-fn timed_stage(tid: u64) -> u32 {
+pub fn timed_stage(tid: u64) -> u32 {
     // Innermost first: zil_commit can wait for a txg; a write waits in the throttle.
     const ORDER: [Stage; 7] = [
         Stage::TxgWaitSynced,

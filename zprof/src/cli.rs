@@ -122,9 +122,11 @@ pub struct RecordArgs {
     /// On-CPU samples per second on each CPU, for CPU flame graphs (0: none).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub sample_freq: u64,
-    /// Distinct stacks kept for CPU samples; raise it when the report shows lost stacks.
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(64..=1_000_000))]
-    pub stack_storage_size: u32,
+    /// Distinct stacks kept per 250 ms of CPU samples (drained every 250 ms).
+    /// Default: 256 per sample expected in 250 ms, 4,096 to 65,536, so that
+    /// fewer than 1% of samples lose their stack; raise it if the report shows more.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(64..=1_000_000))]
+    pub stack_storage_size: Option<u32>,
     /// Time every call of the high-rate functions: workload reads/writes, tx
     /// assigns, block checksums (a uprobe pair per call, about 1.5 us on
     /// libzpool). Without it workload reads/writes are counted at entry only,
@@ -208,6 +210,14 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write a differential flame graph (.svg, or .folded with both
+    /// counts): B's stacks, red where B spends more per workload operation
+    /// than A, blue where less.
+    #[arg(long, value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+    /// What the differential flame graph shows.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub flamegraph_kind: FlameKind,
 }
 
 /// Kinds of flame graph.
@@ -219,6 +229,10 @@ pub enum FlameKind {
     Cpu,
     /// Where the traced threads were blocked, weighted by time (record --off-cpu).
     OffCpu,
+    /// On-CPU and off-CPU time together, under a root per kind of time
+    /// (compression, checksums, waiting for the ZIL, ...); idle threads left
+    /// out (record --off-cpu).
+    Wall,
 }
 
 /// `zprof flamegraph`.
@@ -232,10 +246,13 @@ pub struct FlamegraphArgs {
     /// Output: .svg for a flame graph, .folded for folded stacks (other tools).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
-    /// Only the stacks of processes of this name (repeatable; cpu and off-cpu
-    /// kinds), e.g. the benchmark without ZFS's idle taskq threads.
+    /// Only the stacks of processes of this name (repeatable; cpu, off-cpu and
+    /// wall kinds), e.g. the benchmark without ZFS's idle taskq threads.
     #[arg(long, value_name = "NAME")]
     pub process: Vec<String>,
+    /// Only this pool's stage time (stages kind: stacks are not kept per pool).
+    #[arg(long, value_name = "POOL")]
+    pub pool: Option<String>,
 }
 
 /// Report formats.

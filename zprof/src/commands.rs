@@ -46,6 +46,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Flamegraph(args) => {
             check_flamegraph_path(&args.output)?;
             let recording = Recording::load(&args.file)?;
+            let recording = match &args.pool {
+                Some(pool) => only_pool(recording, args.kind, pool)?,
+                None => recording,
+            };
             write_flamegraph(&recording, args.kind, &args.output, &args.process)?;
             Ok(0)
         }
@@ -128,7 +132,7 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: 64, full_timing: false, skip: Vec::new(), off_cpu: false, slower_than: None, request_rows: 64 },
+        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: Some(64), full_timing: false, skip: Vec::new(), off_cpu: false, slower_than: None, request_rows: 64 },
     )?;
     let statuses = session.probes().to_vec();
     let release = session.release().clone();
@@ -511,24 +515,7 @@ fn write_flamegraph(
     processes: &[String],
 ) -> anyhow::Result<()> {
     use crate::{cli::FlameKind, flamegraph};
-    let all = match kind {
-        FlameKind::Stages => flamegraph::stage_stacks(recording),
-        FlameKind::Cpu => {
-            if recording.cpu.is_none() {
-                return Err(UsageError(
-                    "the recording has no CPU samples (it was made with --sample-freq 0)".into(),
-                )
-                .into());
-            }
-            flamegraph::cpu_stacks(recording)
-        }
-        FlameKind::OffCpu => {
-            if recording.offcpu.is_none() {
-                return Err(UsageError("the recording has no off-CPU time (record it with --off-cpu)".into()).into());
-            }
-            flamegraph::offcpu_stacks(recording)
-        }
-    };
+    let all = flamegraph::stacks_of(recording, kind).map_err(UsageError)?;
     let all_lines = all.clone();
     let lines = only_processes(all, kind, processes)?;
     let text = if path.extension().is_some_and(|e| e == "folded") {
@@ -538,8 +525,8 @@ fn write_flamegraph(
         if !processes.is_empty() {
             let weight = |l: &[String]| flamegraph::parse_folded(l).unwrap_or_default().iter().map(|(_, w)| w).sum::<u64>();
             let amount = |w: u64| match kind {
-                FlameKind::OffCpu => crate::report::format_ns(w * 1_000),
-                _ => format!("{w} samples"),
+                FlameKind::Cpu => format!("{w} samples"),
+                _ => crate::report::format_ns(w * 1_000),
             };
             titles.subtitle = format!(
                 "processes {} only: {} of the recording's {}; {}",
@@ -565,7 +552,9 @@ fn only_processes(lines: Vec<String>, kind: crate::cli::FlameKind, processes: &[
     if kind == crate::cli::FlameKind::Stages {
         return Err(UsageError("--process applies to the cpu and off-cpu kinds: stage time is not kept per process".into()).into());
     }
-    let process_of = |line: &str| line.split(';').next().unwrap_or("").to_owned();
+    // The wall-clock view's root is the kind of time; the process comes next.
+    let skip = usize::from(kind == crate::cli::FlameKind::Wall);
+    let process_of = |line: &str| line.split(';').nth(skip).unwrap_or("").to_owned();
     let kept: Vec<String> = lines.iter().filter(|l| processes.contains(&process_of(l))).cloned().collect();
     if kept.is_empty() {
         let mut names: Vec<String> = lines.iter().map(|l| process_of(l)).collect();
@@ -632,9 +621,37 @@ fn explain_cmd(args: crate::cli::ExplainArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The recording with only one pool's histograms (for the stage graph).
+fn only_pool(mut recording: Recording, kind: crate::cli::FlameKind, pool: &str) -> anyhow::Result<Recording> {
+    if kind != crate::cli::FlameKind::Stages {
+        return Err(UsageError("--pool applies to the stages kind: CPU and off-CPU stacks are not kept per pool".into()).into());
+    }
+    let mut pools: Vec<String> = recording.histograms.iter().map(|h| h.pool.clone()).filter(|p| !p.is_empty()).collect();
+    pools.sort();
+    pools.dedup();
+    if !pools.iter().any(|p| p == pool) {
+        return Err(UsageError(format!("no pool {pool} in the recording; its pools: {}", pools.join(", "))).into());
+    }
+    recording.histograms.retain(|h| h.pool == pool);
+    Ok(recording)
+}
+
 fn compare_cmd(args: crate::cli::CompareArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &args.flamegraph {
+        check_flamegraph_path(path)?;
+    }
     let a = Recording::load(&args.a)?;
     let b = Recording::load(&args.b)?;
+    if let Some(path) = &args.flamegraph {
+        let diff = crate::flamegraph::differential(&a, &b, args.flamegraph_kind).map_err(UsageError)?;
+        let text = if path.extension().is_some_and(|e| e == "folded") {
+            diff.lines.join("\n") + "\n"
+        } else {
+            crate::flamegraph::render_svg(&diff.lines, &diff.titles)?
+        };
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("differential flame graph written to {} ({})", path.display(), diff.titles.subtitle);
+    }
     let comparison = crate::compare::compare(&a, &b, (args.a.display().to_string(), args.b.display().to_string()));
     let text = match args.format {
         Format::Table => crate::compare::render(&comparison),
@@ -670,14 +687,14 @@ async fn collect(
         tokio::time::Instant::now() + Duration::from_secs(1),
         Duration::from_secs(1),
     );
-    // Memory maps of sampled processes, for symbolizing stacks after they exit.
-    let mut maps_ticker = tokio::time::interval(Duration::from_millis(250));
+    // CPU samples drained and named while their processes run.
+    let mut maps_ticker = tokio::time::interval(crate::stacks::DRAIN_PERIOD);
     let mut command_exit = None;
     let mut stop = None;
     loop {
         let until_deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         tokio::select! {
-            _ = maps_ticker.tick() => session.snapshot_maps(),
+            _ = maps_ticker.tick() => session.tick_stacks(),
             _ = ticker.tick() => {
                 session.tick()?;
                 if let Some(pid) = watched_pid

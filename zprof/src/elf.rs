@@ -1,13 +1,14 @@
 //! Reading the traced library's ELF file once: its defined function symbols (as
 //! file offsets, ready for uprobes) and its GNU build-id (which identifies the
-//! build, and so the struct layouts, far better than a version string).
+//! build, and so the struct layouts, far better than a version string). Also
+//! where every function starts, symbol or not, from the unwind table.
 //!
 //! aya can resolve a symbol per attach, but it re-reads the whole file each time;
 //! resolving all symbols in one pass keeps attaching well under a second.
 
 use std::{collections::HashMap, path::Path};
 
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// What zprof needs from a shared library.
 #[derive(Debug, Clone)]
@@ -111,6 +112,40 @@ pub fn read_bytes(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     let read = std::fs::File::open(path).and_then(|f| f.read_at(&mut buf, offset)).unwrap_or(0);
     buf.truncate(read);
     buf
+}
+
+/// The start address of every function that has an unwind entry, sorted: the
+/// binary-search table of `.eh_frame_hdr`, which stripping keeps (unwinding
+/// needs it). Empty when the section is missing or encoded unusually.
+pub fn function_starts(file: &object::File) -> Vec<u64> {
+    let Some(section) = file.section_by_name(".eh_frame_hdr") else { return Vec::new() };
+    let Ok(data) = section.data() else { return Vec::new() };
+    let mut starts = eh_frame_hdr_table(data, section.address()).unwrap_or_default();
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+}
+
+/// Decodes the table of an `.eh_frame_hdr` loaded at `base`: version 1, any
+/// 4- or 8-byte pointer encoding for the frame pointer, a udata4 count, and
+/// the table in datarel sdata4 (what GNU ld and lld write).
+fn eh_frame_hdr_table(data: &[u8], base: u64) -> Option<Vec<u64>> {
+    const UDATA4: u8 = 0x03;
+    const DATAREL_SDATA4: u8 = 0x3b;
+    let &[version, frame_pointer_encoding, count_encoding, table_encoding, ..] = data else { return None };
+    if version != 1 || count_encoding != UDATA4 || table_encoding != DATAREL_SDATA4 {
+        return None;
+    }
+    let pointer_size = match frame_pointer_encoding & 0x0f {
+        0x03 | 0x0b => 4,
+        0x04 | 0x0c | 0x00 => 8,
+        _ => return None,
+    };
+    let word = |at: usize| -> Option<i32> { Some(i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?)) };
+    let count_at = 4 + pointer_size;
+    let count = word(count_at)? as u32 as usize;
+    let table = count_at + 4;
+    (0..count).map(|i| word(table + i * 8).map(|start| base.wrapping_add_signed(start as i64))).collect()
 }
 
 #[cfg(test)]

@@ -1,11 +1,19 @@
 //! Flame graphs from a recording, as folded stacks and as SVG (inferno).
 //!
-//! Two kinds from the same recording:
+//! Four kinds from the same recording:
 //! - stage time: stacks built from the measured stage spans (`fsync;zil_commit;
 //!   log block write;main pool`, `zio pipeline;compress;zstd-3`), weighted by the
 //!   wall-clock time spent in them, summed over threads;
 //! - CPU: on-CPU stack samples of the workload's process and of ZFS's threads,
-//!   symbolized (libzpool's dynamic symbols, the program's own, kallsyms).
+//!   symbolized (libzpool's dynamic symbols, the program's own, kallsyms);
+//! - off-CPU: where the traced threads were blocked, weighted by time;
+//! - wall clock: the CPU samples (as time) and the off-CPU time together, under
+//!   a root frame per kind of time (compression, checksums, other CPU, waiting
+//!   for the ZIL, for txg sync, throttled, ...), idle threads left out: the
+//!   answer to "compression or I/O?" in one picture, its split in the title.
+//!
+//! And a differential graph of two recordings of one kind (`compare
+//! --flamegraph`), normalised to the same workload operations.
 //!
 //! Colours set compression, checksum and I/O-wait frames apart from the rest.
 
@@ -127,6 +135,133 @@ pub fn offcpu_stacks(rec: &Recording) -> Folded {
     offcpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
 }
 
+/// The stacks of one kind, or why the recording has none.
+pub fn stacks_of(rec: &Recording, kind: FlameKind) -> Result<Folded, String> {
+    match kind {
+        FlameKind::Stages => Ok(stage_stacks(rec)),
+        FlameKind::Cpu => {
+            rec.cpu.as_ref().ok_or("the recording has no CPU samples (it was made with --sample-freq 0)")?;
+            Ok(cpu_stacks(rec))
+        }
+        FlameKind::OffCpu => {
+            rec.offcpu.as_ref().ok_or("the recording has no off-CPU time (record it with --off-cpu)")?;
+            Ok(offcpu_stacks(rec))
+        }
+        FlameKind::Wall => Ok(wall_clock(rec)?.0),
+    }
+}
+
+/// A kind's name as the command line spells it.
+pub fn kind_name(kind: FlameKind) -> String {
+    use clap::ValueEnum;
+    kind.to_possible_value().map_or_else(|| format!("{kind:?}"), |v| v.get_name().to_owned())
+}
+
+/// The wall-clock view's root frames, in the order the title lists them.
+pub const WALL_CATEGORIES: [&str; 10] = [
+    "on CPU: compression",
+    "on CPU: checksums",
+    "on CPU: other (copies, allocation, the pipeline)",
+    "waiting: ZIL commit (fsync, O_SYNC)",
+    "waiting: txg sync (txg_wait_synced)",
+    "waiting: write throttle (dmu_tx_wait)",
+    "waiting: tx assign",
+    "waiting: txg sync's own I/O (spa_sync)",
+    "waiting: ZFS pipeline threads (I/O, locks)",
+    "waiting for a CPU (runnable)",
+];
+
+/// The same categories as the title names them, briefly.
+const WALL_SHORT: [&str; 10] = [
+    "compression",
+    "checksums",
+    "other",
+    "ZIL commit",
+    "txg_wait_synced",
+    "throttle",
+    "tx assign",
+    "spa_sync I/O",
+    "pipeline I/O",
+    "runnable",
+];
+
+/// How the wall-clock view split its time, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WallSplit {
+    /// Time per category of [`WALL_CATEGORIES`], same order.
+    pub by_category: Vec<u64>,
+    /// Off-CPU time of threads blocked outside ZFS's work (idle taskq
+    /// threads, the benchmark's own sleeps): left out of the graph.
+    pub idle_us: u64,
+}
+
+impl WallSplit {
+    /// All the time in the graph.
+    pub fn total_us(&self) -> u64 {
+        self.by_category.iter().sum()
+    }
+}
+
+/// The wall-clock view: CPU samples (each worth 1/frequency seconds) and
+/// off-CPU time, each stack under its category. Needs both in the recording.
+pub fn wall_clock(rec: &Recording) -> Result<(Folded, WallSplit), String> {
+    let (Some(cpu), Some(offcpu)) = (&rec.cpu, &rec.offcpu) else {
+        return Err("the wall-clock view needs CPU samples and off-CPU time: record with --off-cpu (and --sample-freq above 0)".into());
+    };
+    let us_per_sample = 1_000_000 / cpu.frequency_hz.max(1);
+    let mut split = WallSplit { by_category: vec![0; WALL_CATEGORIES.len()], idle_us: 0 };
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    let stacks = cpu.stacks.iter().map(|s| (s, true)).chain(offcpu.stacks.iter().map(|s| (s, false)));
+    for (stack, on_cpu) in stacks {
+        let us = if on_cpu { stack.count * us_per_sample } else { stack.count };
+        match wall_category(&stack.frames, on_cpu) {
+            Some(index) => {
+                split.by_category[index] += us;
+                *lines.entry(format!("{};{}", WALL_CATEGORIES[index], folded_frames(&stack.frames))).or_default() += us;
+            }
+            None => split.idle_us += us,
+        }
+    }
+    let folded = lines.into_iter().filter(|(_, us)| *us > 0).map(|(stack, us)| format!("{stack} {us}")).collect();
+    Ok((folded, split))
+}
+
+/// A frame with a real name (not a place, a marker or a kernel frame's suffix).
+fn named(frame: &str) -> bool {
+    !frame.starts_with('[')
+}
+
+/// Index in [`WALL_CATEGORIES`] of a stack, or `None` for idle time.
+fn wall_category(frames: &[String], on_cpu: bool) -> Option<usize> {
+    let real = || frames.iter().filter(|f| named(f));
+    if on_cpu {
+        let group = real().find_map(|f| colour_group(f).filter(|g| *g != Group::Io));
+        return Some(match group {
+            Some(Group::Compression) => 0,
+            Some(Group::Checksum) => 1,
+            _ => 2,
+        });
+    }
+    if frames.last().is_some_and(|f| f == crate::stacks::RUNNABLE_FRAME) {
+        return Some(9);
+    }
+    let in_stage = |stage: Stage| frames.iter().any(|f| *f == format!("[in {}]", stage_name(stage)));
+    let by_stage = [
+        (Stage::ZilCommit, 3),
+        (Stage::TxgWaitSynced, 4),
+        (Stage::TxWait, 5),
+        (Stage::TxAssign, 6),
+        (Stage::SpaSync, 7),
+        (Stage::WorkloadWrite, 8),
+        (Stage::WorkloadRead, 8),
+    ];
+    if let Some((_, index)) = by_stage.iter().find(|(stage, _)| in_stage(*stage)) {
+        return Some(*index);
+    }
+    const ZFS_WORK: [&str; 9] = ["zio_", "vdev_", "spa_", "dmu_", "zil_", "arc_", "dbuf_", "metaslab_", "zfs_"];
+    real().any(|f| ZFS_WORK.iter().any(|p| f.starts_with(p))).then_some(8)
+}
+
 /// One stack's frames in folded form. A run of unknown frames (a user stack
 /// walked through code without frame pointers reads garbage, 126 frames of it
 /// once) is one frame: it says where the walk was lost, not how far it went.
@@ -153,23 +288,40 @@ pub fn parse_folded(lines: &[String]) -> Result<Vec<(Vec<String>, u64)>, String>
         .collect()
 }
 
-/// The colour group of a frame.
-fn colour_of(frame: &str) -> Option<Color> {
+/// Groups of frames the graphs colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Compression,
+    Checksum,
+    Io,
+}
+
+/// The group of a frame, by the words in its name.
+fn colour_group(frame: &str) -> Option<Group> {
     let f = frame.to_ascii_lowercase();
     let any = |words: &[&str]| words.iter().any(|w| f.contains(w));
     if any(&["compress", "zstd", "lz4", "gzip", "lzjb", "zle", "deflate", "inflate"]) {
-        Some(Color { r: 230, g: 140, b: 30 }) // compression: orange
+        Some(Group::Compression)
     } else if any(&["checksum", "fletcher", "sha256", "sha512", "sha2", "skein", "edonr", "blake3"]) {
-        Some(Color { r: 80, g: 180, b: 80 }) // checksums: green
+        Some(Group::Checksum)
     } else if any(&[
         "vdev i/o", "disk", "queue", "flush", "log block write", "fsync", "pwrite", "pread", "io_schedule",
         "spa_sync", "txg_wait", "throttle", "main pool", "log vdev", "sync read", "sync write", "async read",
-        "async write", "scrub", "trim",
+        "async write", "scrub", "trim", "waiting",
     ]) {
-        Some(Color { r: 90, g: 140, b: 220 }) // I/O and waiting: blue
+        Some(Group::Io)
     } else {
         None
     }
+}
+
+/// The colour of a frame's group.
+fn colour_of(frame: &str) -> Option<Color> {
+    colour_group(frame).map(|group| match group {
+        Group::Compression => Color { r: 230, g: 140, b: 30 }, // orange
+        Group::Checksum => Color { r: 80, g: 180, b: 80 },     // green
+        Group::Io => Color { r: 90, g: 140, b: 220 },          // I/O and waiting: blue
+    })
 }
 
 /// What a flame graph's header says.
@@ -191,6 +343,19 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         rec.target.object.rsplit('/').next().unwrap_or(&rec.target.object),
         rec.target.zfs_version.as_deref().unwrap_or("?")
     );
+    if kind == FlameKind::Wall {
+        let split = wall_clock(rec).map(|(_, split)| split).unwrap_or_default();
+        return Titles {
+            title: format!("zprof wall clock: where the traced threads' time went, {target}, {:.1} s", rec.duration_s),
+            subtitle: format!(
+                "{}; {} of thread time, idle threads' {} left out",
+                wall_split_text(&split),
+                format_ns(split.total_us() * 1_000),
+                format_ns(split.idle_us * 1_000)
+            ),
+            count_name: "us".into(),
+        };
+    }
     if kind == FlameKind::OffCpu {
         let (lost, blocked_us) =
             rec.offcpu.as_ref().map_or((0, 0), |o| (o.start_map_full + o.map_full, o.stacks.iter().map(|s| s.count).sum::<u64>()));
@@ -204,14 +369,27 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         };
     }
     if kind == FlameKind::Cpu {
-        let (lost, total, unsym, hz) = rec.cpu.as_ref().map_or((0, 0, 0, 0), |c| {
-            (c.stack_lost + c.sample_map_full, c.samples_total, c.unsymbolized_frames, c.frequency_hz)
-        });
-        let lost_pct = if total > 0 { lost as f64 * 100.0 / total as f64 } else { 0.0 };
+        let Some(cpu) = rec.cpu.as_ref() else {
+            return Titles { title: "zprof CPU: no samples".into(), subtitle: String::new(), count_name: "samples".into() };
+        };
+        let lost = cpu.stack_lost + cpu.sample_map_full;
+        let lost_pct = if cpu.samples_total > 0 { lost as f64 * 100.0 / cpu.samples_total as f64 } else { 0.0 };
+        let unnamed: Vec<String> = cpu
+            .unnamed_processes
+            .iter()
+            .map(|p| format!("{} (pid {}): {} of {} user stacks unnamed, {}", p.name, p.pid, p.unnamed, p.samples, p.why))
+            .collect();
         Titles {
             title: format!("zprof CPU: on-CPU samples, {target}, {:.1} s", rec.duration_s),
             subtitle: format!(
-                "{total} samples at {hz} Hz per CPU; {lost_pct:.1}% of samples lost (raise --stack-storage-size); {unsym} frames unsymbolized; orange compression, green checksums, blue I/O"
+                "{} samples at {} Hz per CPU; {lost_pct:.1}% of samples lost; {} cut at {} frames; {} frames unsymbolized, {} placed ([lib:symbol+off]: a function without symbol); {}orange compression, green checksums, blue I/O",
+                cpu.samples_total,
+                cpu.frequency_hz,
+                cpu.cut_samples,
+                cpu.stack_depth,
+                cpu.unsymbolized_frames,
+                cpu.placed_frames,
+                if unnamed.is_empty() { String::new() } else { format!("NOT NAMED: {}; ", unnamed.join("; ")) }
             ),
             count_name: "samples".into(),
         }
@@ -225,6 +403,88 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
             count_name: "us".into(),
         }
     }
+}
+
+/// The split of the wall-clock view as the title states it: on-CPU and waiting
+/// shares, and each category of 1% or more.
+pub fn wall_split_text(split: &WallSplit) -> String {
+    let total = split.total_us().max(1) as f64;
+    let pct = |us: u64| us as f64 * 100.0 / total;
+    let part = |range: std::ops::Range<usize>| -> (u64, Vec<String>) {
+        let sum = split.by_category[range.clone()].iter().sum();
+        let parts = range
+            .filter(|&i| pct(split.by_category[i]) >= 1.0)
+            .map(|i| format!("{} {:.0}%", WALL_SHORT[i], pct(split.by_category[i])))
+            .collect();
+        (sum, parts)
+    };
+    let (on, on_parts) = part(0..3);
+    let (waiting, wait_parts) = part(3..WALL_CATEGORIES.len());
+    format!(
+        "on CPU {:.0}% ({}), waiting {:.0}% ({})",
+        pct(on),
+        on_parts.join(", "),
+        pct(waiting),
+        wait_parts.join(", ")
+    )
+}
+
+/// A differential flame graph's stacks ("stack before after") and header.
+pub struct Differential {
+    /// Folded lines with two counts: A's (scaled) and B's.
+    pub lines: Folded,
+    /// What it shows.
+    pub titles: Titles,
+}
+
+/// Workload operations of a recording (writes and reads as zprof counted them).
+fn workload_ops(rec: &Recording) -> u64 {
+    [Stage::WorkloadWrite, Stage::WorkloadRead]
+        .into_iter()
+        .map(|stage| summarize(rec.histograms.iter().filter(|h| h.stage == stage_name(stage))).count)
+        .sum()
+}
+
+/// B's stacks of one kind against A's, A's weights scaled to B's workload
+/// operations (or, without operations on one side, to B's duration), so that
+/// a run twice as long does not look twice as costly.
+pub fn differential(a: &Recording, b: &Recording, kind: FlameKind) -> Result<Differential, String> {
+    let (stacks_a, stacks_b) = (stacks_of(a, kind)?, stacks_of(b, kind)?);
+    let (ops_a, ops_b) = (workload_ops(a), workload_ops(b));
+    let (scale, basis) = if ops_a > 0 && ops_b > 0 {
+        (ops_b as f64 / ops_a as f64, format!("per workload operation ({ops_a} in A, {ops_b} in B)"))
+    } else {
+        (b.duration_s / a.duration_s.max(1e-9), format!("per second (no workload operations counted; {:.1} s in A, {:.1} s in B)", a.duration_s, b.duration_s))
+    };
+    let scaled: Folded = parse_folded(&stacks_a)?
+        .into_iter()
+        .map(|(frames, w)| format!("{} {}", frames.join(";"), (w as f64 * scale).round() as u64))
+        .collect();
+    let mut out = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        scaled.join("\n").as_bytes(),
+        stacks_b.join("\n").as_bytes(),
+        &mut out,
+    )
+    .map_err(|e| format!("building the differential stacks: {e}"))?;
+    let lines: Folded = String::from_utf8_lossy(&out).lines().map(str::to_owned).collect();
+    let unit = if kind == FlameKind::Cpu { "samples" } else { "us" };
+    let version = |r: &Recording| format!("{} {}", r.target.kind, r.target.zfs_version.as_deref().unwrap_or("?"));
+    Ok(Differential {
+        lines,
+        titles: Titles {
+            title: format!("zprof differential ({} kind): B against A, {}", kind_name(kind), version(b)),
+            subtitle: format!(
+                "widths: B; red: B spends more than A, blue: less, {basis}; A: {} ({:.1} s), B: {} ({:.1} s)",
+                version(a),
+                a.duration_s,
+                version(b),
+                b.duration_s
+            ),
+            count_name: unit.into(),
+        },
+    })
 }
 
 /// Renders folded stacks as an SVG flame graph.

@@ -24,6 +24,7 @@ pub mod read_path;
 pub mod recording;
 pub mod report;
 pub mod requests;
+pub mod stacks;
 pub mod symbols;
 pub mod sync_path;
 pub mod target;

@@ -147,6 +147,20 @@ pub struct CpuProfile {
     pub sample_map_full: u64,
     /// Frames that could not be named.
     pub unsymbolized_frames: u64,
+    /// Frames of functions without a symbol, named by their place (library,
+    /// nearest symbol before the function and offset).
+    #[serde(default)]
+    pub placed_frames: u64,
+    /// Samples whose user or kernel stack reached `stack_depth` frames: cut,
+    /// the outermost frames lost (marked by a `[cut ...]` frame).
+    #[serde(default)]
+    pub cut_samples: u64,
+    /// Frames kept per user or kernel stack (0 in recordings made before the cap).
+    #[serde(default)]
+    pub stack_depth: u32,
+    /// Processes most of whose user stacks could not be named, and why.
+    #[serde(default)]
+    pub unnamed_processes: Vec<crate::stacks::UnnamedProcess>,
     /// Distinct stacks with their sample counts.
     pub stacks: Vec<CpuStack>,
 }
@@ -160,6 +174,13 @@ pub struct OffCpuProfile {
     pub start_map_full: u64,
     /// Blocked periods with no room for their stacks (map full).
     pub map_full: u64,
+    /// Blocked periods whose stacks could not be stored (their time is kept,
+    /// under a `[... stack lost]` frame).
+    #[serde(default)]
+    pub stack_lost: u64,
+    /// Time (us) in stacks cut at the depth cap.
+    #[serde(default)]
+    pub cut_us: u64,
     /// Stacks, root first; `count` is the time off the CPU in microseconds.
     pub stacks: Vec<CpuStack>,
 }

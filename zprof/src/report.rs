@@ -365,6 +365,20 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
         if cpu.sample_map_full > 0 {
             losses.push(("CPU samples not counted (sample map full)".to_owned(), cpu.sample_map_full));
         }
+        if cpu.cut_samples > 0 {
+            losses.push((format!("CPU samples with a stack cut at {} frames (outermost frames lost)", cpu.stack_depth), cpu.cut_samples));
+        }
+        for process in &cpu.unnamed_processes {
+            losses.push((
+                format!("CPU samples of {} (pid {}) with no user frame named: {}", process.name, process.pid, process.why),
+                process.unnamed,
+            ));
+        }
+    }
+    if let Some(offcpu) = &recording.offcpu
+        && offcpu.stack_lost > 0
+    {
+        losses.push(("off-CPU periods with a lost stack (off-CPU stack map full)".to_owned(), offcpu.stack_lost));
     }
     losses
 }

@@ -1,12 +1,18 @@
 //! Turning sampled instruction addresses into function names: user-space
 //! addresses through the process's memory map and each mapped file's ELF symbols
-//! (libzpool's dynamic symbols, the program's own), kernel addresses through
-//! /proc/kallsyms (zfs.ko's static functions included).
+//! (libzpool's dynamic symbols, the program's own, and a separate debug file's
+//! when one is installed), kernel addresses through /proc/kallsyms (zfs.ko's
+//! static functions included). A function without a symbol (a static in a
+//! stripped library: the zio pipeline stages, zstd's internals) is found by its
+//! unwind entry and named by its place, so its samples still add up.
 //!
 //! Processes may exit before zprof symbolizes, so their memory maps are
 //! snapshotted while they run ([`ProcessMaps::read`]).
 
-use std::{collections::HashMap, path::Path};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
@@ -73,29 +79,40 @@ impl ProcessMaps {
 
 /// Function symbols of one ELF file, by virtual address.
 struct ElfSymbols {
+    /// The file's name, for frames named by their place.
+    file_name: String,
     /// (start, end, name), sorted by start.
     functions: Vec<(u64, u64, String)>,
+    /// Where each function starts, symbol or not (from .eh_frame_hdr), sorted.
+    function_starts: Vec<u64>,
     /// Loadable segments: (file offset, file size, virtual address).
     segments: Vec<(u64, u64, u64)>,
 }
 
+/// What an address in a file turned out to be.
+enum Found<'a> {
+    /// Inside a function with a symbol.
+    Named(&'a str),
+    /// Inside a function without one, placed by the nearest symbol before it.
+    Placed(String),
+    /// Nothing known.
+    Unknown,
+}
+
 impl ElfSymbols {
-    fn load(path: &Path) -> Option<ElfSymbols> {
+    fn load(path: &Path, debug_dirs: &[PathBuf]) -> Option<ElfSymbols> {
         // Mapped, not read: a debug build of a program carries hundreds of MiB of
         // DWARF that zprof never touches, and reading it would count in its RSS.
-        let file_handle = std::fs::File::open(path).ok()?;
-        let data = unsafe { memmap2::Mmap::map(&file_handle) }.ok()?;
+        let data = map_file(path)?;
         let file = object::File::parse(&*data).ok()?;
-        let mut functions: Vec<(u64, u64, String)> = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                let size = s.size().max(1);
-                Some((s.address(), s.address() + size, format!("{:#}", rustc_demangle::demangle(name))))
-            })
-            .collect();
+        let mut functions = function_symbols(&file);
+        // A stripped library keeps only its exported symbols; its debug file
+        // (a -dbgsym package) has the static ones.
+        if let Some(debug) = debug_file(&file, path, debug_dirs).and_then(|p| map_file(&p))
+            && let Ok(debug) = object::File::parse(&*debug)
+        {
+            functions.extend(function_symbols(&debug));
+        }
         functions.sort_by_key(|f| (f.0, std::cmp::Reverse(f.1)));
         functions.dedup_by_key(|f| f.0);
         let segments = file
@@ -105,18 +122,76 @@ impl ElfSymbols {
                 (offset, size, s.address())
             })
             .collect();
-        Some(ElfSymbols { functions, segments })
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Some(ElfSymbols { file_name, functions, function_starts: crate::elf::function_starts(&file), segments })
     }
 
-    fn lookup(&self, file_offset: u64) -> Option<&str> {
-        let (seg_offset, _, vaddr) =
-            self.segments.iter().find(|(o, size, _)| file_offset >= *o && file_offset < o + size)?;
+    fn lookup(&self, file_offset: u64) -> Found<'_> {
+        let Some((seg_offset, _, vaddr)) =
+            self.segments.iter().find(|(o, size, _)| file_offset >= *o && file_offset < o + size)
+        else {
+            return Found::Unknown;
+        };
         let address = file_offset - seg_offset + vaddr;
-        let index = self.functions.partition_point(|f| f.0 <= address);
-        let (start, end, name) = self.functions[..index].last()?;
-        // Past the end of the nearest symbol is not inside it (stripped code).
-        (address >= *start && address < *end).then_some(name.as_str())
+        let before = |start: u64| self.functions[..self.functions.partition_point(|f| f.0 <= start)].last();
+        if let Some((_, end, name)) = before(address)
+            && address < *end
+        {
+            return Found::Named(name);
+        }
+        // Past the end of the nearest symbol: a function without one (a static
+        // in a stripped library). Its start is known from the unwind table, so
+        // every address in it gets the same name.
+        let Some(&function) = self.function_starts[..self.function_starts.partition_point(|&f| f <= address)].last()
+        else {
+            return Found::Unknown;
+        };
+        Found::Placed(match before(function) {
+            Some((start, _, name)) => format!("[{}:{name}+{:#x}]", self.file_name, function - start),
+            None => format!("[{}+{function:#x}]", self.file_name),
+        })
     }
+}
+
+fn map_file(path: &Path) -> Option<memmap2::Mmap> {
+    let file_handle = std::fs::File::open(path).ok()?;
+    unsafe { memmap2::Mmap::map(&file_handle) }.ok()
+}
+
+fn function_symbols(file: &object::File) -> Vec<(u64, u64, String)> {
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            Some((s.address(), s.address() + s.size().max(1), format!("{:#}", rustc_demangle::demangle(name))))
+        })
+        .collect()
+}
+
+/// The separate debug file of an ELF file, where gdb would look: by build-id
+/// (`DIR/.build-id/ab/cdef….debug`), then by .gnu_debuglink name beside the
+/// file, in its `.debug/`, and under `DIR/` + the file's directory.
+fn debug_file(file: &object::File, path: &Path, debug_dirs: &[PathBuf]) -> Option<PathBuf> {
+    if let Ok(Some(id)) = file.build_id()
+        && id.len() > 1
+    {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        for dir in debug_dirs {
+            let candidate = dir.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    let (name, _crc) = file.gnu_debuglink().ok().flatten()?;
+    let name = std::str::from_utf8(name).ok()?;
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let mut candidates = vec![parent.join(name), parent.join(".debug").join(name)];
+    for dir in debug_dirs {
+        candidates.push(dir.join(parent.strip_prefix("/").unwrap_or(parent)).join(name));
+    }
+    candidates.into_iter().find(|c| c.is_file() && c != path)
 }
 
 /// Kernel symbols from /proc/kallsyms.
@@ -149,30 +224,54 @@ impl KernelSymbols {
 }
 
 /// Symbolizes addresses; counts what it could not name.
-#[derive(Default)]
 pub struct Symbolizer {
     files: HashMap<String, Option<ElfSymbols>>,
     kernel: Option<KernelSymbols>,
+    /// Where separate debug files are looked for.
+    debug_dirs: Vec<PathBuf>,
     /// Frames that could not be named.
     pub unsymbolized: u64,
+    /// Frames in functions without a symbol, named by their place.
+    pub placed: u64,
+}
+
+/// Where distributions install debug files (Debian's -dbgsym packages).
+pub const DEBUG_DIR: &str = "/usr/lib/debug";
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Symbolizer::with_debug_dirs(vec![PathBuf::from(DEBUG_DIR)])
+    }
 }
 
 /// The name of a user frame outside every known mapping.
 pub const UNKNOWN_FRAME: &str = "[unknown]";
 
 impl Symbolizer {
-    /// Names a user-space address of a process; unknown ones become
-    /// `[file+0xoffset]` or `[unknown]`.
+    /// A symbolizer that looks for debug files in these directories.
+    pub fn with_debug_dirs(debug_dirs: Vec<PathBuf>) -> Symbolizer {
+        Symbolizer { files: HashMap::new(), kernel: None, debug_dirs, unsymbolized: 0, placed: 0 }
+    }
+
+    /// Names a user-space address of a process. A function without a symbol
+    /// becomes `[file:nearest_symbol_before+0xoffset_of_its_start]`; an address
+    /// outside any function `[file+0xoffset]`, outside every mapping `[unknown]`.
     pub fn user(&mut self, maps: Option<&ProcessMaps>, address: u64) -> String {
         let Some(mapping) = maps.and_then(|m| m.find(address)) else {
             self.unsymbolized += 1;
             return UNKNOWN_FRAME.into();
         };
         let file_offset = address - mapping.start + mapping.file_offset;
-        let symbols = self.files.entry(mapping.path.clone()).or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path)));
-        match symbols.as_ref().and_then(|s| s.lookup(file_offset)) {
-            Some(name) => name.to_owned(),
-            None => {
+        let debug_dirs = &self.debug_dirs;
+        let symbols =
+            self.files.entry(mapping.path.clone()).or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path), debug_dirs));
+        match symbols.as_ref().map_or(Found::Unknown, |s| s.lookup(file_offset)) {
+            Found::Named(name) => name.to_owned(),
+            Found::Placed(place) => {
+                self.placed += 1;
+                place
+            }
+            Found::Unknown => {
                 self.unsymbolized += 1;
                 let file = mapping.path.rsplit('/').next().unwrap_or(&mapping.path);
                 format!("[{file}+{file_offset:#x}]")

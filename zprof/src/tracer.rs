@@ -38,7 +38,7 @@ use crate::{
         stage_name,
     },
     recording::{CpuProfile, CpuStack, OffCpuProfile},
-    symbols::{ProcessMaps, Symbolizer},
+    stacks::{self, SampleDrain, StackNamer},
     target::{Target, TargetKind},
     multi_link::{self, MultiLinks},
     requests::{self, RequestRecord},
@@ -57,8 +57,8 @@ pub struct SessionOptions {
     pub hist_entries: u32,
     /// CPU samples per second per CPU (0: no CPU sampling).
     pub sample_hz: u64,
-    /// Stack map size (distinct stacks kept for CPU samples).
-    pub stack_entries: u32,
+    /// Stacks kept per drain period of CPU samples (`None`: from the rate).
+    pub stack_entries: Option<u32>,
     /// Time every workload operation (a probe pair per op) even on uprobes.
     pub full_timing: bool,
     /// Stage groups to leave out.
@@ -72,7 +72,7 @@ pub struct SessionOptions {
 }
 
 /// The leaf frame of off-CPU time spent runnable, waiting for a CPU.
-pub const RUNNABLE_FRAME: &str = "[runnable: waiting for a CPU]";
+pub use crate::stacks::RUNNABLE_FRAME;
 
 /// Slow requests kept in a recording; more are counted, not kept.
 const MAX_SLOW_REQUESTS: usize = 10_000;
@@ -114,10 +114,10 @@ pub struct Session {
     filtered: bool,
     /// Time from loading the object to every probe attached.
     attach_ms: f64,
-    /// Memory maps of sampled processes, refreshed while they run.
-    process_maps: HashMap<u32, ProcessMaps>,
-    /// Process names (comm of the main thread) of sampled processes.
-    process_names: HashMap<u32, String>,
+    /// Names the frames of sampled stacks (memory maps read while processes run).
+    namer: StackNamer,
+    /// The CPU sample maps, drained every 250 ms (none without sampling).
+    sample_drain: Option<SampleDrain>,
 }
 
 /// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
@@ -232,11 +232,19 @@ impl Session {
         let rlimit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
         unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlimit) };
 
+        let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("reading {path}: {e}"))?;
+        let mut sample_sizes = stacks::SampleMapSizes::for_rate(options.sample_hz, cpus.len() as u64);
+        if let Some(entries) = options.stack_entries {
+            sample_sizes.stacks = entries;
+        }
         let load_started = Instant::now();
         let mut ebpf = EbpfLoader::new()
             .override_global("CONFIG", &config, true)
             .map_max_entries("HIST", options.hist_entries)
-            .map_max_entries("STACKS", options.stack_entries)
+            .map_max_entries("CPU_STACKS_0", sample_sizes.stacks)
+            .map_max_entries("CPU_STACKS_1", sample_sizes.stacks)
+            .map_max_entries("SAMPLES_0", sample_sizes.samples)
+            .map_max_entries("SAMPLES_1", sample_sizes.samples)
             .map_max_entries("REQUESTS", options.request_rows)
             .load(EBPF_OBJECT)
             .context("loading zprof's eBPF object failed")?;
@@ -413,8 +421,7 @@ impl Session {
             let program: &mut PerfEvent =
                 ebpf.program_mut("sample_cpu").ok_or_else(|| anyhow!("sample_cpu missing"))?.try_into()?;
             program.load()?;
-            let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("reading {path}: {e}"))?;
-            for cpu in cpus {
+            for cpu in cpus.iter().copied() {
                 program
                     .attach(
                         PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -426,6 +433,7 @@ impl Session {
             }
             loaded.insert("sample_cpu".into());
         }
+        let sample_drain = if options.sample_hz > 0 { Some(SampleDrain::new(&mut ebpf)?) } else { None };
         if options.off_cpu {
             let program: &mut TracePoint =
                 ebpf.program_mut("offcpu_switch").ok_or_else(|| anyhow!("offcpu_switch missing"))?.try_into()?;
@@ -464,16 +472,22 @@ impl Session {
             last_totals: TimelinePoint::default(),
             sample_hz: options.sample_hz,
             filtered: filter,
-            process_maps: HashMap::new(),
-            process_names: HashMap::new(),
+            namer: StackNamer::default(),
+            sample_drain,
         })
     }
 
-    /// Snapshots the memory maps of every sampled process, so their stacks can be
-    /// symbolized after they exit. Called every 250 ms: with a pid filter it walks
-    /// the small set of traced processes, not the (much larger) sample map.
-    pub fn snapshot_maps(&mut self) {
-        if self.sample_hz == 0 {
+    /// Every 250 ms: drains the idle generation of CPU samples, naming their
+    /// stacks while their processes run, and reads again the memory maps of
+    /// the processes whose off-CPU stacks are named at the end.
+    pub fn tick_stacks(&mut self) {
+        if let Some(drain) = self.sample_drain.as_mut()
+            && let Err(err) = drain.tick(&mut self.namer)
+        {
+            self.warnings.push(format!("draining CPU samples failed: {err:#}"));
+            self.sample_drain = None;
+        }
+        if !self.loaded.iter().any(|p| p == "offcpu_switch") {
             return;
         }
         let tgids: HashSet<u32> = if self.filtered {
@@ -481,104 +495,57 @@ impl Session {
             let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
             tracked.keys().filter_map(Result::ok).collect()
         } else {
-            let Some(map) = self.ebpf.map("SAMPLES") else { return };
-            let Ok(samples) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
-            samples.keys().filter_map(Result::ok).map(|k| k.tgid).collect()
+            let Some(map) = self.ebpf.map("OFFCPU") else { return };
+            let Ok(blocked) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
+            blocked.keys().filter_map(Result::ok).filter(|k| k.user_stack >= 0).map(|k| k.tgid).collect()
         };
-        for tgid in tgids {
-            // A process that is exiting (or a zombie) has no mappings left:
-            // its last real snapshot must not be replaced by an empty one, or
-            // every user frame it left in the samples becomes [unknown].
-            if let Some(maps) = ProcessMaps::read(tgid).filter(|m| !m.mappings.is_empty()) {
-                self.process_maps.insert(tgid, maps);
-            }
-            if let Ok(name) = std::fs::read_to_string(format!("/proc/{tgid}/comm")) {
-                self.process_names.insert(tgid, name.trim().to_owned());
-            }
-        }
+        self.namer.refresh(tgids);
     }
 
-    /// Reads the CPU samples and symbolizes their stacks.
+    /// Drains the last CPU samples and builds the profile.
     fn cpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<CpuProfile>> {
-        if self.sample_hz == 0 {
-            return Ok(None);
-        }
-        self.snapshot_maps();
-        let samples: BpfHashMap<_, SampleKey, u64> =
-            BpfHashMap::try_from(self.ebpf.map("SAMPLES").ok_or_else(|| anyhow!("SAMPLES missing"))?)?;
-        let stacks: aya::maps::StackTraceMap<_> =
-            aya::maps::StackTraceMap::try_from(self.ebpf.map("STACKS").ok_or_else(|| anyhow!("STACKS missing"))?)?;
-        let mut symbolizer = Symbolizer::default();
-        let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-        for item in samples.iter() {
-            let (key, count) = item?;
-            let frames = self.frames_of(&key, &stacks, &mut symbolizer);
-            *merged.entry(frames).or_default() += count;
-        }
+        let Some(mut drain) = self.sample_drain.take() else { return Ok(None) };
+        drain.finish(&mut self.namer)?;
         Ok(Some(CpuProfile {
             frequency_hz: self.sample_hz,
             samples_total: counters[counter::SAMPLES as usize],
             stack_lost: counters[counter::STACK_LOST as usize],
             sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
-            unsymbolized_frames: symbolizer.unsymbolized,
-            stacks: merged.into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
+            unsymbolized_frames: self.namer.unsymbolized(),
+            placed_frames: self.namer.placed(),
+            cut_samples: self.namer.cut,
+            stack_depth: zprof_common::STACK_DEPTH,
+            unnamed_processes: drain.unnamed_processes(&self.namer),
+            stacks: std::mem::take(&mut drain.merged).into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
         }))
-    }
-
-    /// A sample's or blocked period's stack: process, thread, user frames,
-    /// kernel frames, outermost first.
-    fn frames_of(
-        &self,
-        key: &SampleKey,
-        stacks: &aya::maps::StackTraceMap<&MapData>,
-        symbolizer: &mut Symbolizer,
-    ) -> Vec<String> {
-        let thread = requests::c_string(&key.comm);
-        let process = self.process_names.get(&key.tgid).cloned().unwrap_or_else(|| thread.clone());
-        let mut frames = vec![process];
-        if thread != frames[0] {
-            frames.push(thread);
-        }
-        // Off-CPU time: the stage the thread blocked in, measured, not walked.
-        if let Some(stage) = Stage::from_u32(key.pad & !zprof_common::OFFCPU_RUNNABLE) {
-            frames.push(format!("[in {}]", stage_name(stage)));
-        }
-        if key.user_stack >= 0
-            && let Ok(trace) = stacks.get(&(key.user_stack as u32), 0)
-        {
-            let maps = self.process_maps.get(&key.tgid);
-            frames.extend(trace.frames().iter().rev().map(|f| symbolizer.user(maps, f.ip)));
-        }
-        if key.kernel_stack >= 0
-            && let Ok(trace) = stacks.get(&(key.kernel_stack as u32), 0)
-        {
-            frames.extend(trace.frames().iter().rev().map(|f| symbolizer.kernel(f.ip)));
-        }
-        if key.pad & zprof_common::OFFCPU_RUNNABLE != 0 {
-            frames.push(RUNNABLE_FRAME.into());
-        }
-        frames
     }
 
     /// Reads the off-CPU time and symbolizes its stacks.
     fn offcpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<OffCpuProfile>> {
-        let Some(map) = self.ebpf.map("OFFCPU") else { return Ok(None) };
         if !self.loaded.iter().any(|p| p == "offcpu_switch") {
             return Ok(None);
         }
+        let Some(map) = self.ebpf.map("OFFCPU") else { return Ok(None) };
         let blocked: BpfHashMap<_, SampleKey, u64> = BpfHashMap::try_from(map)?;
         let blocked: Vec<(SampleKey, u64)> = blocked.iter().collect::<Result<_, _>>()?;
-        self.snapshot_maps();
-        let stacks: aya::maps::StackTraceMap<_> =
-            aya::maps::StackTraceMap::try_from(self.ebpf.map("STACKS").ok_or_else(|| anyhow!("STACKS missing"))?)?;
-        let mut symbolizer = Symbolizer::default();
+        self.tick_stacks();
+        let stacks: aya::maps::StackTraceMap<_> = aya::maps::StackTraceMap::try_from(
+            self.ebpf.map("OFFCPU_STACKS").ok_or_else(|| anyhow!("OFFCPU_STACKS missing"))?,
+        )?;
         let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+        let mut cut_ns = 0;
         for (key, ns) in blocked {
-            *merged.entry(self.frames_of(&key, &stacks, &mut symbolizer)).or_default() += ns;
+            let frames = self.namer.frames_of(&key, &stacks);
+            if frames.iter().any(|f| f == stacks::CUT_FRAME) {
+                cut_ns += ns;
+            }
+            *merged.entry(frames).or_default() += ns;
         }
         Ok(Some(OffCpuProfile {
             start_map_full: counters[counter::OFFCPU_START_FULL as usize],
             map_full: counters[counter::OFFCPU_MAP_FULL as usize],
+            stack_lost: counters[counter::OFFCPU_STACK_LOST as usize],
+            cut_us: cut_ns / 1_000,
             stacks: merged
                 .into_iter()
                 .filter(|(_, ns)| *ns >= 1_000)
