@@ -166,6 +166,9 @@ pub struct SampleMapSizes {
     pub samples: u32,
 }
 
+/// Slots of the off-CPU stack map (about 35 MiB).
+pub const OFFCPU_STACK_SLOTS: u32 = 65_536;
+
 /// How often the idle generation is drained.
 pub const DRAIN_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
 
