@@ -275,8 +275,10 @@ pub mod counter {
     /// A blocked period whose stack could not be stored (off-CPU stack map
     /// full or collision): its time is kept without the stack.
     pub const OFFCPU_STACK_LOST: u32 = 18;
+    /// Blocked periods of traced threads (switches out), for the loss share.
+    pub const OFFCPU_PERIODS: u32 = 19;
     /// Number of counters.
-    pub const COUNT: u32 = 19;
+    pub const COUNT: u32 = 20;
 }
 
 /// Slots of the eBPF side's WRITERS array: a writing thread keeps its
@@ -635,6 +637,12 @@ pub struct SampleKey {
     pub pad: u32,
     /// Thread name (comm): the taskq a ZFS thread belongs to.
     pub comm: [u8; 16],
+    /// Off-CPU time: the generation of the stack maps (`SAMPLE_GENERATION`)
+    /// that held the stacks when the thread left the CPU; 0 in CPU samples,
+    /// whose map already says it.
+    pub generation: u32,
+    /// Zero (keeps the key free of implicit padding).
+    pub reserved: u32,
 }
 
 /// Bit of [`SampleKey::pad`] in off-CPU time: the thread left the CPU still

@@ -27,10 +27,14 @@ use crate::{
 #[map]
 static OFFCPU: HashMap<SampleKey, u64> = HashMap::with_max_entries(16384, 0);
 
-/// Stacks of blocked threads, apart from the CPU samples' (which are drained
-/// every 250 ms): a thread blocked for seconds still holds its stack ids here.
+/// Stacks of blocked threads, generation 0 and 1, drained every 250 ms like
+/// the CPU samples'. A thread blocked across drains keeps the generation of
+/// its stacks in its key; user space keeps a copy of the stacks of threads
+/// still blocked when it empties a generation.
 #[map]
-static OFFCPU_STACKS: CappedStacks = CappedStacks::with_max_entries(16384);
+static OFFCPU_STACKS_0: CappedStacks = CappedStacks::with_max_entries(16384);
+#[map]
+static OFFCPU_STACKS_1: CappedStacks = CappedStacks::with_max_entries(16384);
 
 /// Threads blocked now, by thread id: since when, and where.
 #[map]
@@ -67,9 +71,17 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
     if config_u32(&CONFIG.filter_tgid) != 0 && !is_tracked(tgid) && !(is_kernel() && is_zfs_kernel_thread(&comm)) {
         return;
     }
-    let (user_stack, kernel_stack) = stack_ids(ctx, &OFFCPU_STACKS, counter::OFFCPU_STACK_LOST);
+    bump(counter::OFFCPU_PERIODS);
+    let generation = crate::stacks::generation();
+    // One call per generation: each must name its map as a constant.
+    let (user_stack, kernel_stack) = if generation & 1 == 0 {
+        stack_ids(ctx, &OFFCPU_STACKS_0, counter::OFFCPU_STACK_LOST)
+    } else {
+        stack_ids(ctx, &OFFCPU_STACKS_1, counter::OFFCPU_STACK_LOST)
+    };
     let stage = timed_stage(tid as u64) | runnable;
-    let start = OffCpuStart { start_ns: now, key: SampleKey { tgid, user_stack, kernel_stack, pad: stage, comm } };
+    let key = SampleKey { tgid, user_stack, kernel_stack, pad: stage, comm, generation, reserved: 0 };
+    let start = OffCpuStart { start_ns: now, key };
     if OFFCPU_STARTS.insert(&tid, &start, 0).is_err() {
         bump(counter::OFFCPU_START_FULL);
     }

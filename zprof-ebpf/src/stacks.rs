@@ -11,6 +11,9 @@
 //! sample rate so that a new stack finds its bucket taken less than 1% of the
 //! time (see `tracer::sample_map_sizes`).
 //!
+//! Off-CPU stacks use the same generations (`offcpu.rs`): a blocked
+//! period's key carries the generation its stacks were stored in.
+//!
 //! Stacks are capped at [`STACK_DEPTH`] frames by the maps' value size; the
 //! innermost frames are kept, and user space marks stacks that reach the cap.
 
@@ -55,9 +58,16 @@ impl CappedStacks {
     }
 }
 
-/// Which generation of the sample maps is live (its low bit); user space flips it.
+/// Which generation of the sample and off-CPU stack maps is live (its low
+/// bit); user space counts it up every 250 ms.
 #[map]
 static SAMPLE_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
+
+/// The live generation (see `SAMPLE_GENERATION`).
+#[inline(always)]
+pub fn generation() -> u32 {
+    SAMPLE_GENERATION.get(0).copied().unwrap_or(0)
+}
 
 /// Stacks of CPU samples, generation 0 and 1. Sizes set from the sample rate.
 #[map]
@@ -103,12 +113,12 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
     }
     bump(counter::SAMPLES);
     let stage = crate::offcpu::timed_stage(bpf_get_current_pid_tgid() & 0xffff_ffff);
-    let generation = SAMPLE_GENERATION.get(0).copied().unwrap_or(0);
+    let generation = generation();
     // Two calls, one per generation: each must name its maps as constants.
     if generation & 1 == 0 {
-        count_sample(&ctx, &CPU_STACKS_0, &SAMPLES_0, SampleKey { tgid, user_stack: 0, kernel_stack: 0, pad: stage, comm });
+        count_sample(&ctx, &CPU_STACKS_0, &SAMPLES_0, SampleKey { tgid, pad: stage, comm, ..SampleKey::default() });
     } else {
-        count_sample(&ctx, &CPU_STACKS_1, &SAMPLES_1, SampleKey { tgid, user_stack: 0, kernel_stack: 0, pad: stage, comm });
+        count_sample(&ctx, &CPU_STACKS_1, &SAMPLES_1, SampleKey { tgid, pad: stage, comm, ..SampleKey::default() });
     }
     0
 }

@@ -357,13 +357,15 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         };
     }
     if kind == FlameKind::OffCpu {
-        let (lost, blocked_us) =
-            rec.offcpu.as_ref().map_or((0, 0), |o| (o.start_map_full + o.map_full, o.stacks.iter().map(|s| s.count).sum::<u64>()));
+        let (lost, stack_lost, periods, cut_us, blocked_us) = rec.offcpu.as_ref().map_or((0, 0, 0, 0, 0), |o| {
+            (o.start_map_full + o.map_full, o.stack_lost, o.periods, o.cut_us, o.stacks.iter().map(|s| s.count).sum::<u64>())
+        });
         return Titles {
             title: format!("zprof off-CPU: where the traced threads waited, {target}, {:.1} s", rec.duration_s),
             subtitle: format!(
-                "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); {lost} periods lost",
-                format_ns(blocked_us * 1_000)
+                "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); of {periods} periods {lost} lost, {stack_lost} without stack; {} in stacks cut at 64 frames",
+                format_ns(blocked_us * 1_000),
+                format_ns(cut_us * 1_000)
             ),
             count_name: "us".into(),
         };

@@ -178,6 +178,9 @@ pub struct OffCpuProfile {
     /// under a `[... stack lost]` frame).
     #[serde(default)]
     pub stack_lost: u64,
+    /// Blocked periods of traced threads (0 in recordings made before it was counted).
+    #[serde(default)]
+    pub periods: u64,
     /// Time (us) in stacks cut at the depth cap.
     #[serde(default)]
     pub cut_us: u64,

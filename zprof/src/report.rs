@@ -378,7 +378,7 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
     if let Some(offcpu) = &recording.offcpu
         && offcpu.stack_lost > 0
     {
-        losses.push(("off-CPU periods with a lost stack (off-CPU stack map full)".to_owned(), offcpu.stack_lost));
+        losses.push((format!("off-CPU periods with a lost stack (of {}; stack map full or slot taken)", offcpu.periods), offcpu.stack_lost));
     }
     losses
 }

@@ -1,21 +1,24 @@
-//! Stacks from the eBPF side into named frames: the CPU samples, drained from
-//! their two generations of maps every 250 ms, and the off-CPU time, read once
-//! at the end.
+//! Stacks from the eBPF side into named frames: the CPU samples and the
+//! off-CPU time, drained from two generations of maps every 250 ms.
 //!
 //! Draining keeps the stack maps nearly empty: a stack map refuses a stack
 //! whose hash bucket another stack holds, so a map that accumulates a whole run
 //! loses more samples the longer the run (12.9% of a compression run once, and
 //! every sample once it is full). Each generation only ever holds a quarter
 //! second of stacks, and is sized from the sample rate (see [`SampleMapSizes`]).
+//! Off-CPU time is keyed by the generation its stacks were stored in; a thread
+//! blocked across drains (an idle taskq thread, a long fsync) has its stacks
+//! copied before their map is emptied, and named from the copy when it wakes.
 //!
-//! Stacks are named while their processes run: the memory map of each sampled
-//! process is read again at every drain, so a process that exec'd, mapped a
-//! library or exited since the last drain is named by its latest map.
+//! The memory map of each sampled process is read again at every drain, and
+//! each drained stack keeps the map that was current (a process that exec'd or
+//! mapped a library gets a new one; one that exited keeps its last): stacks
+//! are named with it at the end.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, StackTraceMap};
-use zprof_common::{OFFCPU_RUNNABLE, STACK_DEPTH, SampleKey, Stage};
+use zprof_common::{OFFCPU_RUNNABLE, OffCpuStart, STACK_DEPTH, SampleKey, Stage};
 
 use crate::{
     recording::stage_name,
@@ -28,25 +31,63 @@ use crate::{
 pub const RUNNABLE_FRAME: &str = "[runnable: waiting for a CPU]";
 /// The root-side frame of a stack cut at [`STACK_DEPTH`] frames.
 pub const CUT_FRAME: &str = "[cut: deeper than 64 frames]";
-/// A sample whose user stack could not be stored (stack map full or bucket taken).
-pub const USER_LOST_FRAME: &str = "[user stack lost: stack map full]";
-/// A sample whose kernel stack could not be stored.
-pub const KERNEL_LOST_FRAME: &str = "[kernel stack lost: stack map full]";
+/// A user stack that could not be stored (stack map full or bucket taken;
+/// the loss line says which count).
+pub const USER_LOST_FRAME: &str = "[user stack lost]";
+/// A kernel stack that could not be stored.
+pub const KERNEL_LOST_FRAME: &str = "[kernel stack lost]";
 
 /// -EFAULT from bpf_get_stackid: no stack of that kind (a kernel thread has no
 /// user stack; a sample taken in user mode has no kernel stack).
 const NO_STACK: i32 = -14;
 
+/// One of a stack's two halves as drained.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Walk {
+    /// No stack of that kind (a kernel thread's user stack).
+    None,
+    /// The stack could not be stored, or was emptied before it was read.
+    Lost,
+    /// Addresses, innermost first.
+    Addresses(Vec<u64>),
+}
+
+/// A sample's or blocked period's stack as drained: who, where, and which
+/// memory map of its process was current then. Named at the end, so that
+/// symbolizing (reading ELF files, a one-off 100 ms) does not compete with
+/// the workload for the CPU while it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RawStack {
+    tgid: u32,
+    comm: [u8; 16],
+    pad: u32,
+    user: Walk,
+    kernel: Walk,
+    /// Index of the process's memory map in [`StackNamer`]'s history (none: never read).
+    maps_version: Option<u32>,
+}
+
 /// Names the frames of sampled stacks; keeps what it learnt of each process.
 #[derive(Default)]
 pub struct StackNamer {
-    maps: HashMap<u32, ProcessMaps>,
+    /// Each process's memory maps as they changed (exec, mmap).
+    maps: HashMap<u32, Vec<ProcessMaps>>,
     names: HashMap<u32, String>,
+    /// When each process's map was last read, and its executable then.
+    read_at: HashMap<u32, (std::time::Instant, Option<std::path::PathBuf>)>,
     symbolizer: Symbolizer,
-    /// Samples (or microseconds) whose stack reached the depth cap.
-    pub cut: u64,
-    /// Whether the last stack named had user frames, all unknown.
-    last_user_unknown: bool,
+}
+
+/// How long a process's memory map is trusted when its executable has not
+/// changed (an exec changes it; a library loaded later waits this long).
+const MAPS_TRUSTED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What naming a stack found besides its frames.
+struct Named {
+    frames: Vec<String>,
+    cut: bool,
+    /// Its user frames were all unknown.
+    user_unknown: bool,
 }
 
 impl StackNamer {
@@ -54,9 +95,32 @@ impl StackNamer {
     /// that is exiting (or a zombie) has no mappings left: its last real map
     /// is kept, or every user frame it left would become [unknown].
     pub fn refresh(&mut self, tgids: impl IntoIterator<Item = u32>) {
+        self.read_maps(tgids, false);
+    }
+
+    /// Reads the memory maps of these processes even if read a moment ago.
+    pub fn refresh_now(&mut self, tgids: impl IntoIterator<Item = u32>) {
+        self.read_maps(tgids, true);
+    }
+
+    fn read_maps(&mut self, tgids: impl IntoIterator<Item = u32>, always: bool) {
         for tgid in tgids {
+            // Reading a map costs about 100 us; a readlink of the executable
+            // a few: reread only after an exec or once a second.
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok();
+            if let Some((at, seen)) = self.read_at.get(&tgid)
+                && !always
+                && at.elapsed() < MAPS_TRUSTED_FOR
+                && *seen == exe
+            {
+                continue;
+            }
+            self.read_at.insert(tgid, (std::time::Instant::now(), exe));
             if let Some(maps) = ProcessMaps::read(tgid).filter(|m| !m.mappings.is_empty()) {
-                self.maps.insert(tgid, maps);
+                let history = self.maps.entry(tgid).or_default();
+                if history.last() != Some(&maps) {
+                    history.push(maps);
+                }
             }
             if let Ok(name) = std::fs::read_to_string(format!("/proc/{tgid}/comm")) {
                 self.names.insert(tgid, name.trim().to_owned());
@@ -82,64 +146,111 @@ impl StackNamer {
         }
     }
 
-    /// A sample's or blocked period's stack: process, thread, the stage zprof
-    /// timed the thread in, user frames, kernel frames, outermost first.
-    pub fn frames_of<T: std::borrow::Borrow<MapData>>(&mut self, key: &SampleKey, stacks: &StackTraceMap<T>) -> Vec<String> {
-        let thread = requests::c_string(&key.comm);
-        let process = self.names.get(&key.tgid).cloned().unwrap_or_else(|| thread.clone());
+    /// A stack as drained: `addresses` gives a stack id's addresses,
+    /// innermost first. Cheap: naming waits for the end.
+    pub fn raw(&self, key: &SampleKey, mut addresses: impl FnMut(i32) -> Option<Vec<u64>>) -> RawStack {
+        let mut walk = |id: i32| match id {
+            NO_STACK => Walk::None,
+            id if id < 0 => Walk::Lost,
+            id => addresses(id).map_or(Walk::Lost, Walk::Addresses),
+        };
+        RawStack {
+            tgid: key.tgid,
+            comm: key.comm,
+            pad: key.pad,
+            user: walk(key.user_stack),
+            kernel: walk(key.kernel_stack),
+            maps_version: self.maps.get(&key.tgid).map(|h| h.len() as u32 - 1),
+        }
+    }
+
+    /// A stack's frames: process, thread, the stage zprof timed the thread
+    /// in, user frames, kernel frames, outermost first.
+    fn name(&mut self, raw: &RawStack) -> Named {
+        let thread = requests::c_string(&raw.comm);
+        let process = self.names.get(&raw.tgid).cloned().unwrap_or_else(|| thread.clone());
         let mut frames = vec![process];
         if thread != frames[0] {
             frames.push(thread);
         }
         // The stage the thread was in, measured, not walked: libzpool and libc
         // stacks lose their callers without frame pointers.
-        if let Some(stage) = Stage::from_u32(key.pad & !OFFCPU_RUNNABLE) {
+        if let Some(stage) = Stage::from_u32(raw.pad & !OFFCPU_RUNNABLE) {
             frames.push(format!("[in {}]", stage_name(stage)));
         }
-        let user = self.walked(stacks, key.user_stack, USER_LOST_FRAME);
-        let kernel = self.walked(stacks, key.kernel_stack, KERNEL_LOST_FRAME);
-        if user.len() + kernel.len() >= STACK_DEPTH as usize
-            && (user.len() == STACK_DEPTH as usize || kernel.len() == STACK_DEPTH as usize)
-        {
+        let depth = |walk: &Walk| if let Walk::Addresses(a) = walk { a.len() } else { 0 };
+        let cut = depth(&raw.user) == STACK_DEPTH as usize || depth(&raw.kernel) == STACK_DEPTH as usize;
+        if cut {
             frames.push(CUT_FRAME.into());
         }
-        let maps = self.maps.get(&key.tgid);
+        let maps = raw.maps_version.and_then(|v| self.maps.get(&raw.tgid)?.get(v as usize));
         let first_user = frames.len();
-        for address in user {
-            frames.push(match address {
-                Err(lost) => lost.into(),
-                Ok(ip) => self.symbolizer.user(maps, ip),
-            });
+        match &raw.user {
+            Walk::None => {}
+            Walk::Lost => frames.push(USER_LOST_FRAME.into()),
+            Walk::Addresses(ips) => frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.user(maps, ip))),
         }
-        self.last_user_unknown = frames.len() > first_user && frames[first_user..].iter().all(|f| f == UNKNOWN_FRAME);
-        for address in kernel {
-            frames.push(match address {
-                Err(lost) => lost.into(),
-                Ok(ip) => self.symbolizer.kernel(ip),
-            });
+        let user_unknown = frames.len() > first_user && frames[first_user..].iter().all(|f| f == UNKNOWN_FRAME);
+        match &raw.kernel {
+            Walk::None => {}
+            Walk::Lost => frames.push(KERNEL_LOST_FRAME.into()),
+            Walk::Addresses(ips) => frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.kernel(ip))),
         }
-        if key.pad & OFFCPU_RUNNABLE != 0 {
+        if raw.pad & OFFCPU_RUNNABLE != 0 {
             frames.push(RUNNABLE_FRAME.into());
         }
-        frames
+        Named { frames, cut, user_unknown }
     }
+}
 
-    /// The addresses of one stack, outermost first; a lost stack is one
-    /// `Err(frame)`, no stack none.
-    fn walked<T: std::borrow::Borrow<MapData>>(
-        &self,
-        stacks: &StackTraceMap<T>,
-        id: i32,
-        lost: &'static str,
-    ) -> Vec<Result<u64, &'static str>> {
-        if id == NO_STACK {
-            return Vec::new();
+/// A stack's addresses in a stack map, innermost first.
+fn addresses_in(map: &StackTraceMap<MapData>, id: i32) -> Option<Vec<u64>> {
+    let trace = map.get(&u32::try_from(id).ok()?, 0).ok()?;
+    Some(trace.frames().iter().map(|f| f.ip).collect())
+}
+
+/// Named stacks with their weights, and what naming them found.
+#[derive(Debug, Default)]
+pub struct NamedStacks {
+    /// Weight by frames.
+    pub stacks: BTreeMap<Vec<String>, u64>,
+    /// Weight in stacks cut at the depth cap.
+    pub cut: u64,
+    /// Processes most of whose user stacks could not be named.
+    pub unnamed_processes: Vec<UnnamedProcess>,
+}
+
+/// Names drained stacks, merging those that name alike.
+pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedStacks {
+    let mut out = NamedStacks::default();
+    // Per process: weight with a user stack, and of it the weight whose user
+    // frames were all unknown.
+    let mut user_weight: HashMap<u32, (u64, u64)> = HashMap::new();
+    for (stack, weight) in raw {
+        let named = namer.name(&stack);
+        if named.cut {
+            out.cut += weight;
         }
-        match u32::try_from(id).ok().and_then(|id| stacks.get(&id, 0).ok()) {
-            Some(trace) => trace.frames().iter().rev().map(|f| Ok(f.ip)).collect(),
-            None => vec![Err(lost)],
+        if let Walk::Addresses(_) = stack.user {
+            let counts = user_weight.entry(stack.tgid).or_default();
+            counts.0 += weight;
+            counts.1 += if named.user_unknown { weight } else { 0 };
         }
+        *out.stacks.entry(named.frames).or_default() += weight;
     }
+    out.unnamed_processes = user_weight
+        .into_iter()
+        .filter(|(_, (all, unnamed))| *unnamed * 2 > *all)
+        .map(|(tgid, (samples, unnamed))| UnnamedProcess {
+            pid: tgid,
+            name: namer.names.get(&tgid).cloned().unwrap_or_default(),
+            samples,
+            unnamed,
+            why: namer.why_unnamed(tgid),
+        })
+        .collect();
+    out.unnamed_processes.sort_by_key(|p| std::cmp::Reverse(p.unnamed));
+    out
 }
 
 /// A process whose sampled user stacks could not be named.
@@ -166,8 +277,10 @@ pub struct SampleMapSizes {
     pub samples: u32,
 }
 
-/// Slots of the off-CPU stack map (about 35 MiB).
-pub const OFFCPU_STACK_SLOTS: u32 = 65_536;
+/// Slots of each generation's off-CPU stack map (17.5 MiB each). Threads
+/// switch far more often than they are sampled (50,000 times a second in the
+/// lab's fsync-collapse scenario), and a quarter second of them must fit.
+pub const OFFCPU_STACK_SLOTS: u32 = 32_768;
 
 /// How often the idle generation is drained.
 pub const DRAIN_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
@@ -186,102 +299,166 @@ impl SampleMapSizes {
     }
 }
 
-/// The CPU sample maps of both generations, and what was drained from them.
-pub struct SampleDrain {
+/// The generation counter of the stack maps, and the maps it switches.
+pub struct StackDrains {
     generation: Array<MapData, u32>,
-    samples: [BpfHashMap<MapData, SampleKey, u64>; 2],
-    stacks: [StackTraceMap<MapData>; 2],
+    /// The live generation: counted up at every drain; its low bit picks the maps.
     live: u32,
-    /// Samples by named stack.
-    pub merged: BTreeMap<Vec<String>, u64>,
-    /// Per process: samples with a user stack, and those of them whose user
-    /// frames were all unknown.
-    user_samples: HashMap<u32, (u64, u64)>,
+    /// The CPU sample maps (none without sampling).
+    pub samples: Option<SampleMaps>,
+    /// The off-CPU maps (none without --off-cpu).
+    pub offcpu: Option<OffCpuMaps>,
 }
 
-impl SampleDrain {
-    /// Takes the sample maps out of the loaded object.
-    pub fn new(ebpf: &mut aya::Ebpf) -> anyhow::Result<SampleDrain> {
+impl StackDrains {
+    /// Takes the stack maps out of the loaded object.
+    pub fn new(ebpf: &mut aya::Ebpf, sampling: bool, off_cpu: bool) -> anyhow::Result<StackDrains> {
         let mut take = |name: &str| -> anyhow::Result<Map> {
             ebpf.take_map(name).ok_or_else(|| anyhow::anyhow!("{name} missing from the eBPF object"))
         };
-        Ok(SampleDrain {
-            generation: Array::try_from(take("SAMPLE_GENERATION")?)?,
-            samples: [BpfHashMap::try_from(take("SAMPLES_0")?)?, BpfHashMap::try_from(take("SAMPLES_1")?)?],
-            stacks: [StackTraceMap::try_from(take("CPU_STACKS_0")?)?, StackTraceMap::try_from(take("CPU_STACKS_1")?)?],
-            live: 0,
-            merged: BTreeMap::new(),
-            user_samples: HashMap::new(),
-        })
+        let samples = if sampling {
+            Some(SampleMaps {
+                samples: [BpfHashMap::try_from(take("SAMPLES_0")?)?, BpfHashMap::try_from(take("SAMPLES_1")?)?],
+                stacks: [StackTraceMap::try_from(take("CPU_STACKS_0")?)?, StackTraceMap::try_from(take("CPU_STACKS_1")?)?],
+                raw: HashMap::new(),
+            })
+        } else {
+            None
+        };
+        let offcpu = if off_cpu {
+            Some(OffCpuMaps {
+                starts: BpfHashMap::try_from(take("OFFCPU_STARTS")?)?,
+                blocked: BpfHashMap::try_from(take("OFFCPU")?)?,
+                stacks: [StackTraceMap::try_from(take("OFFCPU_STACKS_0")?)?, StackTraceMap::try_from(take("OFFCPU_STACKS_1")?)?],
+                kept: HashMap::new(),
+                raw: HashMap::new(),
+            })
+        } else {
+            None
+        };
+        Ok(StackDrains { generation: Array::try_from(take("SAMPLE_GENERATION")?)?, live: 0, samples, offcpu })
     }
 
     /// Drains the idle generation (idle for a drain period: no program can
-    /// still be writing to it), then makes it the live one.
+    /// still be writing to its maps), then makes it the live one.
     pub fn tick(&mut self, namer: &mut StackNamer) -> anyhow::Result<()> {
-        self.drain_idle(namer)?;
+        self.drain(namer, false)?;
         self.flip()
     }
 
-    /// Drains both generations at the end.
+    /// Drains everything at the end.
     pub fn finish(&mut self, namer: &mut StackNamer) -> anyhow::Result<()> {
         for _ in 0..2 {
             self.flip()?;
             // A program that read the old generation finishes within microseconds.
             std::thread::sleep(std::time::Duration::from_millis(5));
-            self.drain_idle(namer)?;
+            self.drain(namer, false)?;
         }
-        Ok(())
-    }
-
-    /// Processes most of whose sampled user stacks could not be named: the
-    /// process, its samples with a user stack, the unnamed ones, and why.
-    pub fn unnamed_processes(&self, namer: &StackNamer) -> Vec<UnnamedProcess> {
-        let mut out: Vec<UnnamedProcess> = self
-            .user_samples
-            .iter()
-            .filter(|(_, (all, unnamed))| *unnamed * 2 > *all)
-            .map(|(&tgid, &(samples, unnamed))| UnnamedProcess {
-                pid: tgid,
-                name: namer.names.get(&tgid).cloned().unwrap_or_default(),
-                samples,
-                unnamed,
-                why: namer.why_unnamed(tgid),
-            })
-            .collect();
-        out.sort_by_key(|p| std::cmp::Reverse(p.unnamed));
-        out
+        // What the live generation gathered in the last 5 ms, read in place.
+        self.drain(namer, true)
     }
 
     fn flip(&mut self) -> anyhow::Result<()> {
-        self.live ^= 1;
+        self.live = self.live.wrapping_add(1);
         self.generation.set(0, self.live, 0)?;
         Ok(())
     }
 
-    fn drain_idle(&mut self, namer: &mut StackNamer) -> anyhow::Result<()> {
-        let idle = (self.live ^ 1) as usize;
-        let entries: Vec<(SampleKey, u64)> = self.samples[idle].iter().collect::<Result<_, _>>()?;
+    fn drain(&mut self, namer: &mut StackNamer, last: bool) -> anyhow::Result<()> {
+        let idle = self.live.wrapping_sub(1);
+        if let Some(samples) = self.samples.as_mut() {
+            samples.drain(if last { self.live } else { idle }, namer, !last)?;
+        }
+        if let Some(offcpu) = self.offcpu.as_mut() {
+            offcpu.drain(idle, self.live, namer, last)?;
+        }
+        Ok(())
+    }
+}
+
+/// The CPU sample maps of both generations, and what was drained from them.
+pub struct SampleMaps {
+    samples: [BpfHashMap<MapData, SampleKey, u64>; 2],
+    stacks: [StackTraceMap<MapData>; 2],
+    /// Samples by stack, as drained.
+    pub raw: HashMap<RawStack, u64>,
+}
+
+impl SampleMaps {
+    /// Takes the samples of `generation`'s maps, then empties them (when
+    /// `empty`: not the live generation read in place at the end).
+    fn drain(&mut self, generation: u32, namer: &mut StackNamer, empty: bool) -> anyhow::Result<()> {
+        let parity = (generation & 1) as usize;
+        let entries: Vec<(SampleKey, u64)> = self.samples[parity].iter().collect::<Result<_, _>>()?;
         let with_user_stacks: HashSet<u32> = entries.iter().filter(|(k, _)| k.user_stack >= 0).map(|(k, _)| k.tgid).collect();
         namer.refresh(with_user_stacks);
         for (key, count) in &entries {
-            let frames = namer.frames_of(key, &self.stacks[idle]);
-            if frames.iter().any(|f| f == CUT_FRAME) {
-                namer.cut += count;
-            }
-            if key.user_stack >= 0 {
-                let unnamed = namer.last_user_unknown;
-                let counts = self.user_samples.entry(key.tgid).or_default();
-                counts.0 += count;
-                counts.1 += if unnamed { *count } else { 0 };
-            }
-            *self.merged.entry(frames).or_default() += count;
+            *self.raw.entry(namer.raw(key, |id| addresses_in(&self.stacks[parity], id))).or_default() += count;
+        }
+        if !empty {
+            return Ok(());
         }
         for (key, _) in &entries {
-            let _ = self.samples[idle].remove(key);
+            let _ = self.samples[parity].remove(key);
         }
-        let ids: Vec<u32> = self.stacks[idle].stack_ids().filter_map(Result::ok).collect();
+        let ids: Vec<u32> = self.stacks[parity].stack_ids().filter_map(Result::ok).collect();
         for id in ids {
-            let _ = self.stacks[idle].remove(&id);
+            let _ = self.stacks[parity].remove(&id);
+        }
+        Ok(())
+    }
+}
+
+/// The off-CPU maps: the blocked time (one map; each key names the generation
+/// of its stacks), the threads blocked now, and the two stack maps.
+pub struct OffCpuMaps {
+    starts: BpfHashMap<MapData, u32, OffCpuStart>,
+    blocked: BpfHashMap<MapData, SampleKey, u64>,
+    stacks: [StackTraceMap<MapData>; 2],
+    /// Addresses of the stacks of threads still blocked when their
+    /// generation's stack map was emptied, by (generation, stack id).
+    kept: HashMap<(u32, i32), Vec<u64>>,
+    /// Blocked time (ns) by stack, as drained.
+    pub raw: HashMap<RawStack, u64>,
+}
+
+impl OffCpuMaps {
+    /// Names and takes the blocked time of the generations before `live`,
+    /// keeps the stacks of threads blocked since `idle`, and empties `idle`'s
+    /// stack map; at the `last` drain, takes `live`'s time too, in place.
+    fn drain(&mut self, idle: u32, live: u32, namer: &mut StackNamer, last: bool) -> anyhow::Result<()> {
+        let parity = |generation: u32| (generation & 1) as usize;
+        // Threads blocked now, read before the blocked time: one that wakes
+        // between the two reads is then in both, never in neither.
+        let open: Vec<OffCpuStart> = self.starts.iter().filter_map(Result::ok).map(|(_, s)| s).collect();
+        if !last {
+            for start in open.iter().filter(|s| s.key.generation == idle) {
+                for id in [start.key.user_stack, start.key.kernel_stack] {
+                    if let Some(ips) = addresses_in(&self.stacks[parity(idle)], id) {
+                        self.kept.insert((idle, id), ips);
+                    }
+                }
+            }
+        }
+        let keys: Vec<SampleKey> = self.blocked.keys().collect::<Result<_, _>>()?;
+        namer.refresh(keys.iter().filter(|k| k.user_stack >= 0).map(|k| k.tgid).collect::<HashSet<u32>>());
+        for key in keys.into_iter().filter(|k| last || k.generation != live) {
+            // Read and removed at once, so that little can land in between.
+            let Ok(ns) = self.blocked.get(&key, 0) else { continue };
+            let _ = self.blocked.remove(&key);
+            let in_map = key.generation == idle || key.generation == live;
+            let map = &self.stacks[parity(key.generation)];
+            let kept = &self.kept;
+            let raw = namer.raw(&key, |id| if in_map { addresses_in(map, id) } else { kept.get(&(key.generation, id)).cloned() });
+            *self.raw.entry(raw).or_default() += ns;
+        }
+        let open_generations: HashSet<u32> = open.iter().map(|s| s.key.generation).collect();
+        self.kept.retain(|(generation, _), _| open_generations.contains(generation));
+        if !last {
+            let ids: Vec<u32> = self.stacks[parity(idle)].stack_ids().filter_map(Result::ok).collect();
+            for id in ids {
+                let _ = self.stacks[parity(idle)].remove(&id);
+            }
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use std::{
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 
 /// One executable mapping of a process.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
     /// First address.
     pub start: u64,
@@ -30,7 +30,7 @@ pub struct Mapping {
 }
 
 /// A process's executable mappings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessMaps {
     /// Mappings, by start address.
     pub mappings: Vec<Mapping>,

@@ -26,7 +26,7 @@ use aya::{
 };
 use zprof_common::{
     Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, RequestKey, RequestStart,
-    SampleKey, SlowRequest, Stage, TxgEvent, counter,
+    SlowRequest, Stage, TxgEvent, counter,
 };
 
 use crate::{
@@ -38,7 +38,7 @@ use crate::{
         stage_name,
     },
     recording::{CpuProfile, CpuStack, OffCpuProfile},
-    stacks::{self, SampleDrain, StackNamer},
+    stacks::{self, StackDrains, StackNamer},
     target::{Target, TargetKind},
     multi_link::{self, MultiLinks},
     requests::{self, RequestRecord},
@@ -116,8 +116,11 @@ pub struct Session {
     attach_ms: f64,
     /// Names the frames of sampled stacks (memory maps read while processes run).
     namer: StackNamer,
-    /// The CPU sample maps, drained every 250 ms (none without sampling).
-    sample_drain: Option<SampleDrain>,
+    /// The stack maps of CPU samples and off-CPU time, drained every 250 ms
+    /// (none without either).
+    drains: Option<StackDrains>,
+    /// Set when a drain failed: the profiles end there.
+    drains_failed: bool,
 }
 
 /// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
@@ -240,10 +243,7 @@ impl Session {
         if options.sample_hz == 0 {
             sample_sizes = stacks::SampleMapSizes { stacks: 1, samples: 1 };
         }
-        // Stack maps are allocated whole at load: the off-CPU one only when used.
-        // It is not drained (a blocked thread holds its stack ids for as long as
-        // it sleeps), so it is larger: 16,384 slots lost 16,298 periods' stacks
-        // in the lab's fsync-collapse scenario.
+        // Stack maps are allocated whole at load: the off-CPU ones only when used.
         let offcpu_stacks = if options.off_cpu { stacks::OFFCPU_STACK_SLOTS } else { 1 };
         let load_started = Instant::now();
         let mut ebpf = EbpfLoader::new()
@@ -253,7 +253,8 @@ impl Session {
             .map_max_entries("CPU_STACKS_1", sample_sizes.stacks)
             .map_max_entries("SAMPLES_0", sample_sizes.samples)
             .map_max_entries("SAMPLES_1", sample_sizes.samples)
-            .map_max_entries("OFFCPU_STACKS", offcpu_stacks)
+            .map_max_entries("OFFCPU_STACKS_0", offcpu_stacks)
+            .map_max_entries("OFFCPU_STACKS_1", offcpu_stacks)
             .map_max_entries("REQUESTS", options.request_rows)
             .load(EBPF_OBJECT)
             .context("loading zprof's eBPF object failed")?;
@@ -442,7 +443,9 @@ impl Session {
             }
             loaded.insert("sample_cpu".into());
         }
-        let sample_drain = if options.sample_hz > 0 { Some(SampleDrain::new(&mut ebpf)?) } else { None };
+        let sampling = options.sample_hz > 0;
+        let drains =
+            if sampling || options.off_cpu { Some(StackDrains::new(&mut ebpf, sampling, options.off_cpu)?) } else { None };
         if options.off_cpu {
             let program: &mut TracePoint =
                 ebpf.program_mut("offcpu_switch").ok_or_else(|| anyhow!("offcpu_switch missing"))?.try_into()?;
@@ -482,85 +485,77 @@ impl Session {
             sample_hz: options.sample_hz,
             filtered: filter,
             namer: StackNamer::default(),
-            sample_drain,
+            drains,
+            drains_failed: false,
         })
     }
 
-    /// Every 250 ms: drains the idle generation of CPU samples, naming their
-    /// stacks while their processes run, and reads again the memory maps of
-    /// the processes whose off-CPU stacks are named at the end.
+    /// Every 250 ms: drains the idle generation of CPU samples and off-CPU
+    /// time, naming their stacks while their processes run.
     pub fn tick_stacks(&mut self) {
-        if let Some(drain) = self.sample_drain.as_mut()
-            && let Err(err) = drain.tick(&mut self.namer)
-        {
-            self.warnings.push(format!("draining CPU samples failed: {err:#}"));
-            self.sample_drain = None;
-        }
-        if !self.loaded.iter().any(|p| p == "offcpu_switch") {
+        if self.drains_failed {
             return;
         }
-        let tgids: HashSet<u32> = if self.filtered {
-            let Some(map) = self.ebpf.map("TRACKED") else { return };
-            let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
-            tracked.keys().filter_map(Result::ok).collect()
-        } else {
-            let Some(map) = self.ebpf.map("OFFCPU") else { return };
-            let Ok(blocked) = BpfHashMap::<_, SampleKey, u64>::try_from(map) else { return };
-            blocked.keys().filter_map(Result::ok).filter(|k| k.user_stack >= 0).map(|k| k.tgid).collect()
-        };
-        self.namer.refresh(tgids);
-    }
-
-    /// Drains the last CPU samples and builds the profile.
-    fn cpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<CpuProfile>> {
-        let Some(mut drain) = self.sample_drain.take() else { return Ok(None) };
-        drain.finish(&mut self.namer)?;
-        Ok(Some(CpuProfile {
-            frequency_hz: self.sample_hz,
-            samples_total: counters[counter::SAMPLES as usize],
-            stack_lost: counters[counter::STACK_LOST as usize],
-            sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
-            unsymbolized_frames: self.namer.unsymbolized(),
-            placed_frames: self.namer.placed(),
-            cut_samples: self.namer.cut,
-            stack_depth: zprof_common::STACK_DEPTH,
-            unnamed_processes: drain.unnamed_processes(&self.namer),
-            stacks: std::mem::take(&mut drain.merged).into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
-        }))
-    }
-
-    /// Reads the off-CPU time and symbolizes its stacks.
-    fn offcpu_profile(&mut self, counters: &[u64]) -> anyhow::Result<Option<OffCpuProfile>> {
-        if !self.loaded.iter().any(|p| p == "offcpu_switch") {
-            return Ok(None);
+        if let Some(drains) = self.drains.as_mut()
+            && let Err(err) = drains.tick(&mut self.namer)
+        {
+            self.warnings.push(format!("draining stacks failed, the CPU and off-CPU profiles stop here: {err:#}"));
+            self.drains_failed = true;
         }
-        let Some(map) = self.ebpf.map("OFFCPU") else { return Ok(None) };
-        let blocked: BpfHashMap<_, SampleKey, u64> = BpfHashMap::try_from(map)?;
-        let blocked: Vec<(SampleKey, u64)> = blocked.iter().collect::<Result<_, _>>()?;
-        self.tick_stacks();
-        let stacks: aya::maps::StackTraceMap<_> = aya::maps::StackTraceMap::try_from(
-            self.ebpf.map("OFFCPU_STACKS").ok_or_else(|| anyhow!("OFFCPU_STACKS missing"))?,
-        )?;
-        let mut merged: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-        let mut cut_ns = 0;
-        for (key, ns) in blocked {
-            let frames = self.namer.frames_of(&key, &stacks);
-            if frames.iter().any(|f| f == stacks::CUT_FRAME) {
-                cut_ns += ns;
+    }
+
+    /// Reads the memory maps of the traced processes (with a pid filter):
+    /// called every 20 ms in a run's first second, so that a command that
+    /// ends before the first drain still has its map (after its exec and its
+    /// libraries' loading) to name its stacks with.
+    pub fn refresh_traced_maps(&mut self) {
+        if !self.filtered || self.drains.is_none() {
+            return;
+        }
+        let Some(map) = self.ebpf.map("TRACKED") else { return };
+        let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
+        let tgids: Vec<u32> = tracked.keys().filter_map(Result::ok).collect();
+        self.namer.refresh_now(tgids);
+    }
+
+    /// Drains the stack maps one last time and builds the CPU and off-CPU profiles.
+    fn stack_profiles(&mut self, counters: &[u64]) -> anyhow::Result<(Option<CpuProfile>, Option<OffCpuProfile>)> {
+        let Some(mut drains) = self.drains.take() else { return Ok((None, None)) };
+        if !self.drains_failed {
+            drains.finish(&mut self.namer)?;
+        }
+        let cpu = drains.samples.as_mut().map(|samples| {
+            let named = stacks::name_all(std::mem::take(&mut samples.raw), &mut self.namer);
+            CpuProfile {
+                frequency_hz: self.sample_hz,
+                samples_total: counters[counter::SAMPLES as usize],
+                stack_lost: counters[counter::STACK_LOST as usize],
+                sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
+                unsymbolized_frames: self.namer.unsymbolized(),
+                placed_frames: self.namer.placed(),
+                cut_samples: named.cut,
+                stack_depth: zprof_common::STACK_DEPTH,
+                unnamed_processes: named.unnamed_processes,
+                stacks: named.stacks.into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
             }
-            *merged.entry(frames).or_default() += ns;
-        }
-        Ok(Some(OffCpuProfile {
-            start_map_full: counters[counter::OFFCPU_START_FULL as usize],
-            map_full: counters[counter::OFFCPU_MAP_FULL as usize],
-            stack_lost: counters[counter::OFFCPU_STACK_LOST as usize],
-            cut_us: cut_ns / 1_000,
-            stacks: merged
-                .into_iter()
-                .filter(|(_, ns)| *ns >= 1_000)
-                .map(|(frames, ns)| CpuStack { frames, count: ns / 1_000 })
-                .collect(),
-        }))
+        });
+        let offcpu = drains.offcpu.as_mut().map(|offcpu| {
+            let named = stacks::name_all(std::mem::take(&mut offcpu.raw), &mut self.namer);
+            OffCpuProfile {
+                start_map_full: counters[counter::OFFCPU_START_FULL as usize],
+                map_full: counters[counter::OFFCPU_MAP_FULL as usize],
+                stack_lost: counters[counter::OFFCPU_STACK_LOST as usize],
+                periods: counters[counter::OFFCPU_PERIODS as usize],
+                cut_us: named.cut / 1_000,
+                stacks: named
+                    .stacks
+                    .into_iter()
+                    .filter(|(_, ns)| *ns >= 1_000)
+                    .map(|(frames, ns)| CpuStack { frames, count: ns / 1_000 })
+                    .collect(),
+            }
+        });
+        Ok((cpu, offcpu))
     }
 
     /// Adds a process to the filter (used for a command started after attaching).
@@ -843,8 +838,7 @@ impl Session {
             })
             .collect();
         txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
-        let cpu = self.cpu_profile(&c)?;
-        let offcpu = self.offcpu_profile(&c)?;
+        let (cpu, offcpu) = self.stack_profiles(&c)?;
         let bpf_programs = self.program_costs();
         let attach_ms = self.attach_ms;
         // Detach now (closing every link and program) and time it. Perf-event

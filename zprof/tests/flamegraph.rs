@@ -218,6 +218,14 @@ fn wall_clock_title_states_the_split_and_the_differential_graph_shows_zstd_grown
     let lz4 = record_off_cpu(&dir, "lz4", "lz4");
     let zstd = record_off_cpu(&dir, "zstd", "zstd-3");
 
+    // Off-CPU stacks are drained like the samples': under 1% of periods lose theirs.
+    for recording in [&lz4, &zstd] {
+        let offcpu = &load(recording)["offcpu"];
+        let (lost, periods) = (offcpu["stack_lost"].as_u64().unwrap(), offcpu["periods"].as_u64().unwrap());
+        eprintln!("{}: {lost} of {periods} off-CPU periods without stack", recording.display());
+        assert!(periods > 1_000 && lost * 100 < periods, "{lost} of {periods} off-CPU periods lost their stack");
+    }
+
     // The wall-clock view: its roots are the categories; the title's split is
     // theirs, and its on-CPU time is the CPU samples' time.
     let lines = folded(&zstd, "wall");
