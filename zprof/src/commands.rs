@@ -687,8 +687,6 @@ async fn collect(
         tokio::time::Instant::now() + Duration::from_secs(1),
         Duration::from_secs(1),
     );
-    // CPU samples drained and named while their processes run.
-    let mut maps_ticker = tokio::time::interval(crate::stacks::DRAIN_PERIOD);
     // A command that ends within the first drain period still needs its map.
     let mut early_maps_ticker = tokio::time::interval(Duration::from_millis(20));
     let early_maps_until = Instant::now() + Duration::from_secs(1);
@@ -697,7 +695,6 @@ async fn collect(
     loop {
         let until_deadline = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         tokio::select! {
-            _ = maps_ticker.tick() => session.tick_stacks(),
             _ = early_maps_ticker.tick(), if Instant::now() < early_maps_until => session.refresh_traced_maps(),
             _ = ticker.tick() => {
                 session.tick()?;

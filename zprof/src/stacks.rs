@@ -376,6 +376,79 @@ impl StackDrains {
     }
 }
 
+/// The drains on a thread of their own: draining costs syscalls (thousands
+/// a second with --off-cpu, each slow under emulation), and must not hold up
+/// the recording's loop (the timeline, noticing that the command exited).
+pub struct Drainer {
+    requests: std::sync::mpsc::Sender<DrainRequest>,
+    thread: std::thread::JoinHandle<Drained>,
+}
+
+enum DrainRequest {
+    /// Read these processes' maps now.
+    RefreshNow(Vec<u32>),
+    /// Drain everything and hand the result back.
+    Finish,
+}
+
+/// What the drainer hands back at the end.
+pub struct Drained {
+    /// The maps and what was drained from them.
+    pub drains: StackDrains,
+    /// What was learnt of the processes, to name the stacks with.
+    pub namer: StackNamer,
+    /// The first drain that failed: the profiles end there.
+    pub error: Option<String>,
+}
+
+impl Drainer {
+    /// Starts draining every [`DRAIN_PERIOD`].
+    pub fn start(drains: StackDrains) -> anyhow::Result<Drainer> {
+        let (requests, received) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new().name("zprof-drain".into()).spawn(move || drain_loop(drains, &received))?;
+        Ok(Drainer { requests, thread })
+    }
+
+    /// Asks for these processes' memory maps to be read now.
+    pub fn refresh_now(&self, tgids: Vec<u32>) {
+        let _ = self.requests.send(DrainRequest::RefreshNow(tgids));
+    }
+
+    /// Drains what is left and returns everything.
+    pub fn finish(self) -> anyhow::Result<Drained> {
+        let _ = self.requests.send(DrainRequest::Finish);
+        self.thread.join().map_err(|_| anyhow::anyhow!("the stack-draining thread panicked"))
+    }
+}
+
+fn drain_loop(mut drains: StackDrains, received: &std::sync::mpsc::Receiver<DrainRequest>) -> Drained {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut namer = StackNamer::default();
+    let mut error = None;
+    let mut next = std::time::Instant::now() + DRAIN_PERIOD;
+    loop {
+        match received.recv_timeout(next.saturating_duration_since(std::time::Instant::now())) {
+            Ok(DrainRequest::RefreshNow(tgids)) => namer.refresh_now(tgids),
+            Ok(DrainRequest::Finish) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                // Behind (a slow drain): the next one a period from now.
+                next = (next + DRAIN_PERIOD).max(std::time::Instant::now());
+                if error.is_none()
+                    && let Err(err) = drains.tick(&mut namer)
+                {
+                    error = Some(format!("{err:#}"));
+                }
+            }
+        }
+    }
+    if error.is_none()
+        && let Err(err) = drains.finish(&mut namer)
+    {
+        error = Some(format!("{err:#}"));
+    }
+    Drained { drains, namer, error }
+}
+
 /// The CPU sample maps of both generations, and what was drained from them.
 pub struct SampleMaps {
     samples: [BpfHashMap<MapData, SampleKey, u64>; 2],

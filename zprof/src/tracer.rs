@@ -38,7 +38,7 @@ use crate::{
         stage_name,
     },
     recording::{CpuProfile, CpuStack, OffCpuProfile},
-    stacks::{self, StackDrains, StackNamer},
+    stacks::{self, StackDrains},
     target::{Target, TargetKind},
     multi_link::{self, MultiLinks},
     requests::{self, RequestRecord},
@@ -114,13 +114,9 @@ pub struct Session {
     filtered: bool,
     /// Time from loading the object to every probe attached.
     attach_ms: f64,
-    /// Names the frames of sampled stacks (memory maps read while processes run).
-    namer: StackNamer,
-    /// The stack maps of CPU samples and off-CPU time, drained every 250 ms
-    /// (none without either).
-    drains: Option<StackDrains>,
-    /// Set when a drain failed: the profiles end there.
-    drains_failed: bool,
+    /// Drains the stack maps of CPU samples and off-CPU time every 250 ms,
+    /// on its own thread (none without either).
+    drainer: Option<stacks::Drainer>,
 }
 
 /// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
@@ -444,8 +440,11 @@ impl Session {
             loaded.insert("sample_cpu".into());
         }
         let sampling = options.sample_hz > 0;
-        let drains =
-            if sampling || options.off_cpu { Some(StackDrains::new(&mut ebpf, sampling, options.off_cpu)?) } else { None };
+        let drainer = if sampling || options.off_cpu {
+            Some(stacks::Drainer::start(StackDrains::new(&mut ebpf, sampling, options.off_cpu)?)?)
+        } else {
+            None
+        };
         if options.off_cpu {
             let program: &mut TracePoint =
                 ebpf.program_mut("offcpu_switch").ok_or_else(|| anyhow!("offcpu_switch missing"))?.try_into()?;
@@ -484,24 +483,8 @@ impl Session {
             last_totals: TimelinePoint::default(),
             sample_hz: options.sample_hz,
             filtered: filter,
-            namer: StackNamer::default(),
-            drains,
-            drains_failed: false,
+            drainer,
         })
-    }
-
-    /// Every 250 ms: drains the idle generation of CPU samples and off-CPU
-    /// time, naming their stacks while their processes run.
-    pub fn tick_stacks(&mut self) {
-        if self.drains_failed {
-            return;
-        }
-        if let Some(drains) = self.drains.as_mut()
-            && let Err(err) = drains.tick(&mut self.namer)
-        {
-            self.warnings.push(format!("draining stacks failed, the CPU and off-CPU profiles stop here: {err:#}"));
-            self.drains_failed = true;
-        }
     }
 
     /// Reads the memory maps of the traced processes (with a pid filter):
@@ -509,30 +492,30 @@ impl Session {
     /// ends before the first drain still has its map (after its exec and its
     /// libraries' loading) to name its stacks with.
     pub fn refresh_traced_maps(&mut self) {
-        if !self.filtered || self.drains.is_none() {
-            return;
-        }
+        let Some(drainer) = self.drainer.as_ref().filter(|_| self.filtered) else { return };
         let Some(map) = self.ebpf.map("TRACKED") else { return };
         let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
-        let tgids: Vec<u32> = tracked.keys().filter_map(Result::ok).collect();
-        self.namer.refresh_now(tgids);
+        drainer.refresh_now(tracked.keys().filter_map(Result::ok).collect());
     }
 
     /// Drains the stack maps one last time and builds the CPU and off-CPU profiles.
-    fn stack_profiles(&mut self, counters: &[u64]) -> anyhow::Result<(Option<CpuProfile>, Option<OffCpuProfile>)> {
-        let Some(mut drains) = self.drains.take() else { return Ok((None, None)) };
-        if !self.drains_failed {
-            drains.finish(&mut self.namer)?;
+    fn stack_profiles(&mut self) -> anyhow::Result<(Option<CpuProfile>, Option<OffCpuProfile>)> {
+        let Some(drainer) = self.drainer.take() else { return Ok((None, None)) };
+        let stacks::Drained { mut drains, mut namer, error } = drainer.finish()?;
+        // Read after the last drain: the samples counted include those drained.
+        let counters = self.counters()?;
+        if let Some(error) = error {
+            self.warnings.push(format!("draining stacks failed, the CPU and off-CPU profiles stop there: {error}"));
         }
         let cpu = drains.samples.as_mut().map(|samples| {
-            let named = stacks::name_all(std::mem::take(&mut samples.raw), &mut self.namer);
+            let named = stacks::name_all(std::mem::take(&mut samples.raw), &mut namer);
             CpuProfile {
                 frequency_hz: self.sample_hz,
                 samples_total: counters[counter::SAMPLES as usize],
                 stack_lost: counters[counter::STACK_LOST as usize],
                 sample_map_full: counters[counter::SAMPLE_MAP_FULL as usize],
-                unsymbolized_frames: self.namer.unsymbolized(),
-                placed_frames: self.namer.placed(),
+                unsymbolized_frames: namer.unsymbolized(),
+                placed_frames: namer.placed(),
                 cut_samples: named.cut,
                 stack_depth: zprof_common::STACK_DEPTH,
                 unnamed_processes: named.unnamed_processes,
@@ -540,7 +523,7 @@ impl Session {
             }
         });
         let offcpu = drains.offcpu.as_mut().map(|offcpu| {
-            let named = stacks::name_all(std::mem::take(&mut offcpu.raw), &mut self.namer);
+            let named = stacks::name_all(std::mem::take(&mut offcpu.raw), &mut namer);
             OffCpuProfile {
                 start_map_full: counters[counter::OFFCPU_START_FULL as usize],
                 map_full: counters[counter::OFFCPU_MAP_FULL as usize],
@@ -838,7 +821,7 @@ impl Session {
             })
             .collect();
         txgs.sort_by_key(|t| (t.pool.clone(), t.txg));
-        let (cpu, offcpu) = self.stack_profiles(&c)?;
+        let (cpu, offcpu) = self.stack_profiles()?;
         let bpf_programs = self.program_costs();
         let attach_ms = self.attach_ms;
         // Detach now (closing every link and program) and time it. Perf-event
