@@ -637,7 +637,7 @@ pub struct SampleKey {
     pub pad: u32,
     /// Thread name (comm): the taskq a ZFS thread belongs to.
     pub comm: [u8; 16],
-    /// Off-CPU time: the generation of the stack maps (`SAMPLE_GENERATION`)
+    /// Off-CPU time: the generation of the stack maps (`STACK_GENERATION`)
     /// that held the stacks when the thread left the CPU; 0 in CPU samples,
     /// whose map already says it.
     pub generation: u32,

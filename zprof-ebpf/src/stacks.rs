@@ -5,11 +5,11 @@
 //! bucket holds another (-EEXIST): the share of samples lost grows with the
 //! stacks the map holds, and once it is full every new stack is lost. So CPU
 //! samples go to one of two generations of maps (`SAMPLES_n`, `CPU_STACKS_n`),
-//! chosen by `SAMPLE_GENERATION`: user space reads and empties the idle
+//! chosen by `STACK_GENERATION`: user space reads and empties the idle
 //! generation every 250 ms and then makes it the live one. The maps then only
 //! ever hold a quarter second of stacks, and user space sizes them from the
 //! sample rate so that a new stack finds its bucket taken less than 1% of the
-//! time (see `tracer::sample_map_sizes`).
+//! time (see `SampleMapSizes` in zprof's stacks.rs).
 //!
 //! Off-CPU stacks use the same generations (`offcpu.rs`): a blocked
 //! period's key carries the generation its stacks were stored in.
@@ -61,12 +61,12 @@ impl CappedStacks {
 /// Which generation of the sample and off-CPU stack maps is live (its low
 /// bit); user space counts it up every 250 ms.
 #[map]
-static SAMPLE_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
+static STACK_GENERATION: Array<u32> = Array::with_max_entries(1, 0);
 
-/// The live generation (see `SAMPLE_GENERATION`).
+/// The live generation (see `STACK_GENERATION`).
 #[inline(always)]
 pub fn generation() -> u32 {
-    SAMPLE_GENERATION.get(0).copied().unwrap_or(0)
+    STACK_GENERATION.get(0).copied().unwrap_or(0)
 }
 
 /// Stacks of CPU samples, generation 0 and 1. Sizes set from the sample rate.
@@ -103,7 +103,8 @@ pub fn stack_ids<C: EbpfContext>(ctx: &C, stacks: &CappedStacks, lost: u32) -> (
 /// with the stage zprof is timing the thread in (as for off-CPU time).
 #[perf_event]
 pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
-    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
     if tgid == 0 {
         return 0; // idle
     }
@@ -112,7 +113,7 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
         return 0;
     }
     bump(counter::SAMPLES);
-    let stage = crate::offcpu::timed_stage(bpf_get_current_pid_tgid() & 0xffff_ffff);
+    let stage = crate::offcpu::timed_stage(pid_tgid & 0xffff_ffff);
     let generation = generation();
     // Two calls, one per generation: each must name its maps as constants.
     if generation & 1 == 0 {

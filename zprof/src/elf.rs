@@ -100,7 +100,8 @@ pub fn build_id(data: &[u8]) -> Option<String> {
     build_id_of(&object::File::parse(data).ok()?)
 }
 
-fn build_id_of(file: &object::File) -> Option<String> {
+/// The GNU build-id of a parsed ELF file, lower-case hex.
+pub fn build_id_of(file: &object::File) -> Option<String> {
     file.build_id().ok().flatten().map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
 }
 

@@ -363,9 +363,10 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         return Titles {
             title: format!("zprof off-CPU: where the traced threads waited, {target}, {:.1} s", rec.duration_s),
             subtitle: format!(
-                "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); of {periods} periods {lost} lost, {stack_lost} without stack; {} in stacks cut at 64 frames",
+                "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); of {periods} periods {lost} lost, {stack_lost} without stack; {} in stacks cut at {} frames",
                 format_ns(blocked_us * 1_000),
-                format_ns(cut_us * 1_000)
+                format_ns(cut_us * 1_000),
+                zprof_common::STACK_DEPTH
             ),
             count_name: "us".into(),
         };

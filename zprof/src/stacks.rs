@@ -203,6 +203,14 @@ impl StackNamer {
     }
 }
 
+/// Empties a stack map (its generation is idle).
+fn empty_stacks(stacks: &mut StackTraceMap<MapData>) {
+    let ids: Vec<u32> = stacks.stack_ids().filter_map(Result::ok).collect();
+    for id in ids {
+        let _ = stacks.remove(&id);
+    }
+}
+
 /// A stack's addresses in a stack map, innermost first.
 fn addresses_in(map: &StackTraceMap<MapData>, id: i32) -> Option<Vec<u64>> {
     let trace = map.get(&u32::try_from(id).ok()?, 0).ok()?;
@@ -336,7 +344,7 @@ impl StackDrains {
         } else {
             None
         };
-        Ok(StackDrains { generation: Array::try_from(take("SAMPLE_GENERATION")?)?, live: 0, samples, offcpu })
+        Ok(StackDrains { generation: Array::try_from(take("STACK_GENERATION")?)?, live: 0, samples, offcpu })
     }
 
     /// Drains the idle generation (idle for a drain period: no program can
@@ -474,10 +482,7 @@ impl SampleMaps {
         for (key, _) in &entries {
             let _ = self.samples[parity].remove(key);
         }
-        let ids: Vec<u32> = self.stacks[parity].stack_ids().filter_map(Result::ok).collect();
-        for id in ids {
-            let _ = self.stacks[parity].remove(&id);
-        }
+        empty_stacks(&mut self.stacks[parity]);
         Ok(())
     }
 }
@@ -528,10 +533,7 @@ impl OffCpuMaps {
         let open_generations: HashSet<u32> = open.iter().map(|s| s.key.generation).collect();
         self.kept.retain(|(generation, _), _| open_generations.contains(generation));
         if !last {
-            let ids: Vec<u32> = self.stacks[parity(idle)].stack_ids().filter_map(Result::ok).collect();
-            for id in ids {
-                let _ = self.stacks[parity(idle)].remove(&id);
-            }
+            empty_stacks(&mut self.stacks[parity(idle)]);
         }
         Ok(())
     }
@@ -540,6 +542,11 @@ impl OffCpuMaps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cut_frame_names_the_depth_cap() {
+        assert!(CUT_FRAME.contains(&format!(" {STACK_DEPTH} ")), "{CUT_FRAME}");
+    }
 
     #[test]
     fn sample_maps_grow_with_the_rate_within_bounds() {

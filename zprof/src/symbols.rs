@@ -173,10 +173,7 @@ fn function_symbols(file: &object::File) -> Vec<(u64, u64, String)> {
 /// (`DIR/.build-id/ab/cdef….debug`), then by .gnu_debuglink name beside the
 /// file, in its `.debug/`, and under `DIR/` + the file's directory.
 fn debug_file(file: &object::File, path: &Path, debug_dirs: &[PathBuf]) -> Option<PathBuf> {
-    if let Ok(Some(id)) = file.build_id()
-        && id.len() > 1
-    {
-        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    if let Some(hex) = crate::elf::build_id_of(file).filter(|hex| hex.len() > 2) {
         for dir in debug_dirs {
             let candidate = dir.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
             if candidate.is_file() {

@@ -14,10 +14,17 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Records a lab job; returns the recording's path.
 fn record(dir: &Path, name: &str, lab_args: &[&str]) -> PathBuf {
+    record_with(dir, name, &[], lab_args)
+}
+
+/// Records a lab job with these options of `zprof record` besides the usual.
+fn record_with(dir: &Path, name: &str, zprof_args: &[&str], lab_args: &[&str]) -> PathBuf {
     common::require_root();
     let recording = dir.join(format!("{name}.json"));
     let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .args(["record", "--target", "libzpool", "--no-explain"])
+        .args(zprof_args)
+        .arg("-o")
         .arg(&recording)
         .arg("--")
         .arg(lab_binary())
@@ -104,39 +111,10 @@ fn fsync_on_hdd_stage_graph_is_dominated_by_the_zil_commit() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Records a lab zstd/lz4 write job with CPU samples and off-CPU time.
-fn record_compression(dir: &Path, name: &str, compression: &str) -> PathBuf {
-    record(
-        dir,
-        name,
-        &[
-            "--volblocksize",
-            "128k",
-            "--compression",
-            compression,
-            "--job",
-            "name=w,rw=write,bs=128k,ios=3000,buffer_compress_percentage=50",
-        ],
-    )
-}
-
-/// Records with `--off-cpu` (the `record` helper's flags plus it).
-fn record_off_cpu(dir: &Path, name: &str, compression: &str) -> PathBuf {
-    common::require_root();
-    let recording = dir.join(format!("{name}.json"));
-    let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "--off-cpu", "-o"])
-        .arg(&recording)
-        .arg("--")
-        .arg(lab_binary())
-        .args(["run", "--dir"])
-        .arg(dir)
-        .args(["--volblocksize", "128k", "--compression", compression])
-        .args(["--job", "name=w,rw=write,bs=128k,ios=3000,buffer_compress_percentage=50"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    recording
+/// Records a lab zstd/lz4 write job (with `zprof_args`, e.g. --off-cpu).
+fn record_compression(dir: &Path, name: &str, compression: &str, zprof_args: &[&str]) -> PathBuf {
+    let job = "name=w,rw=write,bs=128k,ios=3000,buffer_compress_percentage=50";
+    record_with(dir, name, zprof_args, &["--volblocksize", "128k", "--compression", compression, "--job", job])
 }
 
 fn load(recording: &Path) -> serde_json::Value {
@@ -191,13 +169,13 @@ fn assert_clean_cpu_stacks(recording: &Path, label: &str) {
 #[test]
 fn cpu_graphs_name_the_lab_even_with_both_cores_busy() {
     let dir = scratch("named");
-    let quiet = record_compression(&dir, "quiet", "zstd-3");
+    let quiet = record_compression(&dir, "quiet", "zstd-3", &[]);
     assert_clean_cpu_stacks(&quiet, "idle machine");
     // Two busy loops, one per core, for the second run.
     let mut spinners: Vec<std::process::Child> = (0..2)
         .map(|_| std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
         .collect();
-    let busy = record_compression(&dir, "busy", "zstd-3");
+    let busy = record_compression(&dir, "busy", "zstd-3", &[]);
     for spinner in &mut spinners {
         spinner.kill().unwrap();
         spinner.wait().unwrap();
@@ -215,8 +193,8 @@ fn percent_after(text: &str, name: &str) -> f64 {
 #[test]
 fn wall_clock_title_states_the_split_and_the_differential_graph_shows_zstd_grown() {
     let dir = scratch("wall");
-    let lz4 = record_off_cpu(&dir, "lz4", "lz4");
-    let zstd = record_off_cpu(&dir, "zstd", "zstd-3");
+    let lz4 = record_compression(&dir, "lz4", "lz4", &["--off-cpu"]);
+    let zstd = record_compression(&dir, "zstd", "zstd-3", &["--off-cpu"]);
 
     // Off-CPU stacks are drained like the samples': under 1% of periods lose theirs.
     for recording in [&lz4, &zstd] {
