@@ -817,6 +817,7 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
             ("blocks_per_read".into(), reach),
             ("fan_out".into(), path.fan_out as f64),
             ("device_per_read_ns".into(), path.device_per_read_ns),
+            ("cpu_per_read_ns".into(), path.cpu_per_read_ns),
             ("read_amplification".into(), amplification),
         ],
     });

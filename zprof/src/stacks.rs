@@ -234,6 +234,8 @@ pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedSta
     // Per process: weight with a user stack, and of it the weight whose user
     // frames were all unknown.
     let mut user_weight: HashMap<u32, (u64, u64)> = HashMap::new();
+    // A process that exited before its name was read is named by a thread's.
+    let mut thread_names: HashMap<u32, String> = HashMap::new();
     for (stack, weight) in raw {
         let named = namer.name(&stack);
         if named.cut {
@@ -243,6 +245,7 @@ pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedSta
             let counts = user_weight.entry(stack.tgid).or_default();
             counts.0 += weight;
             counts.1 += if named.user_unknown { weight } else { 0 };
+            thread_names.entry(stack.tgid).or_insert_with(|| requests::c_string(&stack.comm));
         }
         *out.stacks.entry(named.frames).or_default() += weight;
     }
@@ -251,7 +254,7 @@ pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedSta
         .filter(|(_, (all, unnamed))| *unnamed * 2 > *all)
         .map(|(tgid, (samples, unnamed))| UnnamedProcess {
             pid: tgid,
-            name: namer.names.get(&tgid).cloned().unwrap_or_default(),
+            name: namer.names.get(&tgid).or_else(|| thread_names.get(&tgid)).cloned().unwrap_or_default(),
             samples,
             unnamed,
             why: namer.why_unnamed(tgid),

@@ -60,14 +60,19 @@ fn reads_are_named_amplified_and_disk_bound_or_served_by_the_arc_on_each_release
             assert!(title.contains("disk-bound") && title.contains("amplified"), "{reads:#}");
             assert_eq!(figure(reads, "fan_out"), 5.0, "a 1M block is 5 data columns of an 8-wide raidz3: {reads:#}");
             assert!(figure(reads, "read_amplification") > 200.0, "4k reads of 1M blocks: {reads:#}");
-            // The device time a read waits for is the lab's read latency:
-            // the slowest of 5 leaf reads (seek + 5/6 of a turn on average),
-            // not one leaf's mean or median (seek + half a turn, about 20%
-            // less), so 10% tells the two apart.
+            // The device time a read waits for, then its CPU (checksum of the
+            // whole block), is most of the lab's read latency: the slowest of
+            // 5 leaf reads (seek + 5/6 of a turn on average) is 0.9 of it here,
+            // one leaf's mean (seek + half a turn) 0.75. The rest is ZFS's
+            // hand-offs between threads, longer on a loaded host (it put the
+            // device alone at 0.886 in one CI run), never shorter: so the
+            // model may fall short of the lab by 15%, and exceed it by 5%.
             let device_ms = figure(reads, "device_per_read_ns") / 1e6;
+            let cpu_ms = figure(reads, "cpu_per_read_ns") / 1e6;
             let lab_ms = lab["jobs"][0]["read"]["lat_ns"]["mean"].as_f64().unwrap() / 1e6;
-            eprintln!("  device per read {device_ms:.2}ms, lab's read latency {lab_ms:.2}ms");
-            assert!((device_ms / lab_ms - 1.0).abs() < 0.1, "device {device_ms:.2}ms vs lab {lab_ms:.2}ms");
+            let ratio = (device_ms + cpu_ms) / lab_ms;
+            eprintln!("  per read: device {device_ms:.2}ms + CPU {cpu_ms:.2}ms = {ratio:.3} of the lab's read latency {lab_ms:.2}ms");
+            assert!((0.85..1.05).contains(&ratio), "device {device_ms:.2}ms + CPU {cpu_ms:.2}ms vs lab {lab_ms:.2}ms");
             // The job's reads wait for the disks about half of the run (the
             // rest lays their data out first).
             assert!(reads["share"].as_f64().unwrap() > 0.25, "{reads:#}");
