@@ -138,13 +138,46 @@ pub enum Stage {
     /// time, from vdev_disk_io_start (or vdev_file_io_start) to
     /// vdev_queue_io_done (where ZFS's io_delay also starts and nearly ends).
     VdevDiskTimed = 27,
+    /// arc_read (non-embedded block pointers): where the ARC served the
+    /// block from. Class: [`arc_read_class`] bits (path, prefetch, waited).
+    /// Counted at spa_read_history_add (count-only rows), or, when arc_read
+    /// is probed (--full-timing on libzpool), timed: a hit's time is
+    /// arc_read's (its callback runs inside); a read that missed and was
+    /// waited for (ARC_FLAG_WAIT) is timed to its data; one that missed
+    /// without waiting is counted only (its data arrives on another thread).
+    /// `bytes` = logical size when timed.
+    ArcRead = 28,
+}
+
+/// The class bits of an [`Stage::ArcRead`] row.
+pub mod arc_read_class {
+    /// Path mask: how the ARC served the read.
+    pub const PATH: u32 = 0b11;
+    /// Found in the ARC with its data (ARC_FLAG_CACHED).
+    pub const HIT: u32 = 0;
+    /// Found while a read of the block was in flight (2.2 and later count
+    /// these as iohits; 2.1 marks them cached: see the report's note).
+    pub const IN_FLIGHT: u32 = 1;
+    /// Read from a cache device (zio_read_phys under arc_read).
+    pub const L2: u32 = 2;
+    /// Read from the pool's disks (zio_read under arc_read).
+    pub const DISK: u32 = 3;
+    /// The caller asked for a prefetch (ARC_FLAG_PREFETCH).
+    pub const PREFETCH: u32 = 1 << 2;
+    /// The caller waited for the data (ARC_FLAG_WAIT).
+    pub const WAITED: u32 = 1 << 3;
+    /// A hit on a buffer the dbuf layer already held (arc_buf_access, no
+    /// arc_read): ZFS counts these as ARC hits too, unless the buffer is
+    /// dirty. Its pool is unknown.
+    pub const HELD: u32 = 1 << 4;
 }
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 27] = [
+    pub const ALL: [Stage; 28] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
+        Stage::ArcRead,
         Stage::TxAssign,
         Stage::TxWait,
         Stage::Compress,

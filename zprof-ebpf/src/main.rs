@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, arc_read_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
@@ -1119,7 +1119,142 @@ fn block_read_entry(ctx: &ProbeContext) {
     let physical = if prop == 0 { logical } else { (((prop >> 16) & 0xffff) + 1) << 9 };
     let size_class = if physical <= 1 { 0 } else { 64 - (physical - 1).leading_zeros() as u32 };
     record(&stage_key(Stage::BlockRead, COUNT_ONLY_CLASS | size_class, arg(ctx, 1), 0), 0, logical, physical);
+    arc_read_took(arc_read_class::DISK);
 }
+
+/// ARC_FLAG_* bits of arc_read's `arc_flags` (the same in 2.1 to 2.3).
+const ARC_FLAG_WAIT: u64 = 1 << 0;
+const ARC_FLAG_PREFETCH: u64 = 1 << 2;
+const ARC_FLAG_CACHED: u64 = 1 << 3;
+/// An open arc_read span's class bit: the path below was seen (the first
+/// read it issued decides; a waited read may run other reads on its thread).
+const ARC_PATH_SEEN: u64 = 1 << 16;
+
+/// arc_read(zio_t *pio, spa_t *spa, const blkptr_t *bp, done, private,
+/// priority, int zio_flags, arc_flags_t *arc_flags, const zbookmark_phys_t *zb):
+/// the 8th argument is on the stack, 16 bytes above the return address at
+/// entry (x86-64). Embedded block pointers are not ARC reads (their data is
+/// in the pointer) and ZFS does not count them either.
+fn arc_read_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let bp = arg(ctx, 2);
+    let prop = if bp == 0 { 0 } else { read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0) };
+    if prop & BLKPTR_EMBEDDED != 0 {
+        return;
+    }
+    let sp = unsafe { (*ctx.regs).rsp };
+    let flags_ptr = read_or::<u64>(sp + 16, 0);
+    let flags = read_or::<u32>(flags_ptr, 0) as u64;
+    let mut class = 0u64;
+    if flags & ARC_FLAG_PREFETCH != 0 {
+        class |= arc_read_class::PREFETCH as u64;
+    }
+    if flags & ARC_FLAG_WAIT != 0 {
+        class |= arc_read_class::WAITED as u64;
+    }
+    let logical = if prop == 0 { 0 } else { ((prop & 0xffff) + 1) << 9 };
+    enter(Stage::ArcRead, thread_id(), class, logical, arg(ctx, 1), flags_ptr);
+}
+
+/// zio_read_phys entry: under arc_read, the block is read from a cache device.
+fn arc_l2_read_entry(_ctx: &ProbeContext) {
+    if wanted(false) {
+        arc_read_took(arc_read_class::L2);
+    }
+}
+
+/// Marks the path the thread's arc_read took with its first block read: in
+/// its open span when arc_read is timed, else for spa_read_history_add (the
+/// end of the same arc_read, on the same thread) to pick up.
+#[inline(always)]
+fn arc_read_took(path: u32) {
+    let tid = thread_id();
+    if let Some(open) = INFLIGHT.get_ptr_mut(&span_key(Stage::ArcRead, tid)) {
+        let open = unsafe { &mut *open };
+        if open.class & ARC_PATH_SEEN == 0 {
+            open.class |= ARC_PATH_SEEN | path as u64;
+        }
+        return;
+    }
+    let _ = ARC_READ_PATHS.insert(&tid, &path, BPF_NOEXIST as u64);
+}
+
+/// spa_read_history_add(spa_t *spa, const zbookmark_phys_t *zb, uint32_t aflags):
+/// where every non-embedded arc_read ends, with its final flags by value.
+/// Counts each ARC read by path with one probe; when arc_read itself is
+/// timed (--full-timing on libzpool) its return does this instead.
+fn arc_read_end_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let tid = thread_id();
+    if unsafe { INFLIGHT.get(&span_key(Stage::ArcRead, tid)) }.is_some() {
+        return;
+    }
+    let marked = unsafe { ARC_READ_PATHS.get(&tid) }.copied();
+    if marked.is_some() {
+        let _ = ARC_READ_PATHS.remove(&tid);
+    }
+    let flags = arg(ctx, 2);
+    let path = if flags & ARC_FLAG_CACHED != 0 { arc_read_class::HIT } else { marked.unwrap_or(arc_read_class::IN_FLIGHT) };
+    let mut class = path | COUNT_ONLY_CLASS;
+    if flags & ARC_FLAG_PREFETCH != 0 {
+        class |= arc_read_class::PREFETCH;
+    }
+    record(&stage_key(Stage::ArcRead, class, arg(ctx, 0), 0), 0, 0, 0);
+}
+
+/// arc_read's return: ARC_FLAG_CACHED is a hit; otherwise the read it issued
+/// names the path, and no read at all means it found one in flight.
+fn arc_read_return(_ctx: &RetProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    // Embedded block pointers open no span: `take`, not `leave`, so their
+    // returns are not counted as unmatched (a full map is, at the entry).
+    let Some((entry, duration)) = take(span_key(Stage::ArcRead, thread_id())) else { return };
+    let flags = read_or::<u32>(entry.extra, 0) as u64;
+    let path = if flags & ARC_FLAG_CACHED != 0 {
+        arc_read_class::HIT
+    } else if entry.class & ARC_PATH_SEEN != 0 {
+        entry.class as u32 & arc_read_class::PATH
+    } else {
+        arc_read_class::IN_FLIGHT
+    };
+    // A hit is served inside the call whether the caller waits or not.
+    let asked_bits = if path == arc_read_class::HIT { arc_read_class::PREFETCH } else { arc_read_class::PREFETCH | arc_read_class::WAITED };
+    let asked = entry.class as u32 & asked_bits;
+    let timed = path == arc_read_class::HIT || asked & arc_read_class::WAITED != 0;
+    let class = path | asked | if timed { 0 } else { COUNT_ONLY_CLASS };
+    record(&stage_key(Stage::ArcRead, class, entry.pool, 0), if timed { duration } else { 0 }, entry.bytes, 0);
+}
+
+/// arc_buf_access(arc_buf_t *buf): a read of a block whose buffer the dbuf
+/// layer holds. ZFS counts it as an ARC hit unless its header is anonymous
+/// (dirty: a write's read of the indirect blocks it dirties) or empty; an
+/// anonymous header has no identity, so both show as an empty DVA. The
+/// buffer's first field is its header, and the header's first its DVA, in
+/// every release (2.1 to 2.3).
+fn arc_held_hit_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let hdr = read_or::<u64>(arg(ctx, 0), 0);
+    let dva = read_or::<[u64; 2]>(hdr, [0, 0]);
+    if dva == [0, 0] {
+        return;
+    }
+    let class = arc_read_class::HIT | arc_read_class::HELD | COUNT_ONLY_CLASS;
+    record(&stage_key(Stage::ArcRead, class, 0, 0), 0, 0, 0);
+}
+
+/// Per thread, the path of the block read its current arc_read issued, when
+/// arc_read is not timed (see `arc_read_took`). LRU: a zio_read outside
+/// arc_read (a scrub's) leaves an entry that ages out.
+#[map]
+static ARC_READ_PATHS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(4096, 0);
 
 /// Byte offset of blk_prop in a blkptr_t (after its three 16-byte DVAs):
 /// on-disk format, not a compiler's layout.
@@ -1238,6 +1373,10 @@ entry_programs! {
     dmu_write_count_k, dmu_write_count_u => dmu_write_count;
     dmu_read_count_k, dmu_read_count_u => dmu_read_count;
     block_read_entry_k, block_read_entry_u => block_read_entry;
+    arc_read_entry_k, arc_read_entry_u => arc_read_entry;
+    arc_l2_read_entry_k, arc_l2_read_entry_u => arc_l2_read_entry;
+    arc_read_end_entry_k, arc_read_end_entry_u => arc_read_end_entry;
+    arc_held_hit_entry_k, arc_held_hit_entry_u => arc_held_hit_entry;
     dmu_read_entry_k, dmu_read_entry_u => dmu_read_entry;
     uio_write_entry_k, uio_write_entry_u => uio_write_entry;
     uio_read_entry_k, uio_read_entry_u => uio_read_entry;
@@ -1259,6 +1398,7 @@ return_programs! {
     tx_wait_return_k, tx_wait_return_u => tx_wait_return;
     write_return_k, write_return_u => write_return;
     read_return_k, read_return_u => read_return;
+    arc_read_return_k, arc_read_return_u => arc_read_return;
 }
 
 /// task:task_newtask: new processes forked by a tracked process are tracked too.

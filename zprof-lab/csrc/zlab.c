@@ -35,6 +35,7 @@
 #include <sys/zfs_rlock.h>
 #include <sys/zfs_file.h>
 #include <sys/arc.h>
+#include <sys/arc_impl.h>
 #include <sys/fs/zfs.h>
 #include <zfeature_common.h>
 #include <dlfcn.h>
@@ -286,8 +287,14 @@ spa_sync(spa_t *spa, uint64_t txg)
 
 /* ---- process ---------------------------------------------------------- */
 
+/* ARC and L2ARC tunables (unsigned long in 2.1, uint64_t later: one type on LP64). */
+extern unsigned long zfs_arc_max, zfs_arc_min;
+extern uint64_t l2arc_headroom, l2arc_write_max, l2arc_write_boost;
+extern int l2arc_noprefetch;
+
 int
-zl_init(const char *config_path, char *err, size_t errlen)
+zl_init(const char *config_path, uint64_t arc_max, int l2arc_fast,
+    char *err, size_t errlen)
 {
 	/* Before kernel_init: otherwise it would read /etc/zfs/zpool.cache. */
 	spa_config_path = strdup(config_path);
@@ -295,8 +302,58 @@ zl_init(const char *config_path, char *err, size_t errlen)
 		zl_err(err, errlen, "out of memory");
 		return (ENOMEM);
 	}
+	/*
+	 * arc_init applies the tunables: the floor first (at most the default
+	 * maximum), then a maximum only above the floor.
+	 */
+	if (arc_max != 0) {
+		zfs_arc_min = MAX(arc_max / 2, 32ULL << 20);
+		zfs_arc_max = arc_max;
+	}
+	if (l2arc_fast) {
+		l2arc_headroom = 0;	/* scan whole lists, not 2-8 x the write size */
+		l2arc_noprefetch = 0;
+		l2arc_write_max = l2arc_write_boost = 64ULL << 20;
+	}
 	kernel_init(SPA_MODE_READ | SPA_MODE_WRITE);
+	if (arc_max != 0 && arc_c_max != arc_max) {
+		zl_err(err, errlen, "the ARC took a maximum of %llu bytes, "
+		    "not %llu (it must be 64 MiB or more and below half of "
+		    "the host's memory)", (u_longlong_t)arc_c_max,
+		    (u_longlong_t)arc_max);
+		kernel_fini();
+		return (EINVAL);
+	}
 	return (0);
+}
+
+void
+zl_arc_stats(zl_arc_stats_t *out)
+{
+	memset(out, 0, sizeof (*out));
+#define	ZL_SUM(field) wmsum_value(&arc_sums.arcstat_##field)
+	out->hits = ZL_SUM(hits);
+#if ZLAB_OPENZFS >= 20200
+	out->iohits = ZL_SUM(iohits);
+#endif
+	out->misses = ZL_SUM(misses);
+	out->demand_data_hits = ZL_SUM(demand_data_hits);
+	out->demand_data_misses = ZL_SUM(demand_data_misses);
+	out->demand_metadata_hits = ZL_SUM(demand_metadata_hits);
+	out->demand_metadata_misses = ZL_SUM(demand_metadata_misses);
+	out->prefetch_data_hits = ZL_SUM(prefetch_data_hits);
+	out->prefetch_data_misses = ZL_SUM(prefetch_data_misses);
+	out->prefetch_metadata_hits = ZL_SUM(prefetch_metadata_hits);
+	out->prefetch_metadata_misses = ZL_SUM(prefetch_metadata_misses);
+	out->l2_hits = ZL_SUM(l2_hits);
+	out->l2_misses = ZL_SUM(l2_misses);
+	out->l2_read_bytes = ZL_SUM(l2_read_bytes);
+	out->l2_write_bytes = ZL_SUM(l2_write_bytes);
+	out->l2_size = ZL_SUM(l2_lsize);
+#undef ZL_SUM
+	out->size = aggsum_value(&arc_sums.arcstat_size);
+	out->c = arc_c;
+	out->c_max = arc_c_max;
 }
 
 void
@@ -351,7 +408,8 @@ zl_file_nv(const char *path, uint64_t ashift)
 int
 zl_pool_create(const char *name, const char *group_type, int nparity,
     int width, int ngroups, const char *const *paths, uint64_t ashift,
-    const char *const *log_paths, int nlogs, zl_pool_t **out,
+    const char *const *log_paths, int nlogs,
+    const char *const *cache_paths, int ncache, zl_pool_t **out,
     char *err, size_t errlen)
 {
 	int ntop = ngroups + nlogs, error;
@@ -393,6 +451,17 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 	for (int t = 0; t < ntop; t++)
 		fnvlist_free(top[t]);
 	free(top);
+	if (ncache > 0) {
+		nvlist_t **cache = calloc(ncache, sizeof (nvlist_t *));
+
+		for (int c = 0; c < ncache; c++)
+			cache[c] = zl_file_nv(cache_paths[c], ashift);
+		fnvlist_add_nvlist_array(root, ZPOOL_CONFIG_L2CACHE, cache,
+		    ncache);
+		for (int c = 0; c < ncache; c++)
+			fnvlist_free(cache[c]);
+		free(cache);
+	}
 
 	/* Every feature this build supports, as `zpool create` would. */
 	props = fnvlist_alloc();
@@ -412,6 +481,8 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 		zl_vdev_files_add(paths[i], p);
 	for (int i = 0; i < nlogs; i++)
 		zl_vdev_files_add(log_paths[i], p);
+	for (int i = 0; i < ncache; i++)
+		zl_vdev_files_add(cache_paths[i], p);
 	error = spa_create(name, root, props, NULL, NULL);
 	fnvlist_free(root);
 	fnvlist_free(props);
@@ -436,26 +507,29 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 }
 
 static void
+zl_leaf_fill(vdev_t *vd, uint32_t top, zl_leaf_t *l)
+{
+	vdev_stat_t vs;
+
+	memset(l, 0, sizeof (*l));
+	vdev_get_stats(vd, &vs);
+	l->guid = vd->vdev_guid;
+	l->is_log = vd->vdev_top->vdev_islog;
+	l->top = top;
+	l->write_ops = vs.vs_ops[ZIO_TYPE_WRITE];
+	l->write_bytes = vs.vs_bytes[ZIO_TYPE_WRITE];
+	l->read_ops = vs.vs_ops[ZIO_TYPE_READ];
+	l->read_bytes = vs.vs_bytes[ZIO_TYPE_READ];
+	if (vd->vdev_path != NULL)
+		(void) strlcpy(l->path, vd->vdev_path, sizeof (l->path));
+}
+
+static void
 zl_walk_leaves(vdev_t *vd, uint32_t top, zl_leaf_t *out, int max, int *n)
 {
 	if (vd->vdev_ops->vdev_op_leaf) {
-		if (*n < max) {
-			zl_leaf_t *l = &out[*n];
-			vdev_stat_t vs;
-
-			memset(l, 0, sizeof (*l));
-			vdev_get_stats(vd, &vs);
-			l->guid = vd->vdev_guid;
-			l->is_log = vd->vdev_top->vdev_islog;
-			l->top = top;
-			l->write_ops = vs.vs_ops[ZIO_TYPE_WRITE];
-			l->write_bytes = vs.vs_bytes[ZIO_TYPE_WRITE];
-			l->read_ops = vs.vs_ops[ZIO_TYPE_READ];
-			l->read_bytes = vs.vs_bytes[ZIO_TYPE_READ];
-			if (vd->vdev_path != NULL)
-				(void) strlcpy(l->path, vd->vdev_path,
-				    sizeof (l->path));
-		}
+		if (*n < max)
+			zl_leaf_fill(vd, top, &out[*n]);
 		(*n)++;
 		return;
 	}
@@ -473,6 +547,14 @@ zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max)
 
 	spa_config_enter(spa, SCL_VDEV, FTAG, RW_READER);
 	zl_walk_leaves(spa->spa_root_vdev, 0, out, max, &n);
+	/* Cache devices are auxiliary: not children of the root vdev. */
+	for (int c = 0; c < spa->spa_l2cache.sav_count; c++, n++) {
+		if (n < max) {
+			zl_leaf_fill(spa->spa_l2cache.sav_vdevs[c],
+			    spa->spa_root_vdev->vdev_children + c, &out[n]);
+			out[n].is_cache = 1;
+		}
+	}
 	spa_config_exit(spa, SCL_VDEV, FTAG);
 	return (n);
 }

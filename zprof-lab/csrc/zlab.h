@@ -31,6 +31,8 @@ typedef struct zl_leaf {
 	uint64_t guid;
 	uint32_t is_log;
 	uint32_t top;		/* index of the top-level vdev */
+	uint32_t is_cache;	/* a cache device (L2ARC), not in the vdev tree */
+	uint32_t reserved;
 	uint64_t write_ops, write_bytes, read_ops, read_bytes;
 	char path[1024];
 } zl_leaf_t;
@@ -61,7 +63,30 @@ typedef struct zl_counters {
 	uint64_t leaf_flushes;		/* zfs_file_fsync() calls of file vdevs (leaf cache flushes) */
 } zl_counters_t;
 
-int zl_init(const char *config_path, char *err, size_t errlen);
+/*
+ * The ARC's statistics, read from the sums ZFS keeps (libzpool has no kstats):
+ * counters since the process started, sizes now. iohits is 0 before 2.2.
+ */
+typedef struct zl_arc_stats {
+	uint64_t hits, iohits, misses;
+	uint64_t demand_data_hits, demand_data_misses;
+	uint64_t demand_metadata_hits, demand_metadata_misses;
+	uint64_t prefetch_data_hits, prefetch_data_misses;
+	uint64_t prefetch_metadata_hits, prefetch_metadata_misses;
+	uint64_t l2_hits, l2_misses, l2_read_bytes, l2_write_bytes;
+	uint64_t l2_size;	/* logical bytes held by cache devices */
+	uint64_t size, c, c_max;
+} zl_arc_stats_t;
+
+/*
+ * arc_max: cap the ARC at this many bytes (0: ZFS's default, half of the
+ * host's memory); the floor is set to half of it, as ZFS only takes a
+ * maximum above its floor. l2arc_fast: feed cache devices without the
+ * kernel's headroom and prefetch limits, so a short run warms them.
+ */
+int zl_init(const char *config_path, uint64_t arc_max, int l2arc_fast,
+    char *err, size_t errlen);
+void zl_arc_stats(zl_arc_stats_t *out);
 void zl_fini(void);
 void zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush, zl_done_hook_t done);
 void zl_get_counters(zl_counters_t *out);
@@ -70,11 +95,13 @@ void zl_txg_mark(void);
 /*
  * Create and open a pool: ngroups top-level vdevs of `width` files each
  * (group_type "file" needs width 1; "mirror"; "raidz" with nparity), plus
- * nlogs log vdevs (one file each). paths has ngroups*width entries.
+ * nlogs log vdevs (one file each) and ncache cache devices (L2ARC, one
+ * file each). paths has ngroups*width entries.
  */
 int zl_pool_create(const char *name, const char *group_type, int nparity,
     int width, int ngroups, const char *const *paths, uint64_t ashift,
-    const char *const *log_paths, int nlogs, zl_pool_t **out,
+    const char *const *log_paths, int nlogs,
+    const char *const *cache_paths, int ncache, zl_pool_t **out,
     char *err, size_t errlen);
 int zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max);
 void zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out);

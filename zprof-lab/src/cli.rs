@@ -76,6 +76,13 @@ pub struct PoolArgs {
     /// Model of the log vdevs (same syntax).
     #[arg(long, default_value = "ssd", value_parser = parse_model)]
     pub log_model: ModelParams,
+    /// Number of cache devices (L2ARC), each one file; fed without the kernel's
+    /// headroom and prefetch limits so that a short run warms them.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub caches: u32,
+    /// Model of the cache devices (same syntax).
+    #[arg(long, default_value = "ssd", value_parser = parse_model)]
+    pub cache_model: ModelParams,
     /// Block size of the data objects (a zvol's volblocksize): 512..1M, power of two.
     #[arg(long, default_value = "8k", value_parser = parse_volblocksize)]
     pub volblocksize: u64,
@@ -94,6 +101,9 @@ pub struct PoolArgs {
     /// Dataset primarycache: all, metadata (data reads always reach the vdevs), none.
     #[arg(long, default_value = "all", value_parser = parse_primarycache)]
     pub primarycache: String,
+    /// Dataset secondarycache (what cache devices keep): all, metadata, none.
+    #[arg(long, default_value = "all", value_parser = parse_primarycache)]
+    pub secondarycache: String,
 }
 
 /// `run` options.
@@ -107,6 +117,10 @@ pub struct RunArgs {
     /// Repeat to run several jobs one after another on the same pool.
     #[arg(long = "job", required = true, value_name = "SPEC")]
     pub jobs: Vec<String>,
+    /// Cap the ARC at this size (64m or more, below half of the host's memory;
+    /// default: ZFS's, half of the host's memory). Its floor is set to half of it.
+    #[arg(long, value_parser = parse_arc_max)]
+    pub arc_max: Option<u64>,
     /// Common options.
     #[command(flatten)]
     pub common: Common,
@@ -202,6 +216,13 @@ fn parse_layout(s: &str) -> Result<Layout, OptError> {
 fn parse_model(s: &str) -> Result<ModelParams, OptError> {
     s.parse()
 }
+fn parse_arc_max(s: &str) -> Result<u64, OptError> {
+    let v = options::parse_size(s)?;
+    if v < 64 << 20 {
+        return Err(OptError(format!("ARC size {s} is below ZFS's 64M minimum")));
+    }
+    Ok(v)
+}
 fn parse_vdev_size(s: &str) -> Result<u64, OptError> {
     let v = options::parse_size(s)?;
     if v < 64 << 20 {
@@ -253,6 +274,7 @@ impl PoolArgs {
             ("sync", &self.sync),
             ("logbias", &self.logbias),
             ("primarycache", &self.primarycache),
+            ("secondarycache", &self.secondarycache),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -265,6 +287,8 @@ impl PoolArgs {
             vdev_model: self.vdev_model.clone(),
             logs: self.logs,
             log_model: self.log_model.clone(),
+            caches: self.caches,
+            cache_model: self.cache_model.clone(),
             props,
             volblocksize: self.volblocksize,
         }
@@ -289,6 +313,7 @@ impl RunArgs {
             dir: self.common.dir.clone(),
             keep: self.common.keep,
             scenario: None,
+            arc_max: self.arc_max.unwrap_or(0),
         })
     }
 }
@@ -336,6 +361,14 @@ mod tests {
         assert!(parse(&["run", "--compression", "lz5", "--job", "rw=write"]).is_err());
         assert!(parse(&["run", "--ashift", "20", "--job", "rw=write"]).is_err());
         assert!(parse(&["run"]).is_err()); // no job
+        assert!(parse(&["run", "--arc-max", "32m", "--job", "rw=read"]).is_err(), "below ZFS's 64M minimum");
+        assert!(parse(&["run", "--caches", "9", "--job", "rw=read"]).is_err());
+        assert!(parse(&["run", "--secondarycache", "data", "--job", "rw=read"]).is_err());
+        let Command::Run(r) = parse(&["run", "--arc-max", "1g", "--caches", "2", "--job", "rw=read"]).unwrap().command else {
+            panic!()
+        };
+        let plan = r.plan().unwrap();
+        assert_eq!((plan.arc_max, plan.pools[0].0.caches), (1 << 30, 2));
         let Command::Run(r) = parse(&["run", "--job", "name=a", "--job", "name=a"]).unwrap().command else {
             panic!()
         };

@@ -33,11 +33,38 @@ pub struct ZlLeaf {
     pub guid: u64,
     pub is_log: u32,
     pub top: u32,
+    pub is_cache: u32,
+    pub reserved: u32,
     pub write_ops: u64,
     pub write_bytes: u64,
     pub read_ops: u64,
     pub read_bytes: u64,
     pub path: [c_char; 1024],
+}
+
+/// The ARC's statistics (zlab.h's zl_arc_stats_t).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ZlArcStats {
+    pub hits: u64,
+    pub iohits: u64,
+    pub misses: u64,
+    pub demand_data_hits: u64,
+    pub demand_data_misses: u64,
+    pub demand_metadata_hits: u64,
+    pub demand_metadata_misses: u64,
+    pub prefetch_data_hits: u64,
+    pub prefetch_data_misses: u64,
+    pub prefetch_metadata_hits: u64,
+    pub prefetch_metadata_misses: u64,
+    pub l2_hits: u64,
+    pub l2_misses: u64,
+    pub l2_read_bytes: u64,
+    pub l2_write_bytes: u64,
+    pub l2_size: u64,
+    pub size: u64,
+    pub c: u64,
+    pub c_max: u64,
 }
 
 /// Pool-wide space figures.
@@ -76,7 +103,8 @@ pub struct ZlCounters {
 }
 
 unsafe extern "C" {
-    pub fn zl_init(config_path: *const c_char, err: *mut c_char, errlen: usize) -> c_int;
+    pub fn zl_init(config_path: *const c_char, arc_max: u64, l2arc_fast: c_int, err: *mut c_char, errlen: usize) -> c_int;
+    pub fn zl_arc_stats(out: *mut ZlArcStats);
     pub fn zl_fini();
     pub fn zl_set_hooks(io: Option<IoHook>, flush: Option<FlushHook>, done: Option<DoneHook>);
     pub fn zl_get_counters(out: *mut ZlCounters);
@@ -91,6 +119,8 @@ unsafe extern "C" {
         ashift: u64,
         log_paths: *const *const c_char,
         nlogs: c_int,
+        cache_paths: *const *const c_char,
+        ncache: c_int,
         out: *mut *mut ZlPool,
         err: *mut c_char,
         errlen: usize,

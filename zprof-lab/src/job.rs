@@ -229,6 +229,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let account0 = pool.account();
     let leaves0 = pool.leaf_stats();
     let c0 = lab::counters();
+    let arc0 = lab::arc_stats();
     let cpu0 = process_cpu_ns();
     let start = Instant::now();
     let results: Vec<ThreadResult> = std::thread::scope(|s| {
@@ -249,6 +250,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let cpu_ms = cpu_user_ms + (cpu1.1 - cpu0.1) as f64 / 1e6;
     drop(rings);
     let c1 = lab::counters();
+    let arc1 = lab::arc_stats();
     let leaves1 = pool.leaf_stats();
     if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
         return Err(anyhow!("job {}: {e}", spec.name));
@@ -277,6 +279,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
             LeafDelta {
                 path: b.path.clone(),
                 is_log: b.is_log,
+                is_cache: b.is_cache,
                 write_ops: d(|l| l.write_ops),
                 write_bytes: d(|l| l.write_bytes),
                 read_ops: d(|l| l.read_ops),
@@ -312,6 +315,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
         layout_bytes,
         pool: account,
+        arc: Some(crate::report::ArcDelta::between(&arc0, &arc1)),
         interrupted: lab::stop_requested(),
     })
 }

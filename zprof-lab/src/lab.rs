@@ -299,19 +299,29 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// kernel_init with a private spa_config_path, and the device-model hooks installed.
-    pub fn init(workdir: &WorkDir) -> Result<Lab> {
+    /// kernel_init with a private spa_config_path, and the device-model hooks
+    /// installed; the ARC capped at `arc_max` bytes (0: ZFS's default); cache
+    /// devices fed without the kernel's limits when `l2arc_fast`.
+    pub fn init(workdir: &WorkDir, arc_max: u64, l2arc_fast: bool) -> Result<Lab> {
         let cfg = CString::new(workdir.path().join("zpool.cache").to_string_lossy().as_bytes())?;
         model::precise_timers();
         let mut e = err_buf();
         // SAFETY: C strings live for the call; zl_init copies the path.
-        let rc = unsafe { ffi::zl_init(cfg.as_ptr(), e.as_mut_ptr(), e.len()) };
+        let rc = unsafe { ffi::zl_init(cfg.as_ptr(), arc_max, l2arc_fast as c_int, e.as_mut_ptr(), e.len()) };
         if rc != 0 {
             bail!("libzpool initialisation failed: {}", err_text(&e));
         }
         model::install();
         Ok(Lab { _private: () })
     }
+}
+
+/// The ARC's statistics now (counters since the process started).
+pub fn arc_stats() -> ffi::ZlArcStats {
+    let mut out = ffi::ZlArcStats::default();
+    // SAFETY: the out pointer is ours; the sums are read under their own locks.
+    unsafe { ffi::zl_arc_stats(&mut out) };
+    out
 }
 
 impl Drop for Lab {
@@ -338,6 +348,10 @@ pub struct PoolConfig {
     pub logs: u32,
     /// Model of the log vdevs.
     pub log_model: ModelParams,
+    /// Number of cache devices (L2ARC), each one file.
+    pub caches: u32,
+    /// Model of the cache devices.
+    pub cache_model: ModelParams,
     /// Dataset properties (`compression`, `checksum`, `sync`, `logbias`).
     pub props: BTreeMap<String, String>,
     /// Block size of data objects.
@@ -351,6 +365,8 @@ pub struct LeafStat {
     pub guid: u64,
     /// Log vdev?
     pub is_log: bool,
+    /// Cache device (L2ARC)?
+    pub is_cache: bool,
     /// Backing file.
     pub path: String,
     /// vs_ops[WRITE].
@@ -436,6 +452,9 @@ impl<'lab> Pool<'lab> {
         for i in 0..cfg.logs {
             files.push(dir.join(format!("{}-log{i}", cfg.name)));
         }
+        for i in 0..cfg.caches {
+            files.push(dir.join(format!("{}-cache{i}", cfg.name)));
+        }
         let mut pool = Pool {
             _lab: lab,
             cfg: cfg.clone(),
@@ -456,7 +475,9 @@ impl<'lab> Pool<'lab> {
             files.iter().map(|f| CString::new(f.to_string_lossy().as_bytes())).collect::<Result<_, _>>()?;
         let nd = l.data_files() as usize;
         let data: Vec<*const c_char> = cpaths[..nd].iter().map(|c| c.as_ptr()).collect();
-        let logs: Vec<*const c_char> = cpaths[nd..].iter().map(|c| c.as_ptr()).collect();
+        let nl = nd + cfg.logs as usize;
+        let logs: Vec<*const c_char> = cpaths[nd..nl].iter().map(|c| c.as_ptr()).collect();
+        let caches: Vec<*const c_char> = cpaths[nl..].iter().map(|c| c.as_ptr()).collect();
         let gtype = CString::new(match l.kind {
             GroupKind::Stripe => "file",
             GroupKind::Mirror => "mirror",
@@ -479,6 +500,8 @@ impl<'lab> Pool<'lab> {
                 cfg.ashift as u64,
                 logs.as_ptr(),
                 logs.len() as c_int,
+                caches.as_ptr(),
+                caches.len() as c_int,
                 &mut pool.p,
                 e.as_mut_ptr(),
                 e.len(),
@@ -494,7 +517,11 @@ impl<'lab> Pool<'lab> {
             .map(|lf| LeafSpec {
                 guid: lf.guid,
                 path: PathBuf::from(&lf.path),
-                params: if lf.is_log { cfg.log_model.clone() } else { cfg.vdev_model.clone() },
+                params: match (lf.is_log, lf.is_cache) {
+                    (_, true) => cfg.cache_model.clone(),
+                    (true, _) => cfg.log_model.clone(),
+                    _ => cfg.vdev_model.clone(),
+                },
             })
             .collect();
         pool.guids = leaves.iter().map(|l| l.guid).collect();
@@ -549,6 +576,7 @@ impl<'lab> Pool<'lab> {
             .map(|l| LeafStat {
                 guid: l.guid,
                 is_log: l.is_log != 0,
+                is_cache: l.is_cache != 0,
                 // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
                 path: unsafe { CStr::from_ptr(l.path.as_ptr()) }.to_string_lossy().into_owned(),
                 write_ops: l.write_ops,

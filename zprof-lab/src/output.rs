@@ -113,8 +113,12 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
-    for (name, is_log) in [("data vdevs", false), ("log vdevs", true)] {
-        let t = j.leaves.iter().filter(|l| l.is_log == is_log).fold(DeviceTimes::default(), |t, l| t.plus(&l.device));
+    for (name, is_log, is_cache) in [("data vdevs", false, false), ("log vdevs", true, false), ("cache devices", false, true)] {
+        let t = j
+            .leaves
+            .iter()
+            .filter(|l| l.is_log == is_log && l.is_cache == is_cache)
+            .fold(DeviceTimes::default(), |t, l| t.plus(&l.device));
         if t.ios + t.flushes > 0 {
             let mean = |ns: u64, n: u64| if n > 0 { human_ns(ns as f64 / n as f64) } else { "-".to_owned() };
             let _ = writeln!(
@@ -137,6 +141,22 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(a.logical_used_bytes as f64),
         a.compressratio
     );
+    if let Some(arc) = &j.arc {
+        let _ = writeln!(
+            out,
+            "  arc: hits={} iohits={} misses={} (l2 hits={} misses={}) demand data hits={} misses={}; size={} c_max={} l2_size={}",
+            arc.hits,
+            arc.iohits,
+            arc.misses,
+            arc.l2_hits,
+            arc.l2_misses,
+            arc.demand_data_hits,
+            arc.demand_data_misses,
+            human_bytes(arc.size as f64),
+            human_bytes(arc.c_max as f64),
+            human_bytes(arc.l2_size as f64)
+        );
+    }
     out
 }
 

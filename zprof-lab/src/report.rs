@@ -160,6 +160,9 @@ pub struct LeafDelta {
     pub path: String,
     /// True for a log vdev.
     pub is_log: bool,
+    /// True for a cache device (L2ARC).
+    #[serde(default)]
+    pub is_cache: bool,
     /// Writes issued to the leaf.
     pub write_ops: u64,
     /// Bytes written to the leaf.
@@ -235,8 +238,73 @@ pub struct JobReport {
     pub layout_bytes: u64,
     /// The pool it ran on, with its accounting at the end of the job.
     pub pool: PoolAccount,
+    /// The ARC during the job, from ZFS's own statistics (absent in older reports).
+    #[serde(default)]
+    pub arc: Option<ArcDelta>,
     /// True when a signal cut the job short.
     pub interrupted: bool,
+}
+
+/// The ARC during one job, from ZFS's statistics (arcstats' sums): the
+/// counters' change from the job's start to the end of its job-end sync, and
+/// the sizes at the end. The ARC serves the whole process: ZFS's own reads
+/// (metadata, prefetch) count with the job's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ArcDelta {
+    /// Reads served by the ARC (arcstats hits).
+    pub hits: u64,
+    /// Reads that found their block being read (iohits; 2.2 and later).
+    pub iohits: u64,
+    /// Reads the ARC missed (served by a cache device or the disks).
+    pub misses: u64,
+    /// Of the misses, reads served by a cache device (l2_hits).
+    pub l2_hits: u64,
+    /// Of the misses, reads a cache device could not serve (l2_misses).
+    pub l2_misses: u64,
+    /// Demand reads of data: hits and misses.
+    pub demand_data_hits: u64,
+    /// See demand_data_hits.
+    pub demand_data_misses: u64,
+    /// Prefetch reads (data and metadata): hits and misses.
+    pub prefetch_hits: u64,
+    /// See prefetch_hits.
+    pub prefetch_misses: u64,
+    /// Bytes read from and written to cache devices.
+    pub l2_read_bytes: u64,
+    /// See l2_read_bytes.
+    pub l2_write_bytes: u64,
+    /// Logical bytes held by cache devices at the end.
+    pub l2_size: u64,
+    /// ARC size, target and maximum at the end, in bytes.
+    pub size: u64,
+    /// See size.
+    pub c: u64,
+    /// See size.
+    pub c_max: u64,
+}
+
+impl ArcDelta {
+    /// The change from `a` to `b`, with `b`'s sizes.
+    pub fn between(a: &crate::ffi::ZlArcStats, b: &crate::ffi::ZlArcStats) -> ArcDelta {
+        let d = |f: fn(&crate::ffi::ZlArcStats) -> u64| f(b).saturating_sub(f(a));
+        ArcDelta {
+            hits: d(|s| s.hits),
+            iohits: d(|s| s.iohits),
+            misses: d(|s| s.misses),
+            l2_hits: d(|s| s.l2_hits),
+            l2_misses: d(|s| s.l2_misses),
+            demand_data_hits: d(|s| s.demand_data_hits),
+            demand_data_misses: d(|s| s.demand_data_misses),
+            prefetch_hits: d(|s| s.prefetch_data_hits + s.prefetch_metadata_hits),
+            prefetch_misses: d(|s| s.prefetch_data_misses + s.prefetch_metadata_misses),
+            l2_read_bytes: d(|s| s.l2_read_bytes),
+            l2_write_bytes: d(|s| s.l2_write_bytes),
+            l2_size: b.l2_size,
+            size: b.size,
+            c: b.c,
+            c_max: b.c_max,
+        }
+    }
 }
 
 /// Process-wide totals.
@@ -259,6 +327,10 @@ pub struct Totals {
     /// Leaf cache flushes (zfs_file_fsync calls of file vdevs) in the whole process.
     #[serde(default)]
     pub leaf_flushes: u64,
+    /// The ARC over the whole process (its statistics start at zero with
+    /// it), pools exported: what a tracer of the whole run sees.
+    #[serde(default)]
+    pub arc: Option<ArcDelta>,
 }
 
 /// Latency summary of a histogram of nanoseconds.

@@ -22,6 +22,8 @@ pub struct Plan {
     pub keep: bool,
     /// Scenario name for the report.
     pub scenario: Option<String>,
+    /// ARC cap in bytes (0: ZFS's default, half of the host's memory).
+    pub arc_max: u64,
 }
 
 /// Failure of a run: bad input (exit 2) or a runtime error (exit 1), with
@@ -63,7 +65,8 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
         interrupted: false,
         checks: Vec::new(),
     };
-    let lab = match Lab::init(&workdir) {
+    let l2arc_fast = plan.pools.iter().any(|(cfg, _)| cfg.caches > 0);
+    let lab = match Lab::init(&workdir, plan.arc_max, l2arc_fast) {
         Ok(l) => l,
         Err(error) => return Err(RunError::Runtime { error, partial: Box::new(report) }),
     };
@@ -103,6 +106,7 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
         }
     }
     let c = lab::counters();
+    let arc = crate::report::ArcDelta::between(&Default::default(), &lab::arc_stats());
     drop(lab); // kernel_fini
     report.totals = Totals {
         zil_commits_lab: c.lab_zil_commits,
@@ -112,6 +116,7 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
         host_fsyncs: c.host_fsyncs,
         leaf_ios_queued: c.leaf_ios_queued,
         leaf_flushes: c.leaf_flushes,
+        arc: Some(arc),
     };
     report.interrupted = lab::stop_requested();
     drop(workdir);

@@ -127,6 +127,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                 vdev_model: hdd,
                 logs: 0,
                 log_model: ssd.clone(),
+                caches: 0,
+                cache_model: ssd.clone(),
                 props: props(&[("compression", a.compression.as_deref().unwrap_or("off"))]),
                 // Every 4k write is a whole block: no read-modify-write.
                 volblocksize: 4096,
@@ -164,6 +166,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                         vdev_model: data_model.clone().unwrap_or_else(|| ModelParams::defaults(ModelKind::Ssd)),
                         logs: 0,
                         log_model: ssd.clone(),
+                caches: 0,
+                cache_model: ssd.clone(),
                         props: props(&[("compression", c)]),
                         volblocksize: 128 << 10,
                     };
@@ -194,6 +198,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                         vdev_model: hdd.clone(),
                         logs: 0,
                         log_model: ssd.clone(),
+                caches: 0,
+                cache_model: ssd.clone(),
                         // primarycache=metadata: every 4k read reaches the disks, as it
                         // would on a volume much larger than the ARC.
                         props: props(&[("compression", comp), ("primarycache", "metadata")]),
@@ -209,7 +215,7 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
         }
         Scenario::All => Vec::new(),
     };
-    Plan { pools, dir: a.common.dir.clone(), keep: a.common.keep, scenario: Some(name.report_name()) }
+    Plan { pools, dir: a.common.dir.clone(), keep: a.common.keep, scenario: Some(name.report_name()), arc_max: 0 }
 }
 
 /// A job's IOPS of its main direction.
@@ -598,6 +604,7 @@ mod tests {
             logical_used_delta_bytes: 0,
             layout_bytes: 0,
             pool: PoolAccount { name: pool.into(), ..Default::default() },
+            arc: None,
             interrupted: false,
         }
     }

@@ -140,6 +140,9 @@ const TX_ASSIGN_SKIPPED: &str =
 const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes; a count alone would still cost 0.8 us, \
      1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
 
+const ARC_READ_SKIPPED: &str = "a probe pair per ARC read (hundreds of thousands a second when the ARC serves a workload); \
+     spa_read_history_add counts each read by path with one probe; --full-timing times hits and waited misses";
+
 /// A request-layer point (kernel only: libzpool has neither the ZPL nor zvols).
 const fn request_point(function: &'static str, entry: &'static str, ret: Option<&'static str>, role: Role) -> ProbePoint {
     ProbePoint { group: "requests", function, entry, ret, targets: Kernel, role, flush_mode: None, kernel_gain: None }
@@ -164,6 +167,15 @@ pub const POINTS: &[ProbePoint] = &[
     point("compression", "zfs_zstd_compress", "zstd_entry", Some("zstd_return"), Both, Primary),
     point("compression", "lz4_compress_zfs", "lz4_entry", Some("lz4_return"), Both, Primary),
     point("reads", "zio_read", "block_read_entry", None, Both, Primary),
+    // Where the ARC served each block from: counted where every arc_read
+    // ends (its flags by value), the path from the block read it issued.
+    point("reads", "spa_read_history_add", "arc_read_end_entry", None, Both, Primary),
+    point("reads", "zio_read_phys", "arc_l2_read_entry", None, Both, Primary),
+    // Reads of blocks whose buffers the dbuf layer holds: ZFS's other hits.
+    point("reads", "arc_buf_access", "arc_held_hit_entry", None, Both, Primary),
+    // Timed (libzpool, --full-timing): arc_flags is a stack argument, read
+    // through the entry's stack pointer, not yet checked under kprobes.
+    point("reads", "arc_read", "arc_read_entry", Some("arc_read_return"), Libzpool, PerOp(Skip(ARC_READ_SKIPPED))),
     point("compression", "zio_decompress_data", "decompress_entry", Some("decompress_return"), Both, Primary),
     point("checksum", "zio_checksum_compute", "checksum_entry", Some("checksum_return"), Both, PerOp(Skip(CHECKSUM_SKIPPED))),
     point("checksum", "zio_checksum_error", "verify_entry", Some("verify_return"), Both, Primary),

@@ -771,6 +771,9 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     let latency = if path.timed { format!(", p50 {}, mean {}", format_ns(reads.p50_ns), format_ns(reads.mean_ns as u64)) } else { String::new() };
     let mut evidence = vec![format!("{} reads of {} on average{latency}", format_count(reads.count as f64), format_bytes(path.read_bytes()))];
     evidence.push(read_reach_line(&path));
+    if let Some(arc) = &path.arc {
+        evidence.push(arc_split_line(arc));
+    }
     evidence.push(format!(
         "per read: device {} ({:.2} blocks x (slowest of {} leaf reads {} + queue {})), decompression + checksum verification {}",
         format_ns(path.device_per_read_ns as u64),
@@ -796,7 +799,12 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     // Untimed reads (counted at entry): their time is at least what they
     // waited for the devices.
     let read_ns = if path.timed { reads.total_ns as f64 } else { reads.count as f64 * path.device_per_read_ns };
-    let mut missing = vec!["ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart".to_owned()];
+    let mut missing = match path.arc {
+        None => vec!["ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart".to_owned()],
+        Some(_) => vec!["ARC reads count every block read, the workload's, prefetch and ZFS's metadata alike; on 2.1 a read \
+             that finds its block being read without waiting counts as a hit (2.2 and later: in flight)"
+            .to_owned()],
+    };
     if path.blocks.is_none() {
         missing.push("blocks read from disk (zio_read) were not probed: each leaf read is taken as its own block".into());
     }
@@ -818,8 +826,20 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
             ("fan_out".into(), path.fan_out as f64),
             ("device_per_read_ns".into(), path.device_per_read_ns),
             ("cpu_per_read_ns".into(), path.cpu_per_read_ns),
+
             ("read_amplification".into(), amplification),
-        ],
+        ]
+        .into_iter()
+        .chain(path.arc.iter().flat_map(|arc| {
+            let all = arc.all();
+            [
+                ("arc_hits".into(), all.hit as f64),
+                ("arc_misses".into(), (all.l2 + all.disk) as f64),
+                ("arc_l2_hits".into(), all.l2 as f64),
+                ("arc_in_flight".into(), all.in_flight as f64),
+            ]
+        }))
+        .collect(),
     });
 }
 
@@ -880,6 +900,24 @@ fn read_reach_line(path: &crate::read_path::ReadPath) -> String {
         path.fan_out,
         path.blocks_per_read
     )
+}
+
+/// Where the ARC served block reads from, demand and prefetch apart.
+fn arc_split_line(arc: &crate::read_path::ArcSplit) -> String {
+    let share = |part: u64, all: u64| if all == 0 { "0%".to_owned() } else { pct(part as f64 / all as f64) };
+    let paths = |p: &crate::read_path::ArcPaths| {
+        let all = p.total();
+        format!(
+            "{}: {} hit ({} on held buffers), {} in flight, {} L2ARC, {} disk",
+            format_count(all as f64),
+            share(p.hit, all),
+            share(p.held, all),
+            share(p.in_flight, all),
+            share(p.l2, all),
+            share(p.disk, all)
+        )
+    };
+    format!("ARC reads (arc_read), demand {}; prefetch {}", paths(&arc.demand), paths(&arc.prefetch))
 }
 
 /// Renders findings as text.

@@ -54,6 +54,81 @@ pub struct ReadPath {
     pub device_per_read_ns: f64,
     /// Decompression and checksum verification per read, ns.
     pub cpu_per_read_ns: f64,
+    /// Where the ARC served block reads from, when arc_read was probed.
+    pub arc: Option<ArcSplit>,
+}
+
+/// ARC reads by where they were served from (arc_read, all readers: the
+/// workload's, prefetch, ZFS's own metadata reads), as ZFS's arcstats count
+/// them: hits, misses (L2ARC hits and disk reads together), L2ARC hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ArcSplit {
+    /// Demand reads: found in the ARC, found in flight, from a cache device, from disk.
+    pub demand: ArcPaths,
+    /// Prefetch reads, the same way.
+    pub prefetch: ArcPaths,
+}
+
+/// Reads per path.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ArcPaths {
+    /// Served by the ARC.
+    pub hit: u64,
+    /// Of the hits, on buffers the dbuf layer held (no arc_read).
+    pub held: u64,
+    /// Found a read of the block in flight.
+    pub in_flight: u64,
+    /// Read from a cache device.
+    pub l2: u64,
+    /// Read from the pool's disks.
+    pub disk: u64,
+}
+
+impl ArcPaths {
+    /// Every read of this kind.
+    pub fn total(&self) -> u64 {
+        self.hit + self.in_flight + self.l2 + self.disk
+    }
+
+    fn add(&mut self, class: u32, count: u64) {
+        use zprof_common::arc_read_class as c;
+        if class & c::HELD != 0 {
+            self.held += count;
+        }
+        match class & c::PATH {
+            c::HIT => self.hit += count,
+            c::IN_FLIGHT => self.in_flight += count,
+            c::L2 => self.l2 += count,
+            _ => self.disk += count,
+        }
+    }
+}
+
+impl ArcSplit {
+    /// The split of `rec`'s arc_read rows, or `None` when arc_read was not probed.
+    pub fn measure(rec: &Recording) -> Option<ArcSplit> {
+        use zprof_common::arc_read_class as c;
+        if !rec.probes.iter().any(|p| (p.function == "arc_read" || p.function == "spa_read_history_add") && p.attached) {
+            return None;
+        }
+        let mut split = ArcSplit::default();
+        for row in pick(rec, Stage::ArcRead, None, None) {
+            let paths = if row.class & c::PREFETCH != 0 { &mut split.prefetch } else { &mut split.demand };
+            paths.add(row.class, row.count);
+        }
+        Some(split)
+    }
+
+    /// Every ARC read.
+    pub fn all(&self) -> ArcPaths {
+        ArcPaths {
+            hit: self.demand.hit + self.prefetch.hit,
+            held: self.demand.held + self.prefetch.held,
+            in_flight: self.demand.in_flight + self.prefetch.in_flight,
+            l2: self.demand.l2 + self.prefetch.l2,
+            disk: self.demand.disk + self.prefetch.disk,
+        }
+    }
 }
 
 impl ReadPath {
@@ -89,6 +164,7 @@ impl ReadPath {
             .map(|s| summarize(pick(rec, *s, None, None)).total_ns as f64)
             .sum::<f64>();
         Some(ReadPath {
+            arc: ArcSplit::measure(rec),
             cpu_per_read_ns: cpu / reads.count as f64,
             reads,
             timed,

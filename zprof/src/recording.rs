@@ -414,6 +414,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::SyncWriteCycle => "sync_write_cycle",
         Stage::ZilTimeoutWait => "zil_timeout_wait",
         Stage::BlockRead => "block_read",
+        Stage::ArcRead => "arc_read",
     }
 }
 

@@ -82,6 +82,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::Lz4Compress => "  lz4 (inside)",
         Stage::Decompress => "decompress",
         Stage::BlockRead => "blocks read",
+        Stage::ArcRead => "arc read",
         Stage::ChecksumCompute => "checksum",
         Stage::ChecksumVerify => "checksum verify",
         Stage::VdevQueue => "vdev queue wait",

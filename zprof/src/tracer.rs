@@ -920,6 +920,23 @@ pub fn block_class_bytes(class: u32) -> u64 {
     1u64 << (class & 0xff).min(40)
 }
 
+/// An ARC read row's words: where it was served from, and for whom. A row
+/// counted at spa_read_history_add has no latency (its columns say so); a
+/// timed miss (--full-timing) says it was waited for.
+pub fn arc_read_class_name(class: u32) -> String {
+    use zprof_common::arc_read_class as c;
+    let path = match class & c::PATH {
+        c::HIT if class & c::HELD != 0 => "hit, held",
+        c::HIT => "hit",
+        c::IN_FLIGHT => "in flight",
+        c::L2 => "L2ARC",
+        _ => "disk",
+    };
+    let asked = if class & c::PREFETCH != 0 { " prefetch" } else { "" };
+    let waited = if class & c::PATH != c::HIT && class & c::WAITED != 0 { ", waited" } else { "" };
+    format!("{path}{asked}{waited}")
+}
+
 /// The words for a stage's class number.
 pub fn class_name(stage: Stage, class: u32) -> String {
     match stage {
@@ -931,6 +948,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
         Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
+        Stage::ArcRead => arc_read_class_name(class),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),

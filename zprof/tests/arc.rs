@@ -1,0 +1,82 @@
+//! Where the ARC served each read, as zprof counts it (spa_read_history_add
+//! with the path of the block read each arc_read issued, and arc_buf_access
+//! for buffers the dbuf layer held), against ZFS's own ARC statistics, which
+//! the lab reads from libzpool's sums: hits, misses and L2ARC hits agree
+//! within 1% on a cached, an uncached and an L2ARC-served random-read job, on
+//! each release. Needs root.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::{explain_json, lab_releases, require_root, zprof_on_lab};
+
+/// Random 4k reads of 8 MiB that the ARC holds after their first pass.
+const CACHED: &[&str] =
+    &["--layout", "raidz1:3", "--vdev-model", "ssd", "--volblocksize", "8k", "--job", "name=rr,rw=randread,bs=4k,size=8m,runtime=2"];
+
+/// The same with primarycache=metadata: every data block is read from disk.
+const UNCACHED: &[&str] = &[
+    "--layout", "raidz1:3", "--vdev-model", "ssd", "--volblocksize", "8k", "--primarycache", "metadata",
+    "--job", "name=rr,rw=randread,bs=4k,size=8m,runtime=2",
+];
+
+/// 256 MiB read at random through a 128 MiB ARC with an nvme cache device:
+/// blocks evicted from the ARC come back from the cache device once fed.
+const L2ARC: &[&str] = &[
+    "--layout", "raidz1:3", "--vdev-model", "ssd", "--caches", "1", "--cache-model", "nvme", "--arc-max", "128m",
+    "--volblocksize", "8k", "--job", "name=rr,rw=randread,bs=4k,size=256m,runtime=5",
+];
+
+fn figure(finding: &Value, name: &str) -> f64 {
+    finding["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
+        .as_f64()
+        .unwrap()
+}
+
+/// zprof's figure against the lab's count: within 1% (or 2 reads, for small counts).
+fn agrees(what: &str, zprof: f64, lab: f64) {
+    assert!((zprof - lab).abs() <= (0.01 * lab).max(2.0), "{what}: zprof {zprof} vs ZFS's {lab}");
+}
+
+fn check(dir: &Path, lab: &Path, version: &str, name: &str, args: &[&str]) -> (f64, f64, f64) {
+    let recording = dir.join(format!("{name}.json"));
+    let lab_json = zprof_on_lab("record", lab, dir, &recording, args);
+    let arc = &lab_json["totals"]["arc"];
+    let findings = explain_json(&recording, &[]);
+    let reads = findings.iter().find(|f| f["kind"] == "reads").unwrap_or_else(|| panic!("{name}: no reads finding: {findings:#?}"));
+    let (hits, misses, l2) = (figure(reads, "arc_hits"), figure(reads, "arc_misses"), figure(reads, "arc_l2_hits"));
+    eprintln!(
+        "{version} {name}: zprof hits/misses/L2ARC hits/in flight {hits}/{misses}/{l2}/{}, ZFS's {}/{}/{}/{}",
+        figure(reads, "arc_in_flight"),
+        arc["hits"],
+        arc["misses"],
+        arc["l2_hits"],
+        arc["iohits"]
+    );
+    agrees("hits", hits, arc["hits"].as_f64().unwrap());
+    agrees("misses", misses, arc["misses"].as_f64().unwrap());
+    agrees("L2ARC hits", l2, arc["l2_hits"].as_f64().unwrap());
+    if version != "2.1.11" {
+        agrees("reads found in flight (iohits)", figure(reads, "arc_in_flight"), arc["iohits"].as_f64().unwrap());
+    }
+    let line = reads["evidence"].as_array().unwrap().iter().filter_map(Value::as_str).find(|l| l.starts_with("ARC reads"));
+    assert!(line.is_some(), "{name}: the finding does not state the split: {reads:#}");
+    (hits, misses, l2)
+}
+
+#[test]
+fn arc_hits_misses_and_l2arc_hits_agree_with_zfs_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let dir = common::scratch("zprof-arc", &release.version);
+        let (hits, misses, _) = check(&dir, &release.lab, &release.version, "cached", CACHED);
+        assert!(hits > 20.0 * misses, "a cached job is served by the ARC: {hits} hits, {misses} misses");
+        let (_, misses, _) = check(&dir, &release.lab, &release.version, "uncached", UNCACHED);
+        assert!(misses > 1000.0, "primarycache=metadata: data reads miss: {misses}");
+        let (_, _, l2) = check(&dir, &release.lab, &release.version, "l2arc", L2ARC);
+        assert!(l2 > 1000.0, "a cache device serves reads once warm: {l2} L2ARC hits");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
