@@ -4,13 +4,16 @@
 # CMD's status. zprof records this script, so its vdev histograms and the
 # snapshots' difference cover the same I/Os (taken outside the recording, the
 # snapshots would also catch a txg sync that zprof missed). The ZIL's kstats
-# (DIR/zil-before.txt, zil-after.txt) count the log blocks written meanwhile.
+# (DIR/zil-before.txt, zil-after.txt) count the log blocks written meanwhile,
+# the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses.
 pool=$1 dir=$2
 shift 2
 zpool iostat -wp "$pool" > "$dir/iostat-before.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-before.txt" || exit 125
+cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-before.txt" || exit 125
 "$@"
 rc=$?
 zpool iostat -wp "$pool" > "$dir/iostat-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-after.txt" || exit 125
+cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-after.txt" || exit 125
 exit $rc

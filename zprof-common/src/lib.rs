@@ -147,7 +147,19 @@ pub enum Stage {
     /// without waiting is counted only (its data arrives on another thread).
     /// `bytes` = logical size when timed.
     ArcRead = 28,
+    /// ddt_lookup: a block's search in the dedup table (each write of a
+    /// block in a dataset with dedup, on the write pipeline's threads; frees
+    /// too), table blocks read from disk included. Its pool is unknown.
+    DdtLookup = 29,
+    /// ddt_sync: the dedup table's changes written at txg sync (inside
+    /// spa_sync; on 2.3 the log-based DDT's flush too).
+    DdtSync = 30,
 }
+
+/// Class bit of the vdev stages' rows (above type << 8 | priority): the
+/// leaf is a cache device (L2ARC), as its L2ARC reads and feed writes
+/// showed (libzpool; see zprof-ebpf's `mark_cache_vdev`).
+pub const VDEV_CACHE_DEVICE: u32 = 1 << 16;
 
 /// The class bits of an [`Stage::ArcRead`] row.
 pub mod arc_read_class {
@@ -174,7 +186,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 28] = [
+    pub const ALL: [Stage; 30] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -184,6 +196,7 @@ impl Stage {
         Stage::ZstdCompress,
         Stage::Lz4Compress,
         Stage::Decompress,
+        Stage::DdtLookup,
         Stage::BlockRead,
         Stage::ChecksumCompute,
         Stage::ChecksumVerify,
@@ -203,6 +216,7 @@ impl Stage {
         Stage::SyncWriteCycle,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
+        Stage::DdtSync,
     ];
 
     /// The stage with this number, if it is one.
@@ -253,6 +267,18 @@ impl Hist {
         max_ns: 0,
         buckets: [0; HIST_BUCKETS],
     };
+
+    /// Adds `other`'s events to this histogram.
+    pub fn add(&mut self, other: &Hist) {
+        self.count += other.count;
+        self.total_ns += other.total_ns;
+        self.bytes += other.bytes;
+        self.bytes_out += other.bytes_out;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        for (slot, v) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *slot += v;
+        }
+    }
 }
 
 /// Indexes of the per-CPU `COUNTERS` array: everything that could be lost or

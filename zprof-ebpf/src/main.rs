@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, arc_read_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, VDEV_CACHE_DEVICE, arc_read_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
@@ -603,7 +603,10 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
         return;
     }
     let guid = member_u64(zio.vd, &CONFIG.offsets.vdev_guid);
-    let class = (zio.io_type & 0xff) << 8 | (zio.priority & 0xff);
+    let mut class = (zio.io_type & 0xff) << 8 | (zio.priority & 0xff);
+    if unsafe { CACHE_VDEVS.get(&zio.vd) }.is_some() {
+        class |= VDEV_CACHE_DEVICE;
+    }
     let queue = delta.saturating_sub(delay);
     // ZIO_TYPE_WRITE at ZIO_PRIORITY_SYNC_WRITE: a log block write (or another
     // sync write) that a commit in progress may be waiting for.
@@ -1122,6 +1125,29 @@ fn block_read_entry(ctx: &ProbeContext) {
     arc_read_took(arc_read_class::DISK);
 }
 
+/// ddt_lookup(ddt_t *ddt, const blkptr_t *bp, boolean_t add_or_verify):
+/// on the thread of the write pipeline that dedups the block.
+fn ddt_lookup_entry(_ctx: &ProbeContext) {
+    if wanted(false) {
+        enter(Stage::DdtLookup, thread_id(), 0, 0, 0, 0);
+    }
+}
+
+fn ddt_lookup_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::DdtLookup, 0);
+}
+
+/// ddt_sync(spa_t *spa, uint64_t txg), inside spa_sync.
+fn ddt_sync_entry(ctx: &ProbeContext) {
+    if wanted(false) {
+        enter(Stage::DdtSync, thread_id(), 0, 0, arg(ctx, 0), 0);
+    }
+}
+
+fn ddt_sync_return(_ctx: &RetProbeContext) {
+    leave_and_record(Stage::DdtSync, 0);
+}
+
 /// ARC_FLAG_* bits of arc_read's `arc_flags` (the same in 2.1 to 2.3).
 const ARC_FLAG_WAIT: u64 = 1 << 0;
 const ARC_FLAG_PREFETCH: u64 = 1 << 2;
@@ -1144,8 +1170,7 @@ fn arc_read_entry(ctx: &ProbeContext) {
     if prop & BLKPTR_EMBEDDED != 0 {
         return;
     }
-    let sp = unsafe { (*ctx.regs).rsp };
-    let flags_ptr = read_or::<u64>(sp + 16, 0);
+    let flags_ptr = stack_arg(ctx, 8);
     let flags = read_or::<u32>(flags_ptr, 0) as u64;
     let mut class = 0u64;
     if flags & ARC_FLAG_PREFETCH != 0 {
@@ -1158,11 +1183,51 @@ fn arc_read_entry(ctx: &ProbeContext) {
     enter(Stage::ArcRead, thread_id(), class, logical, arg(ctx, 1), flags_ptr);
 }
 
-/// zio_read_phys entry: under arc_read, the block is read from a cache device.
-fn arc_l2_read_entry(_ctx: &ProbeContext) {
-    if wanted(false) {
-        arc_read_took(arc_read_class::L2);
+/// zio_read_phys(pio, vd, offset, size, data, checksum, done, private,
+/// priority, flags, boolean_t labels) entry: a read of a vdev's labels, or,
+/// without `labels`, of a cache device: under arc_read, the block is read from
+/// it. The kernel's stack arguments are not read yet (not checked under
+/// kprobes): there a label read on the thread of an arc_read that found its
+/// block in flight would count as L2ARC, and cache devices are not marked.
+fn arc_l2_read_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
     }
+    if is_kernel() {
+        arc_read_took(arc_read_class::L2);
+        return;
+    }
+    if stack_arg(ctx, 11) as u32 != 0 {
+        return;
+    }
+    arc_read_took(arc_read_class::L2);
+    mark_cache_vdev(arg(ctx, 1));
+}
+
+/// zio_write_phys(same arguments as zio_read_phys) entry, libzpool: at
+/// ZIO_PRIORITY_ASYNC_WRITE and not a label write, only the L2ARC feed
+/// writes this way (2.1 to 2.3): its vdev is a cache device.
+fn l2_feed_write_entry(ctx: &ProbeContext) {
+    const ZIO_PRIORITY_ASYNC_WRITE: u32 = 3;
+    if wanted(false) && stack_arg(ctx, 11) as u32 == 0 && stack_arg(ctx, 9) as u32 == ZIO_PRIORITY_ASYNC_WRITE {
+        mark_cache_vdev(arg(ctx, 1));
+    }
+}
+
+/// Remembers a cache device, so that its leaf I/Os get rows of their own.
+#[inline(always)]
+fn mark_cache_vdev(vd: u64) {
+    if vd != 0 && unsafe { CACHE_VDEVS.get(&vd) }.is_none() {
+        let _ = CACHE_VDEVS.insert(&vd, &1, 0);
+    }
+}
+
+/// The `n`-th integer argument (1-based, 7 or more: on the stack) at a
+/// function's first instruction, x86-64: above the return address.
+#[inline(always)]
+fn stack_arg(ctx: &ProbeContext, n: u64) -> u64 {
+    let sp = unsafe { (*ctx.regs).rsp };
+    read_or::<u64>(sp + 8 * (n - 6), 0)
 }
 
 /// Marks the path the thread's arc_read took with its first block read: in
@@ -1249,6 +1314,10 @@ fn arc_held_hit_entry(ctx: &ProbeContext) {
     let class = arc_read_class::HIT | arc_read_class::HELD | COUNT_ONLY_CLASS;
     record(&stage_key(Stage::ArcRead, class, 0, 0), 0, 0, 0);
 }
+
+/// Cache devices (vdev_t pointers) seen by `mark_cache_vdev`.
+#[map]
+static CACHE_VDEVS: HashMap<u64, u8> = HashMap::with_max_entries(256, 0);
 
 /// Per thread, the path of the block read its current arc_read issued, when
 /// arc_read is not timed (see `arc_read_took`). LRU: a zio_read outside
@@ -1377,6 +1446,9 @@ entry_programs! {
     arc_l2_read_entry_k, arc_l2_read_entry_u => arc_l2_read_entry;
     arc_read_end_entry_k, arc_read_end_entry_u => arc_read_end_entry;
     arc_held_hit_entry_k, arc_held_hit_entry_u => arc_held_hit_entry;
+    l2_feed_write_entry_k, l2_feed_write_entry_u => l2_feed_write_entry;
+    ddt_lookup_entry_k, ddt_lookup_entry_u => ddt_lookup_entry;
+    ddt_sync_entry_k, ddt_sync_entry_u => ddt_sync_entry;
     dmu_read_entry_k, dmu_read_entry_u => dmu_read_entry;
     uio_write_entry_k, uio_write_entry_u => uio_write_entry;
     uio_read_entry_k, uio_read_entry_u => uio_read_entry;
@@ -1399,6 +1471,8 @@ return_programs! {
     write_return_k, write_return_u => write_return;
     read_return_k, read_return_u => read_return;
     arc_read_return_k, arc_read_return_u => arc_read_return;
+    ddt_lookup_return_k, ddt_lookup_return_u => ddt_lookup_return;
+    ddt_sync_return_k, ddt_sync_return_u => ddt_sync_return;
 }
 
 /// task:task_newtask: new processes forked by a tracked process are tracked too.

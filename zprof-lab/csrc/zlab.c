@@ -36,6 +36,7 @@
 #include <sys/zfs_file.h>
 #include <sys/arc.h>
 #include <sys/arc_impl.h>
+#include <sys/ddt.h>
 #include <sys/fs/zfs.h>
 #include <zfeature_common.h>
 #include <dlfcn.h>
@@ -568,6 +569,8 @@ zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out)
 	out->log_alloc = metaslab_class_get_alloc(spa_log_class(spa));
 	out->dspace = spa_get_dspace(spa);
 	out->last_synced_txg = spa_last_synced_txg(spa);
+	/* From the DDT's histograms, updated at txg sync. */
+	out->dedup_ratio_x100 = ddt_get_pool_dedup_ratio(spa);
 }
 
 /*

@@ -42,6 +42,7 @@ typedef struct zl_pool_stats {
 	uint64_t log_alloc;	/* bytes allocated in the log class */
 	uint64_t dspace;	/* usable space of the pool */
 	uint64_t last_synced_txg;
+	uint64_t dedup_ratio_x100;	/* referenced / allocated of deduped blocks, x 100 */
 } zl_pool_stats_t;
 
 typedef struct zl_ds_stats {

@@ -101,6 +101,9 @@ pub struct PoolArgs {
     /// Dataset primarycache: all, metadata (data reads always reach the vdevs), none.
     #[arg(long, default_value = "all", value_parser = parse_primarycache)]
     pub primarycache: String,
+    /// Dataset dedup: off, on, verify, sha256[,verify], sha512[,verify], skein[,verify].
+    #[arg(long, default_value = "off", value_parser = parse_dedup)]
+    pub dedup: String,
     /// Dataset secondarycache (what cache devices keep): all, metadata, none.
     #[arg(long, default_value = "all", value_parser = parse_primarycache)]
     pub secondarycache: String,
@@ -216,6 +219,9 @@ fn parse_layout(s: &str) -> Result<Layout, OptError> {
 fn parse_model(s: &str) -> Result<ModelParams, OptError> {
     s.parse()
 }
+fn parse_dedup(s: &str) -> Result<String, OptError> {
+    options::check_dedup(s).map(|()| s.to_string())
+}
 fn parse_arc_max(s: &str) -> Result<u64, OptError> {
     let v = options::parse_size(s)?;
     if v < 64 << 20 {
@@ -275,6 +281,7 @@ impl PoolArgs {
             ("logbias", &self.logbias),
             ("primarycache", &self.primarycache),
             ("secondarycache", &self.secondarycache),
+            ("dedup", &self.dedup),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.clone()))

@@ -75,6 +75,7 @@ pub struct ZlPoolStats {
     pub log_alloc: u64,
     pub dspace: u64,
     pub last_synced_txg: u64,
+    pub dedup_ratio_x100: u64,
 }
 
 /// Dataset accounting (`dsl_dataset_phys_t` fields).

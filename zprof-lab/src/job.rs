@@ -95,6 +95,19 @@ pub fn data_ring(bs: u64, pct: u32, seed: u64) -> Vec<u8> {
     ring
 }
 
+/// With dedupe_percentage, the duplicate writes repeat one of this many windows.
+const DUPLICATE_WINDOWS: u64 = 16;
+
+/// Makes a write's data unique: the thread's seed and the write's number at
+/// the start of every 4 KiB (every block of 4 KiB or more then differs from
+/// every other block written).
+fn stamp(data: &mut [u8], seed: u64, n: u64) {
+    for chunk in data.chunks_mut(4096).filter(|c| c.len() >= 16) {
+        chunk[..8].copy_from_slice(&seed.to_le_bytes());
+        chunk[8..16].copy_from_slice(&n.to_le_bytes());
+    }
+}
+
 /// The window of `ring` that write number `n` uses.
 pub fn ring_window(ring: &[u8], bs: u64, n: u64) -> &[u8] {
     let windows = ring.len() as u64 / bs;
@@ -122,6 +135,7 @@ fn run_thread(
         error: None,
     };
     let mut buf = if spec.rw.reads() { vec![0u8; spec.bs as usize] } else { Vec::new() };
+    let mut unique = if spec.dedupe_percentage.is_some() { vec![0u8; spec.bs as usize] } else { Vec::new() };
     let deadline = (spec.runtime_s > 0.0).then(|| start + Duration::from_secs_f64(spec.runtime_s));
     let sync_every = spec.sync || sync_always;
     let mut writes = 0u64;
@@ -148,7 +162,15 @@ fn run_thread(
             let _ = r.rlat.record((t0.elapsed().as_nanos() as u64).max(1));
             r.rbytes += spec.bs;
         } else {
-            let data = ring_window(ring, spec.bs, writes);
+            let data = match spec.dedupe_percentage {
+                None => ring_window(ring, spec.bs, writes),
+                Some(p) if rng.below(100) < p as u64 => ring_window(ring, spec.bs, rng.below(DUPLICATE_WINDOWS)),
+                Some(_) => {
+                    unique.copy_from_slice(ring_window(ring, spec.bs, writes));
+                    stamp(&mut unique, seed, writes);
+                    &unique
+                }
+            };
             let t0 = Instant::now();
             if let Err(e) = ds.write(obj, off, data, sync_every) {
                 r.error = Some(format!("write at {off}: {}", std::io::Error::from_raw_os_error(e)));

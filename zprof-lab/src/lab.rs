@@ -622,6 +622,7 @@ impl<'lab> Pool<'lab> {
             leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
             leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
             last_synced_txg: ps.last_synced_txg,
+            dedup_ratio: ps.dedup_ratio_x100 as f64 / 100.0,
         }
     }
 

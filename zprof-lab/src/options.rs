@@ -199,6 +199,14 @@ pub fn check_logbias(v: &str) -> Result<(), OptError> {
     }
 }
 
+/// Validates the dedup property.
+pub fn check_dedup(v: &str) -> Result<(), OptError> {
+    match v {
+        "off" | "on" | "verify" | "sha256" | "sha256,verify" | "sha512" | "sha512,verify" | "skein" | "skein,verify" => Ok(()),
+        _ => err(format!("unknown dedup '{v}' (off, on, verify, sha256[,verify], sha512[,verify], skein[,verify])")),
+    }
+}
+
 /// Validates the primarycache property.
 pub fn check_primarycache(v: &str) -> Result<(), OptError> {
     match v {
@@ -281,6 +289,11 @@ pub struct JobSpec {
     pub buffer_compress_percentage: u32,
     /// Percent reads for randrw.
     pub rwmixread: u32,
+    /// fio's dedupe_percentage: with it, each write is unique (stamped) except
+    /// this percent, which repeat one of a few earlier blocks; without it the
+    /// data repeats every 4 MiB (what a pool without dedup never notices).
+    #[serde(default)]
+    pub dedupe_percentage: Option<u32>,
 }
 
 impl JobSpec {
@@ -298,6 +311,7 @@ impl JobSpec {
             sync: false,
             buffer_compress_percentage: 0,
             rwmixread: 50,
+            dedupe_percentage: None,
         };
         for kv in s.split(',').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| OptError(format!("job option '{kv}' is not key=value")))?;
@@ -340,6 +354,7 @@ impl JobSpec {
                 }
                 "buffer_compress_percentage" => j.buffer_compress_percentage = small(v)?,
                 "rwmixread" => j.rwmixread = small(v)?,
+                "dedupe_percentage" => j.dedupe_percentage = Some(small(v)?),
                 other => return err(format!("unknown job option '{other}'")),
             }
         }
@@ -365,7 +380,7 @@ impl JobSpec {
         if self.numjobs == 0 || self.numjobs > 64 {
             return err(format!("job {n}: numjobs must be 1..64"));
         }
-        if self.buffer_compress_percentage > 100 || self.rwmixread > 100 {
+        if self.buffer_compress_percentage > 100 || self.rwmixread > 100 || self.dedupe_percentage.is_some_and(|p| p > 100) {
             return err(format!("job {n}: percentages must be 0..100"));
         }
         if self.runtime_s == 0.0 && self.ios == 0 {

@@ -134,12 +134,13 @@ pub fn job_text(j: &JobReport) -> String {
     let a = &j.pool;
     let _ = writeln!(
         out,
-        "  pool: alloc={} log_alloc={} used={} logical={} compressratio={:.2}x",
+        "  pool: alloc={} log_alloc={} used={} logical={} compressratio={:.2}x dedupratio={:.2}x",
         human_bytes(a.alloc_bytes as f64),
         human_bytes(a.log_alloc_bytes as f64),
         human_bytes(a.used_bytes as f64),
         human_bytes(a.logical_used_bytes as f64),
-        a.compressratio
+        a.compressratio,
+        a.dedup_ratio
     );
     if let Some(arc) = &j.arc {
         let _ = writeln!(

@@ -151,6 +151,10 @@ pub struct PoolAccount {
     pub leaf_read_bytes: u64,
     /// Last txg synced.
     pub last_synced_txg: u64,
+    /// The pool's dedup ratio (referenced over allocated bytes of the blocks
+    /// in its dedup table; 1.00 without dedup), as of the last txg synced.
+    #[serde(default)]
+    pub dedup_ratio: f64,
 }
 
 /// Per-leaf I/O during one job.

@@ -82,6 +82,7 @@ fn job(name: &str, rw: Rw, bs: u64, size: u64, runtime_s: f64, fsync: u64, pct: 
         sync: false,
         buffer_compress_percentage: pct,
         rwmixread: 50,
+        dedupe_percentage: None,
     }
 }
 

@@ -79,11 +79,12 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("throttle", "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle"),
     ("compression", "zio_compress_data by algorithm, with the achieved ratio"),
     ("checksum", "checksums computed on write and verified on read"),
-    ("reads", "zio_read: blocks read from the disks (ARC misses, prefetch), for a read's fan-out over leaves"),
+    ("reads", "zio_read: blocks read from the disks (ARC misses, prefetch), for a read's fan-out over leaves; where the ARC served each block (hit, L2ARC, disk)"),
     ("vdev", "leaf I/O queue wait and disk time, as zpool iostat -l/-w"),
     ("flush", "cache flushes: zio_flush calls, or each leaf flush from issue to completion where they run on a taskq"),
     ("zil", "zil_commit: the fsync / O_SYNC path"),
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
+    ("dedup", "ddt_lookup per deduped block and ddt_sync per txg: what dedup costs"),
 ];
 
 /// Groups with no probe point on libzpool, and why (shown by `zprof probes`).
@@ -171,6 +172,8 @@ pub const POINTS: &[ProbePoint] = &[
     // ends (its flags by value), the path from the block read it issued.
     point("reads", "spa_read_history_add", "arc_read_end_entry", None, Both, Primary),
     point("reads", "zio_read_phys", "arc_l2_read_entry", None, Both, Primary),
+    // The L2ARC feed's writes: which leaves are cache devices (libzpool).
+    point("reads", "zio_write_phys", "l2_feed_write_entry", None, Libzpool, Primary),
     // Reads of blocks whose buffers the dbuf layer holds: ZFS's other hits.
     point("reads", "arc_buf_access", "arc_held_hit_entry", None, Both, Primary),
     // Timed (libzpool, --full-timing): arc_flags is a stack argument, read
@@ -195,6 +198,9 @@ pub const POINTS: &[ProbePoint] = &[
     kernel_static("zil", "zil_lwb_write_issue", "lwb_issue_entry", NeedsOffsets, LWB_GAIN),
     kernel_static("zil", "zil_lwb_flush_vdevs_done", "lwb_done_entry", NeedsOffsets, LWB_GAIN),
     point("txg", "spa_sync", "spa_sync_entry", Some("spa_sync_return"), Both, Primary),
+    // Dedup: called only where a dataset dedups, so free elsewhere.
+    point("dedup", "ddt_lookup", "ddt_lookup_entry", Some("ddt_lookup_return"), Both, Primary),
+    point("dedup", "ddt_sync", "ddt_sync_entry", Some("ddt_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
 ];
 

@@ -61,12 +61,15 @@ pub struct ReadPath {
 /// ARC reads by where they were served from (arc_read, all readers: the
 /// workload's, prefetch, ZFS's own metadata reads), as ZFS's arcstats count
 /// them: hits, misses (L2ARC hits and disk reads together), L2ARC hits.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArcSplit {
     /// Demand reads: found in the ARC, found in flight, from a cache device, from disk.
     pub demand: ArcPaths,
     /// Prefetch reads, the same way.
     pub prefetch: ArcPaths,
+    /// Reads of cache devices as their leaves did them (libzpool: the leaves
+    /// are known to be cache devices there), with their disk time.
+    pub cache_device_reads: Summary,
 }
 
 /// Reads per path.
@@ -111,7 +114,12 @@ impl ArcSplit {
         if !rec.probes.iter().any(|p| (p.function == "arc_read" || p.function == "spa_read_history_add") && p.attached) {
             return None;
         }
-        let mut split = ArcSplit::default();
+        let cache_reads = rec.histograms.iter().filter(|h| {
+            h.stage == crate::recording::stage_name(Stage::VdevDisk)
+                && h.class & zprof_common::VDEV_CACHE_DEVICE != 0
+                && !crate::zfs_names::io_class_is_write(h.class)
+        });
+        let mut split = ArcSplit { cache_device_reads: summarize(cache_reads), ..ArcSplit::default() };
         for row in pick(rec, Stage::ArcRead, None, None) {
             let paths = if row.class & c::PREFETCH != 0 { &mut split.prefetch } else { &mut split.demand };
             paths.add(row.class, row.count);

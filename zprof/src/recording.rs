@@ -415,6 +415,8 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ZilTimeoutWait => "zil_timeout_wait",
         Stage::BlockRead => "block_read",
         Stage::ArcRead => "arc_read",
+        Stage::DdtLookup => "ddt_lookup",
+        Stage::DdtSync => "ddt_sync",
     }
 }
 

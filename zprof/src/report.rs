@@ -83,6 +83,8 @@ fn label(stage: Stage) -> &'static str {
         Stage::Decompress => "decompress",
         Stage::BlockRead => "blocks read",
         Stage::ArcRead => "arc read",
+        Stage::DdtLookup => "dedup lookup",
+        Stage::DdtSync => "dedup table sync",
         Stage::ChecksumCompute => "checksum",
         Stage::ChecksumVerify => "checksum verify",
         Stage::VdevQueue => "vdev queue wait",

@@ -588,14 +588,7 @@ impl Session {
             let per_cpu = map.get(&key, 0)?;
             let mut sum = Hist::ZERO;
             for h in per_cpu.iter() {
-                sum.count += h.count;
-                sum.total_ns += h.total_ns;
-                sum.bytes += h.bytes;
-                sum.bytes_out += h.bytes_out;
-                sum.max_ns = sum.max_ns.max(h.max_ns);
-                for (slot, v) in sum.buckets.iter_mut().zip(h.buckets.iter()) {
-                    *slot += v;
-                }
+                sum.add(h);
             }
             out.push((key, sum));
         }
@@ -762,8 +755,7 @@ impl Session {
                 spa => names.get(&spa).cloned().unwrap_or_else(|| format!("spa@{spa:#x}")),
             }
         };
-        let mut histograms: Vec<HistRecord> = self
-            .read_histograms(|_| true)?
+        let mut histograms: Vec<HistRecord> = cache_device_rows(self.read_histograms(|_| true)?)
             .into_iter()
             .filter_map(|(key, hist)| {
                 let stage = Stage::from_u32(key.stage)?;
@@ -904,6 +896,27 @@ fn uprobe_location(object: &str, function: &str, start: u64, status: &mut ProbeS
     start + bytes as u64
 }
 
+/// Every vdev row of a leaf that some row shows to be a cache device gets the
+/// cache-device class too (its label I/O at pool creation came before its
+/// first L2ARC read or feed write marked it), rows that now share a key merged.
+fn cache_device_rows(rows: Vec<(HistKey, Hist)>) -> Vec<(HistKey, Hist)> {
+    use zprof_common::VDEV_CACHE_DEVICE;
+    let vdev_stage = |k: &HistKey| [Stage::VdevQueue, Stage::VdevDisk, Stage::VdevTotal].iter().any(|s| *s as u32 == k.stage);
+    let caches: std::collections::HashSet<(u64, u64)> =
+        rows.iter().filter(|(k, _)| vdev_stage(k) && k.class & VDEV_CACHE_DEVICE != 0).map(|(k, _)| (k.pool, k.vdev)).collect();
+    if caches.is_empty() {
+        return rows;
+    }
+    let mut merged: HashMap<HistKey, Hist> = HashMap::new();
+    for (mut key, hist) in rows {
+        if vdev_stage(&key) && caches.contains(&(key.pool, key.vdev)) {
+            key.class |= VDEV_CACHE_DEVICE;
+        }
+        merged.entry(key).or_insert(Hist::ZERO).add(&hist);
+    }
+    merged.into_iter().collect()
+}
+
 /// Class name of lz4 trials run by zstd's early abort (not lz4 compressions).
 pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";
 
@@ -920,21 +933,22 @@ pub fn block_class_bytes(class: u32) -> u64 {
     1u64 << (class & 0xff).min(40)
 }
 
-/// An ARC read row's words: where it was served from, and for whom. A row
-/// counted at spa_read_history_add has no latency (its columns say so); a
-/// timed miss (--full-timing) says it was waited for.
+/// An ARC read row's words: for whom, where it was served from (iohit: found
+/// being read, as 2.2's arcstats call it), whether a timed miss was waited for
+/// (--full-timing), and "count only" when the row has no latency.
 pub fn arc_read_class_name(class: u32) -> String {
     use zprof_common::arc_read_class as c;
     let path = match class & c::PATH {
-        c::HIT if class & c::HELD != 0 => "hit, held",
+        c::HIT if class & c::HELD != 0 => "held hit",
         c::HIT => "hit",
-        c::IN_FLIGHT => "in flight",
+        c::IN_FLIGHT => "iohit",
         c::L2 => "L2ARC",
         _ => "disk",
     };
-    let asked = if class & c::PREFETCH != 0 { " prefetch" } else { "" };
-    let waited = if class & c::PATH != c::HIT && class & c::WAITED != 0 { ", waited" } else { "" };
-    format!("{path}{asked}{waited}")
+    let asked = if class & c::PREFETCH != 0 { "prefetch " } else { "" };
+    let waited = if class & c::PATH != c::HIT && class & c::WAITED != 0 { " waited" } else { "" };
+    let counted = if class & COUNT_ONLY_CLASS != 0 { format!(" {COUNT_ONLY}") } else { String::new() };
+    format!("{asked}{path}{waited}{counted}")
 }
 
 /// The words for a stage's class number.
@@ -968,3 +982,37 @@ fn short_error(err: &anyhow::Error) -> String {
     format!("{} ... {} (run with RUST_LOG=debug for the verifier log)", lines[0], verdict.join(" | "))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_device_label_row_joins_its_cache_device_row() {
+        use zprof_common::VDEV_CACHE_DEVICE;
+        let key = |stage: Stage, class: u32, vdev: u64| HistKey { stage: stage as u32, class, pool: 7, vdev };
+        let hist = |count: u64| Hist { count, ..Hist::ZERO };
+        let sync_read = 0x100;
+        let rows = vec![
+            (key(Stage::VdevDisk, sync_read, 1), hist(18)),
+            (key(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE, 1), hist(5297)),
+            (key(Stage::VdevDisk, sync_read, 2), hist(10990)),
+            (key(Stage::ArcRead, 0, 1), hist(3)),
+        ];
+        let mut out = cache_device_rows(rows);
+        out.sort_by_key(|(k, _)| (k.stage, k.vdev, k.class));
+        let counts: Vec<(u32, u64, u32, u64)> = out.iter().map(|(k, h)| (k.stage, k.vdev, k.class, h.count)).collect();
+        assert_eq!(
+            counts,
+            vec![
+                (Stage::VdevDisk as u32, 1, sync_read | VDEV_CACHE_DEVICE, 5315),
+                (Stage::VdevDisk as u32, 2, sync_read, 10990),
+                (Stage::ArcRead as u32, 1, 0, 3),
+            ]
+        );
+        assert_eq!(class_name(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE), "sync read, cache device");
+        use zprof_common::arc_read_class as c;
+        assert_eq!(class_name(Stage::ArcRead, c::HIT | c::HELD | COUNT_ONLY_CLASS), "held hit count only");
+        assert_eq!(class_name(Stage::ArcRead, c::DISK | c::PREFETCH | c::WAITED), "prefetch disk waited");
+    }
+}

@@ -69,6 +69,11 @@ pub fn checksum(algorithm: u32) -> String {
 
 /// Name of an I/O class `io_type << 8 | priority` as used by the vdev stages.
 pub fn io_class(class: u32) -> String {
+    let name = io_class_of_any_leaf(class & !zprof_common::VDEV_CACHE_DEVICE);
+    if class & zprof_common::VDEV_CACHE_DEVICE != 0 { format!("{name}, cache device") } else { name }
+}
+
+fn io_class_of_any_leaf(class: u32) -> String {
     let io_type = class >> 8;
     let priority = class & 0xff;
     let priority_name = PRIORITY
@@ -85,7 +90,7 @@ pub fn io_class(class: u32) -> String {
 
 /// Whether an I/O class is a write (io_type WRITE).
 pub fn io_class_is_write(class: u32) -> bool {
-    class >> 8 == 2
+    (class >> 8) & 0xff == 2
 }
 
 #[cfg(test)]

@@ -63,6 +63,23 @@ fn check(dir: &Path, lab: &Path, version: &str, name: &str, args: &[&str]) -> (f
     }
     let line = reads["evidence"].as_array().unwrap().iter().filter_map(Value::as_str).find(|l| l.starts_with("ARC reads"));
     assert!(line.is_some(), "{name}: the finding does not state the split: {reads:#}");
+    // The cache device's own rows: its reads are the L2ARC hits (and a few
+    // of its header's), apart from the pool's leaves.
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    let cache_rows = |class: &str| -> u64 {
+        rec["histograms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["stage"] == "vdev_disk" && h["class_name"] == class)
+            .map(|h| h["count"].as_u64().unwrap())
+            .sum()
+    };
+    agrees("cache device sync reads", cache_rows("sync read, cache device") as f64, l2);
+    if l2 > 0.0 {
+        assert!(cache_rows("async write, cache device") > 0, "{name}: no feed writes on the cache device's rows");
+        assert!(line.unwrap().contains("cache devices read"), "{name}: {}", line.unwrap());
+    }
     (hits, misses, l2)
 }
 

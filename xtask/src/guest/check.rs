@@ -267,6 +267,10 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
     let mut line = format!(
         "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
     );
+    match compare_arc(&rec, dir) {
+        Ok(text) => write!(line, "; {text}")?,
+        Err(e) => bad.push(format!("{e:#}")),
+    }
     match variant {
         Variant::Btf | Variant::Headers => {
             for checked in [compare_iostat(&rec, dir), compare_log_blocks(&rec, dir)] {
@@ -505,17 +509,45 @@ fn bucket_differences(ours: &Pow2, theirs: &Pow2) -> String {
 /// Log blocks the ZIL issued between the two kstat snapshots
 /// (/proc/spl/kstat/zfs/zil: one per block, to the main pool or a log device).
 fn zil_blocks_issued(dir: &Path) -> anyhow::Result<u64> {
+    kstat_delta(dir, "zil", &["zil_itx_metaslab_normal_count", "zil_itx_metaslab_slog_count"])
+}
+
+/// The sum of kstat counters `stats` in DIR/KSTAT-after.txt less
+/// DIR/KSTAT-before.txt (lines `name type value`).
+fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
     let count = |name: &str| -> anyhow::Result<u64> {
         let text = std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
         let mut total = 0;
-        for stat in ["zil_itx_metaslab_normal_count", "zil_itx_metaslab_slog_count"] {
+        for stat in stats {
             let line = text.lines().find(|l| l.split_whitespace().next() == Some(stat));
             let value = line.and_then(|l| l.split_whitespace().nth(2)).and_then(|v| v.parse::<u64>().ok());
             total += value.ok_or_else(|| anyhow!("{name} has no {stat}"))?;
         }
         Ok(total)
     };
-    Ok(count("zil-after.txt")?.saturating_sub(count("zil-before.txt")?))
+    Ok(count(&format!("{kstat}-after.txt"))?.saturating_sub(count(&format!("{kstat}-before.txt"))?))
+}
+
+/// zprof's ARC reads by path against arcstats: hits (arc_read's and held
+/// buffers') and misses. zprof's window holds the kstat snapshots' (it
+/// records the script that takes them), so it may count a few more.
+fn compare_arc(rec: &Value, dir: &Path) -> anyhow::Result<String> {
+    // The path is the class's low two bits (zprof_common::arc_read_class):
+    // 0 hit, 1 found in flight, 2 L2ARC, 3 disk.
+    let count = |paths: &[u64]| -> u64 {
+        histograms(rec, "arc_read")
+            .filter(|h| paths.contains(&(h["class"].as_u64().unwrap_or(1) & 0b11)))
+            .map(|h| h["count"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (hits, misses) = (count(&[0]), count(&[2, 3]));
+    let (kstat_hits, kstat_misses) = (kstat_delta(dir, "arc", &["hits"])?, kstat_delta(dir, "arc", &["misses"])?);
+    let close = |ours: u64, theirs: u64| ours >= theirs && ours - theirs <= (theirs / 100).max(20);
+    ensure!(
+        close(hits, kstat_hits) && close(misses, kstat_misses),
+        "ARC hits/misses {hits}/{misses} differ from arcstats' {kstat_hits}/{kstat_misses}"
+    );
+    Ok(format!("ARC hits/misses {hits}/{misses}, arcstats {kstat_hits}/{kstat_misses}"))
 }
 
 /// zprof's log blocks (zil_lwb_write_issue to zil_lwb_flush_vdevs_done)

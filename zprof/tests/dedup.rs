@@ -1,0 +1,58 @@
+//! Dedup as zprof sees it: mixed 128k random I/O on a mirror of nvme models,
+//! half of the writes duplicates, with dedup on and off, on each release.
+//! With dedup, every block written is looked up in the dedup table (at least
+//! one lookup per block of a job that writes each block once) and explain
+//! names dedup's cost; without,
+//! no lookup happens and no dedup finding appears. Needs root.
+
+use serde_json::Value;
+
+mod common;
+use common::{explain_json, lab_releases, require_root, stage_count, zprof_on_lab};
+
+fn args(dedup: &str) -> Vec<&str> {
+    vec![
+        "--layout", "mirror:2", "--vdev-model", "nvme", "--volblocksize", "128k", "--dedup", dedup,
+        // Each block written once: one table lookup each.
+        "--job", "name=fill,rw=write,bs=128k,size=128m,ios=1024,dedupe_percentage=50",
+        "--job", "name=mix,rw=randrw,bs=128k,size=128m,runtime=3,numjobs=2,dedupe_percentage=50",
+    ]
+}
+
+#[test]
+fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let dir = common::scratch("zprof-dedup", &release.version);
+        for dedup in ["on", "off"] {
+            let recording = dir.join(format!("dedup-{dedup}.json"));
+            let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &args(dedup));
+            let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+            let findings = explain_json(&recording, &[]);
+            let finding = findings.iter().find(|f| f["kind"] == "dedup");
+            let lookups = stage_count(&rec, "ddt_lookup");
+            let writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
+            let ratio = lab["jobs"][0]["pool"]["dedup_ratio"].as_f64().unwrap();
+            eprintln!(
+                "{} dedup={dedup}: {writes} writes, {lookups} table lookups, pool dedup ratio {ratio:.2}; {}",
+                release.version,
+                finding.map_or("no dedup finding".to_owned(), |f| f["title"].as_str().unwrap().to_owned())
+            );
+            if dedup == "on" {
+                assert!(ratio > 1.3, "half the writes are duplicates: ratio {ratio}");
+                // The mixed job overwrites blocks within a txg (one block write
+                // for several of its writes): only the fill's writes are counted.
+                assert!(lookups >= writes, "one lookup per block written at least: {lookups} for {writes} writes");
+                let f = finding.unwrap_or_else(|| panic!("no dedup finding: {findings:#?}"));
+                let share = f["figures"].as_array().unwrap().iter().find(|x| x[0] == "ddt_sync_share").unwrap()[1].as_f64().unwrap();
+                assert!(share > 0.0 && share < 1.0, "{f:#}");
+                assert!(f["title"].as_str().unwrap().contains("of txg sync"), "{f:#}");
+            } else {
+                assert_eq!(lookups, 0, "no dataset dedups");
+                assert!(finding.is_none(), "{finding:#?}");
+                assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
+            }
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
