@@ -775,6 +775,7 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     if let Some(arc) = &path.arc {
         evidence.push(arc_split_line(arc));
     }
+    evidence.extend(l2arc_warmup_line(rec));
     evidence.push(format!(
         "per read: device {} ({:.2} blocks x (slowest of {} leaf reads {} + queue {})), decompression + checksum verification {}",
         format_ns(path.device_per_read_ns as u64),
@@ -803,7 +804,7 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     let mut missing = match &path.arc {
         None => vec!["ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart".to_owned()],
         Some(_) => vec!["ARC reads count every block read, the workload's, prefetch and ZFS's metadata alike; on 2.1 a read \
-             that finds its block being read without waiting counts as a hit (2.2 and later: in flight)"
+             that finds its block being read without waiting counts as a hit (2.2 and later: an iohit)"
             .to_owned()],
     };
     if path.blocks.is_none() {
@@ -936,10 +937,16 @@ fn read_bound(path: &crate::read_path::ReadPath, device_share: f64, cpu_share: f
         };
         (what, action.to_owned())
     } else {
-        (
-            format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0),
-            "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
-        )
+        let l2 = path.arc.as_ref().map(|a| a.all()).filter(|a| a.l2 > 0);
+        let action = match l2 {
+            Some(a) => format!(
+                "Most reads hit the ARC; cache devices served {} of the misses, the rest wait for the disks: a larger ARC, \
+                 or cache devices that hold more of the working set (see how their share grew over the run).",
+                pct(a.l2 as f64 / (a.l2 + a.disk).max(1) as f64)
+            ),
+            None => "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
+        };
+        (format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0), action)
     }
 }
 
@@ -964,13 +971,34 @@ fn read_reach_line(path: &crate::read_path::ReadPath) -> String {
     )
 }
 
+/// How the cache devices' share of the ARC's misses changed over the run
+/// (a cache device warms as the feed writes to it), from the timeline:
+/// the first third of the seconds with misses against the last third.
+fn l2arc_warmup_line(rec: &Recording) -> Option<String> {
+    let seconds: Vec<_> = rec.timeline.iter().filter(|p| p.arc_l2_hits + p.arc_disk_reads > 0).collect();
+    if seconds.len() < 3 || seconds.iter().all(|p| p.arc_l2_hits == 0) {
+        return None;
+    }
+    let third = seconds.len() / 3;
+    let share = |points: &[&crate::recording::TimelinePoint]| {
+        let l2: u64 = points.iter().map(|p| p.arc_l2_hits).sum();
+        let disk: u64 = points.iter().map(|p| p.arc_disk_reads).sum();
+        l2 as f64 / (l2 + disk).max(1) as f64
+    };
+    Some(format!(
+        "cache devices served {} of the ARC's misses in the first {third} s with misses, {} in the last {third} s (the feed warms them)",
+        pct(share(&seconds[..third])),
+        pct(share(&seconds[seconds.len() - third..]))
+    ))
+}
+
 /// Where the ARC served block reads from, demand and prefetch apart.
 fn arc_split_line(arc: &crate::read_path::ArcSplit) -> String {
     let share = |part: u64, all: u64| if all == 0 { "0%".to_owned() } else { pct(part as f64 / all as f64) };
     let paths = |p: &crate::read_path::ArcPaths| {
         let all = p.total();
         format!(
-            "{}: {} hit ({} on held buffers), {} in flight, {} L2ARC, {} disk",
+            "{}: {} hit ({} on held buffers), {} iohit, {} L2ARC, {} disk",
             format_count(all as f64),
             share(p.hit, all),
             share(p.held, all),

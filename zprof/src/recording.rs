@@ -382,6 +382,15 @@ pub struct TimelinePoint {
     pub read_bytes: u64,
     /// zil_commit calls.
     pub zil_commits: u64,
+    /// ARC reads served by the ARC (hits, held hits) in this second.
+    #[serde(default)]
+    pub arc_hits: u64,
+    /// ARC reads served by a cache device (L2ARC hits).
+    #[serde(default)]
+    pub arc_l2_hits: u64,
+    /// ARC reads served by the pool's disks.
+    #[serde(default)]
+    pub arc_disk_reads: u64,
 }
 
 /// The stable name of a stage in recordings.

@@ -289,6 +289,13 @@ impl Session {
         };
         let mut probes = Vec::new();
         let mut loaded: HashSet<String> = HashSet::new();
+        // Statistics on before anything is attached: enabling them flips a
+        // static key, whose code the kernel patches in place, inside the perf
+        // overflow path among others; patched while the sampling events fired
+        // on the other vCPU, a 6.12 guest under emulation died of a stray int3
+        // in __perf_event_overflow. (They go off last: `_stats` drops after
+        // `ebpf`, which holds the perf events.)
+        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let started_attach = Instant::now();
         let points = catalogue::POINTS.iter().filter(|p| catalogue::applies(p, kernel));
         for point in points.filter(|p| p.flush_mode.is_none_or(|mode| mode == semantics.flush_mode)) {
@@ -454,7 +461,6 @@ impl Session {
         }
         log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
         let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
-        let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         if stats.is_none() {
             warnings.push("the kernel did not enable BPF run-time statistics: zprof's own cost is not measured".into());
         }
@@ -599,7 +605,7 @@ impl Session {
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
         let mut totals = TimelinePoint::default();
-        let timeline_stages = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit].map(|s| s as u32);
+        let timeline_stages = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit, Stage::ArcRead].map(|s| s as u32);
         for (key, hist) in self.read_histograms(|k| timeline_stages.contains(&k.stage))? {
             match Stage::from_u32(key.stage) {
                 Some(Stage::WorkloadWrite) => {
@@ -611,6 +617,12 @@ impl Session {
                     totals.read_bytes += hist.bytes;
                 }
                 Some(Stage::ZilCommit) => totals.zil_commits += hist.count,
+                Some(Stage::ArcRead) => match key.class & zprof_common::arc_read_class::PATH {
+                    zprof_common::arc_read_class::HIT => totals.arc_hits += hist.count,
+                    zprof_common::arc_read_class::L2 => totals.arc_l2_hits += hist.count,
+                    zprof_common::arc_read_class::DISK => totals.arc_disk_reads += hist.count,
+                    _ => {}
+                },
                 _ => {}
             }
         }
@@ -622,6 +634,9 @@ impl Session {
             read_ops: totals.read_ops.saturating_sub(last.read_ops),
             read_bytes: totals.read_bytes.saturating_sub(last.read_bytes),
             zil_commits: totals.zil_commits.saturating_sub(last.zil_commits),
+            arc_hits: totals.arc_hits.saturating_sub(last.arc_hits),
+            arc_l2_hits: totals.arc_l2_hits.saturating_sub(last.arc_l2_hits),
+            arc_disk_reads: totals.arc_disk_reads.saturating_sub(last.arc_disk_reads),
         });
         self.last_totals = totals;
         Ok(())

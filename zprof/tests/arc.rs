@@ -79,6 +79,9 @@ fn check(dir: &Path, lab: &Path, version: &str, name: &str, args: &[&str]) -> (f
     if l2 > 0.0 {
         assert!(cache_rows("async write, cache device") > 0, "{name}: no feed writes on the cache device's rows");
         assert!(line.unwrap().contains("cache devices read"), "{name}: {}", line.unwrap());
+        let warmup = reads["evidence"].as_array().unwrap().iter().filter_map(Value::as_str).find(|l| l.starts_with("cache devices served"));
+        assert!(warmup.is_some(), "{name}: no warm-up line: {reads:#}");
+        eprintln!("  {}", warmup.unwrap());
     }
     (hits, misses, l2)
 }

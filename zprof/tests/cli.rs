@@ -102,15 +102,18 @@ fn every_libzpool_stage_attaches_on_each_release() {
         }
         for probe in doc["probes"].as_array().unwrap() {
             let function = probe["function"].as_str().unwrap();
-            // Fallbacks are not needed with offsets; the tx assign and block
-            // checksum pairs are left out by default on uprobes (--full-timing adds
-            // them). Anything else must attach.
+            // Fallbacks are not needed with offsets; the tx assign, block
+            // checksum and arc_read pairs are left out by default on uprobes
+            // (--full-timing adds them). Anything else must attach.
             match probe["reason"].as_str() {
                 None => assert!(probe["attached"].as_bool().unwrap(), "{}: {probe}", release.version),
                 Some(reason) => {
                     assert!(reason.starts_with("not needed"), "{}: {probe}", release.version);
                     assert!(
-                        matches!(function, "vdev_queue_io" | "vdev_queue_io_done" | "zio_vdev_io_bypass" | "dmu_tx_assign" | "zio_checksum_compute"),
+                        matches!(
+                            function,
+                            "vdev_queue_io" | "vdev_queue_io_done" | "zio_vdev_io_bypass" | "dmu_tx_assign" | "zio_checksum_compute" | "arc_read"
+                        ),
                         "{}: {probe}",
                         release.version
                     );
