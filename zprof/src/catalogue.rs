@@ -141,6 +141,10 @@ const TX_ASSIGN_SKIPPED: &str =
 const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes; a count alone would still cost 0.8 us, \
      1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
 
+const ARC_PATHS_SKIPPED: &str = "a uprobe per ARC read and per access to a buffer the dbuf layer holds (several per write: \
+     with them the lab's sync writes lost up to a fifth of their rate and the SLOG what-if overshot 2.3's by 68%); \
+     --full-timing counts where the ARC served each block (the kernel always does)";
+
 const ARC_READ_SKIPPED: &str = "a probe pair per ARC read (hundreds of thousands a second when the ARC serves a workload); \
      spa_read_history_add counts each read by path with one probe; --full-timing times hits and waited misses";
 
@@ -170,12 +174,12 @@ pub const POINTS: &[ProbePoint] = &[
     point("reads", "zio_read", "block_read_entry", None, Both, Primary),
     // Where the ARC served each block from: counted where every arc_read
     // ends (its flags by value), the path from the block read it issued.
-    point("reads", "spa_read_history_add", "arc_read_end_entry", None, Both, Primary),
+    point("reads", "spa_read_history_add", "arc_read_end_entry", None, Both, PerOp(Skip(ARC_PATHS_SKIPPED))),
     point("reads", "zio_read_phys", "arc_l2_read_entry", None, Both, Primary),
     // The L2ARC feed's writes: which leaves are cache devices (libzpool).
     point("reads", "zio_write_phys", "l2_feed_write_entry", None, Libzpool, Primary),
     // Reads of blocks whose buffers the dbuf layer holds: ZFS's other hits.
-    point("reads", "arc_buf_access", "arc_held_hit_entry", None, Both, Primary),
+    point("reads", "arc_buf_access", "arc_held_hit_entry", None, Both, PerOp(Skip(ARC_PATHS_SKIPPED))),
     // Timed (libzpool, --full-timing): arc_flags is a stack argument, read
     // through the entry's stack pointer, not yet checked under kprobes.
     point("reads", "arc_read", "arc_read_entry", Some("arc_read_return"), Libzpool, PerOp(Skip(ARC_READ_SKIPPED))),

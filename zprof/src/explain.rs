@@ -802,7 +802,11 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     // waited for the devices.
     let read_ns = if path.timed { reads.total_ns as f64 } else { reads.count as f64 * path.device_per_read_ns };
     let mut missing = match &path.arc {
-        None => vec!["ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart".to_owned()],
+        None => vec![
+            "ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart \
+             (on libzpool --full-timing counts where the ARC served each block)"
+                .to_owned(),
+        ],
         Some(_) => vec!["ARC reads count every block read, the workload's, prefetch and ZFS's metadata alike; on 2.1 a read \
              that finds its block being read without waiting counts as a hit (2.2 and later: an iohit)"
             .to_owned()],

@@ -1,6 +1,6 @@
-//! Where the ARC served each read, as zprof counts it (spa_read_history_add
-//! with the path of the block read each arc_read issued, and arc_buf_access
-//! for buffers the dbuf layer held), against ZFS's own ARC statistics, which
+//! Where the ARC served each read, as zprof counts it with --full-timing on
+//! libzpool (arc_read timed, with the path of the block read each issued, and
+//! arc_buf_access for buffers the dbuf layer held), against ZFS's own ARC statistics, which
 //! the lab reads from libzpool's sums: hits, misses and L2ARC hits agree
 //! within 1% on a cached, an uncached and an L2ARC-served random-read job, on
 //! each release. Needs root.
@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, lab_releases, require_root, zprof_on_lab};
+use common::{explain_json, lab_releases, require_root, zprof_on_lab_with};
 
 /// Random 4k reads of 8 MiB that the ARC holds after their first pass.
 const CACHED: &[&str] =
@@ -42,7 +42,9 @@ fn agrees(what: &str, zprof: f64, lab: f64) {
 
 fn check(dir: &Path, lab: &Path, version: &str, name: &str, args: &[&str]) -> (f64, f64, f64) {
     let recording = dir.join(format!("{name}.json"));
-    let lab_json = zprof_on_lab("record", lab, dir, &recording, args);
+    // On libzpool the paths are counted with --full-timing (a uprobe per ARC
+    // read and per held buffer is too dear by default), which times arc_read too.
+    let lab_json = zprof_on_lab_with("record", &["--full-timing"], lab, dir, &recording, args);
     let arc = &lab_json["totals"]["arc"];
     let findings = explain_json(&recording, &[]);
     let reads = findings.iter().find(|f| f["kind"] == "reads").unwrap_or_else(|| panic!("{name}: no reads finding: {findings:#?}"));

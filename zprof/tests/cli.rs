@@ -112,7 +112,14 @@ fn every_libzpool_stage_attaches_on_each_release() {
                     assert!(
                         matches!(
                             function,
-                            "vdev_queue_io" | "vdev_queue_io_done" | "zio_vdev_io_bypass" | "dmu_tx_assign" | "zio_checksum_compute" | "arc_read"
+                            "vdev_queue_io"
+                                | "vdev_queue_io_done"
+                                | "zio_vdev_io_bypass"
+                                | "dmu_tx_assign"
+                                | "zio_checksum_compute"
+                                | "arc_read"
+                                | "spa_read_history_add"
+                                | "arc_buf_access"
                         ),
                         "{}: {probe}",
                         release.version

@@ -56,8 +56,15 @@ pub fn first_json(text: &str) -> Value {
 /// `recording`, with the lab's JSON output; checks it succeeded and returns
 /// that JSON.
 pub fn zprof_on_lab(mode: &str, lab: &Path, dir: &Path, recording: &Path, args: &[&str]) -> Value {
+    zprof_on_lab_with(mode, &[], lab, dir, recording, args)
+}
+
+/// `zprof_on_lab` with zprof options of its own (`--full-timing`...).
+pub fn zprof_on_lab_with(mode: &str, options: &[&str], lab: &Path, dir: &Path, recording: &Path, args: &[&str]) -> Value {
     let output = zprof()
-        .args([mode, "--target", "libzpool", "--no-explain", "-o"])
+        .args([mode, "--target", "libzpool", "--no-explain"])
+        .args(options)
+        .arg("-o")
         .arg(recording)
         .arg("--")
         .arg(lab)
