@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, lab_releases, require_root, zprof_on_lab_with};
+use common::{explain_json, figure, lab_releases, require_root, zprof_on_lab_with};
 
 /// Random 4k reads of 8 MiB that the ARC holds after their first pass.
 const CACHED: &[&str] =
@@ -28,12 +28,6 @@ const L2ARC: &[&str] = &[
     "--layout", "raidz1:3", "--vdev-model", "ssd", "--caches", "1", "--cache-model", "nvme", "--arc-max", "128m",
     "--volblocksize", "8k", "--job", "name=rr,rw=randread,bs=4k,size=256m,runtime=5",
 ];
-
-fn figure(finding: &Value, name: &str) -> f64 {
-    finding["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
-        .as_f64()
-        .unwrap()
-}
 
 /// zprof's figure against the lab's count: within 1% (or 2 reads, for small counts).
 fn agrees(what: &str, zprof: f64, lab: f64) {

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, lab_releases, require_root, stage_count, zprof_on_lab};
+use common::{explain_json, figure, lab_releases, require_root, stage_count, zprof_on_lab};
 
 fn args(dedup: &str) -> Vec<&str> {
     vec![
@@ -44,7 +44,7 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
                 // for several of its writes): only the fill's writes are counted.
                 assert!(lookups >= writes, "one lookup per block written at least: {lookups} for {writes} writes");
                 let f = finding.unwrap_or_else(|| panic!("no dedup finding: {findings:#?}"));
-                let share = f["figures"].as_array().unwrap().iter().find(|x| x[0] == "ddt_sync_share").unwrap()[1].as_f64().unwrap();
+                let share = figure(f, "ddt_sync_share");
                 assert!(share > 0.0 && share < 1.0, "{f:#}");
                 assert!(f["title"].as_str().unwrap().contains("of txg sync"), "{f:#}");
             } else {

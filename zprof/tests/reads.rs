@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, lab_releases, require_root, zprof_on_lab};
+use common::{explain_json, figure, lab_releases, require_root, zprof_on_lab};
 
 /// Runs the lab under zprof (`run` or `record`) and returns the explain
 /// findings and the lab's JSON.
@@ -22,17 +22,6 @@ fn lab_reads(dir: &Path, lab: &Path, mode: &str, name: &str, args: &[&str]) -> (
 
 fn reads_finding(findings: &[Value]) -> &Value {
     findings.iter().find(|f| f["kind"] == "reads").unwrap_or_else(|| panic!("no reads finding: {findings:#?}"))
-}
-
-fn figure(finding: &Value, name: &str) -> f64 {
-    finding["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f[0] == name)
-        .unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
-        .as_f64()
-        .unwrap()
 }
 
 /// Random 4k reads on an 8-wide raidz3 of hdds with a 1M volblocksize and

@@ -56,11 +56,10 @@ fn a_zvol_written_in_pieces_of_its_blocks_is_named_with_the_reads_it_cost() {
     let findings: Value = serde_json::from_str(&run(&["explain", "--format", "json"], "guest-2.1.11-zvol-rmw.json")).unwrap();
     let rmw = findings.as_array().unwrap().iter().find(|f| f["kind"] == "zvol_read_modify_write").expect("no read-modify-write finding");
     assert!(rmw["title"].as_str().unwrap().contains("read-modify-write"));
-    let figure = |name: &str| rmw["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap()[1].as_f64().unwrap();
     let read: u64 = recording["histograms"].as_array().unwrap().iter().filter(|h| h["stage"] == "block_read").map(|h| h["bytes"].as_u64().unwrap()).sum();
     let written: u64 = recording["requests"].as_array().unwrap().iter().filter(|r| r["op"] == "write").map(|r| r["bytes"].as_u64().unwrap()).sum();
-    assert!((figure("read_bytes_per_written_byte") - read as f64 / written as f64).abs() < 1e-9);
-    assert_eq!(figure("volblocksize"), 65536.0);
+    assert!((common::figure(rmw, "read_bytes_per_written_byte") - read as f64 / written as f64).abs() < 1e-9);
+    assert_eq!(common::figure(rmw, "volblocksize"), 65536.0);
     assert!(rmw["action"].as_str().unwrap().contains("volblocksize=4k"), "{}", rmw["action"]);
 }
 

@@ -85,6 +85,13 @@ pub fn explain_json(recording: &Path, extra: &[&str]) -> Vec<Value> {
     serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
 }
 
+/// A finding's figure by name (explain's JSON: `figures` as [name, value] pairs).
+pub fn figure(finding: &Value, name: &str) -> f64 {
+    finding["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
+        .as_f64()
+        .unwrap()
+}
+
 /// Events of a stage in a recording, over every class, pool and vdev.
 pub fn stage_count(recording: &Value, stage: &str) -> u64 {
     stage_field(recording, stage, "count")
