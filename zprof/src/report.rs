@@ -161,7 +161,13 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         recording.histograms.iter().map(|h| h.pool.as_str()).filter(|p| !p.is_empty()).collect();
     let per_pool = pools.len() > 1;
     let mut rows = Vec::new();
+    // ddt_sync runs at every txg even where no dataset dedups: its row says
+    // something only beside the lookups.
+    let dedups = recording.histograms.iter().any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
     for stage in Stage::ALL {
+        if stage == Stage::DdtSync && !dedups {
+            continue;
+        }
         let name = stage_name(stage);
         let of_stage: Vec<_> = recording.histograms.iter().filter(|h| h.stage == name).collect();
         // Rows by class name: classes that differ only in what the name does not

@@ -31,6 +31,10 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
             let findings = explain_json(&recording, &[]);
             let finding = findings.iter().find(|f| f["kind"] == "dedup");
             let lookups = stage_count(&rec, "ddt_lookup");
+            // ddt_sync runs at every txg, dedup or not: the report shows it only beside lookups.
+            let report = common::zprof().arg("report").arg(&recording).output().unwrap();
+            let shows_table_sync = String::from_utf8_lossy(&report.stdout).contains("dedup table sync");
+            assert_eq!(shows_table_sync, dedup == "on", "dedup={dedup}: the dedup table sync row");
             let writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
             let ratio = lab["jobs"][0]["pool"]["dedup_ratio"].as_f64().unwrap();
             eprintln!(
