@@ -116,7 +116,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub pool: PoolArgs,
     /// A job, fio-style: name=N,rw=write|randwrite|read|randread|randrw,bs=4k,size=1g,
-    /// runtime=5s,ios=N,numjobs=N,fsync=N,sync=0|1,buffer_compress_percentage=P,rwmixread=P.
+    /// runtime=5s,ios=N,numjobs=N,fsync=N,sync=0|1,buffer_compress_percentage=P,rwmixread=P,
+    /// dedupe_percentage=P, warmup=N (sequential read passes before a read job).
     /// Repeat to run several jobs one after another on the same pool.
     #[arg(long = "job", required = true, value_name = "SPEC")]
     pub jobs: Vec<String>,

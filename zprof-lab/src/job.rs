@@ -195,6 +195,15 @@ fn run_thread(
 /// empties the ARC so that the reads reach the (emulated) disks. Returns the
 /// bytes written.
 fn lay_out(pool: &Pool, objs: &[c_int], size: u64, pct: u32) -> Result<u64> {
+    // Unmeasured, and where the blocks land does not depend on the timing.
+    struct ModelsBack;
+    impl Drop for ModelsBack {
+        fn drop(&mut self) {
+            crate::model::suspend(false);
+        }
+    }
+    crate::model::suspend(true);
+    let _back = ModelsBack;
     let ds = pool.dataset();
     let chunk = (1u64 << 20).min(size);
     let mut rng = Rng::new(42);
@@ -216,6 +225,53 @@ fn lay_out(pool: &Pool, objs: &[c_int], size: u64, pct: u32) -> Result<u64> {
     Ok(written)
 }
 
+/// Reads each object sequentially `passes` times, the objects interleaved,
+/// then (with cache devices) waits up to 3 s for the L2ARC feed to write out
+/// what the ARC still holds. The lab feeds every 20 ms while there is much
+/// to write (see zl_init), which keeps up with the reads. Returns how long
+/// it took.
+fn warm_up(pool: &Pool, objs: &[c_int], size: u64, passes: u32) -> Result<Duration> {
+    let start = Instant::now();
+    let chunk = (1u64 << 20).min(size);
+    let mut buf = vec![0u8; chunk as usize];
+    let ds = pool.dataset();
+    // A chunk of each object in turn: one object after another, the ARC
+    // would end up holding only the last ones, and the threads on them would
+    // hit while the others missed.
+    for _ in 0..passes {
+        let mut off = 0;
+        while off < size && !lab::stop_requested() {
+            let len = chunk.min(size - off) as usize;
+            for &o in objs {
+                ds.read(o, off, &mut buf[..len])
+                    .map_err(|e| anyhow!("warming up: {}", std::io::Error::from_raw_os_error(e)))?;
+            }
+            off += len as u64;
+        }
+    }
+    if pool.config().caches > 0 {
+        wait_for_feed();
+    }
+    Ok(start.elapsed())
+}
+
+/// Waits until the L2ARC feed has not written for a whole feed interval
+/// (1 s), or 3 s pass.
+fn wait_for_feed() {
+    let written = || lab::arc_stats().l2_write_bytes;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut last = (written(), Instant::now());
+    while Instant::now() < deadline && !lab::stop_requested() {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = written();
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > Duration::from_millis(1100) {
+            return;
+        }
+    }
+}
+
 /// CPU time of the whole process so far (all threads), in ns: (user, system).
 pub fn process_cpu_ns() -> (u64, u64) {
     // SAFETY: getrusage writes into the struct we own.
@@ -232,8 +288,13 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     for _ in 0..spec.numjobs {
         objs.push(ds.create_object(pool.config().volblocksize)?);
     }
+    let mut warmup = Duration::ZERO;
     let layout_bytes = if spec.rw.reads() {
-        lay_out(pool, &objs, spec.size, spec.buffer_compress_percentage)?
+        let bytes = lay_out(pool, &objs, spec.size, spec.buffer_compress_percentage)?;
+        if spec.warmup_passes > 0 {
+            warmup = warm_up(pool, &objs, spec.size, spec.warmup_passes)?;
+        }
+        bytes
     } else {
         // Object creation belongs to no job: sync it so the job counts only its own txgs.
         pool.sync(false);
@@ -336,6 +397,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         used_delta_bytes: account.used_bytes as i64 - account0.used_bytes as i64,
         logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
         layout_bytes,
+        warmup_s: warmup.as_secs_f64(),
         pool: account,
         arc: Some(crate::report::ArcDelta::between(&arc0, &arc1)),
         interrupted: lab::stop_requested(),

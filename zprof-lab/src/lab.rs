@@ -664,6 +664,8 @@ impl<'lab> Pool<'lab> {
             vdev_model: c.vdev_model.clone(),
             log_vdevs: c.logs,
             log_model: c.log_model.clone(),
+            caches: c.caches,
+            cache_model: (c.caches > 0).then(|| c.cache_model.clone()),
             properties: c.props.clone(),
             volblocksize: c.volblocksize,
             spa_sync_calls: end.spa_syncs - self.start.spa_syncs,

@@ -24,7 +24,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::ffi::{c_int, c_void};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 
 use crate::options::{parse_duration_ns, parse_rate, OptError};
@@ -598,8 +598,23 @@ fn runtime() -> &'static Runtime {
     })
 }
 
+/// While set, the models are off: I/O costs what the host's files cost.
+static SUSPENDED: AtomicBool = AtomicBool::new(false);
+
+/// Turns the device models off (or back on). A job's unmeasured layout runs
+/// without them: on 8 emulated disks, writing a 256 MiB volume at 8k blocks
+/// took 49 s, for data whose place on disk does not depend on the timing.
+pub fn suspend(off: bool) {
+    SUSPENDED.store(off, Ordering::SeqCst);
+}
+
 extern "C" fn io_hook(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
     let rt = runtime();
+    if SUSPENDED.load(Ordering::Relaxed) {
+        // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
+        unsafe { crate::ffi::zio_interrupt(zio) };
+        return;
+    }
     let leaf = rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
     let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
         // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
@@ -666,6 +681,9 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
     let guid = rt.by_inode.read().ok().and_then(|m| m.get(&(st.st_dev, st.st_ino)).copied());
     let leaf = guid.and_then(|g| rt.by_guid.read().ok().and_then(|m| m.get(&g).cloned()));
     let Some(leaf) = leaf else { return 0 };
+    if SUSPENDED.load(Ordering::Relaxed) {
+        return 1; // a layout's flush: nothing to wait for
+    }
     leaf.flushes.fetch_add(1, Ordering::Relaxed);
     if leaf.params.kind == ModelKind::None {
         return 0; // the host's real fsync is this device's flush

@@ -294,6 +294,11 @@ pub struct JobSpec {
     /// data repeats every 4 MiB (what a pool without dedup never notices).
     #[serde(default)]
     pub dedupe_percentage: Option<u32>,
+    /// Sequential read passes over each object after the layout, before the
+    /// measured run (unmeasured): they fill the ARC and let the L2ARC feed
+    /// write what the ARC evicts, so cache devices start warm.
+    #[serde(default)]
+    pub warmup_passes: u32,
 }
 
 impl JobSpec {
@@ -312,6 +317,7 @@ impl JobSpec {
             buffer_compress_percentage: 0,
             rwmixread: 50,
             dedupe_percentage: None,
+            warmup_passes: 0,
         };
         for kv in s.split(',').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(|| OptError(format!("job option '{kv}' is not key=value")))?;
@@ -355,6 +361,7 @@ impl JobSpec {
                 "buffer_compress_percentage" => j.buffer_compress_percentage = small(v)?,
                 "rwmixread" => j.rwmixread = small(v)?,
                 "dedupe_percentage" => j.dedupe_percentage = Some(small(v)?),
+                "warmup" => j.warmup_passes = small(v)?,
                 other => return err(format!("unknown job option '{other}'")),
             }
         }
@@ -382,6 +389,12 @@ impl JobSpec {
         }
         if self.buffer_compress_percentage > 100 || self.rwmixread > 100 || self.dedupe_percentage.is_some_and(|p| p > 100) {
             return err(format!("job {n}: percentages must be 0..100"));
+        }
+        if self.warmup_passes > 0 && !self.rw.reads() {
+            return err(format!("job {n}: warmup reads the job's data, so it needs a reading rw (read, randread, randrw)"));
+        }
+        if self.warmup_passes > 16 {
+            return err(format!("job {n}: warmup must be at most 16 passes"));
         }
         if self.runtime_s == 0.0 && self.ios == 0 {
             self.runtime_s = 5.0;

@@ -142,6 +142,9 @@ pub fn job_text(j: &JobReport) -> String {
         a.compressratio,
         a.dedup_ratio
     );
+    if j.warmup_s > 0.0 {
+        let _ = writeln!(out, "  warm-up: {:.1} s of sequential reads before the job", j.warmup_s);
+    }
     if let Some(arc) = &j.arc {
         let _ = writeln!(
             out,

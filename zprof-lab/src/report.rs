@@ -85,6 +85,12 @@ pub struct PoolInfo {
     pub log_vdevs: u32,
     /// Model of the log vdevs.
     pub log_model: ModelParams,
+    /// Number of cache devices (L2ARC).
+    #[serde(default)]
+    pub caches: u32,
+    /// Model of the cache devices (absent in older reports).
+    #[serde(default)]
+    pub cache_model: Option<ModelParams>,
     /// Dataset properties set at creation (`compression`, `checksum`, `sync`, `logbias`,
     /// `primarycache`).
     pub properties: BTreeMap<String, String>,
@@ -240,6 +246,9 @@ pub struct JobReport {
     /// Bytes a read job wrote to lay out its objects before it started (unmeasured).
     #[serde(default)]
     pub layout_bytes: u64,
+    /// Seconds of warm-up reads (the job's `warmup` passes) before it started.
+    #[serde(default)]
+    pub warmup_s: f64,
     /// The pool it ran on, with its accounting at the end of the job.
     pub pool: PoolAccount,
     /// The ARC during the job, from ZFS's own statistics (absent in older reports).

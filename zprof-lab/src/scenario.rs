@@ -24,13 +24,17 @@ pub enum Scenario {
     /// RAID-Z3 of 8 emulated HDDs, ashift 12, lz4, 75%-compressible data at volblocksize
     /// 8k..1M: space used vs logical, actual savings, 4k random-read IOPS.
     Volblocksize,
-    /// The three scenarios above, one after another (each in its own process).
+    /// RAID-Z3 of 8 emulated HDDs with the ARC capped at 128 MiB, 4k random reads of 512 MiB
+    /// at volblocksize 8k, 64k and 1M, without and with an emulated SSD cache device (L2ARC)
+    /// warmed by a sequential pass.
+    L2arc,
+    /// The scenarios above, one after another (each in its own process).
     All,
 }
 
 impl Scenario {
     /// The scenarios `all` runs, in order.
-    pub const EACH: [Scenario; 3] = [Scenario::FsyncCollapse, Scenario::Compression, Scenario::Volblocksize];
+    pub const EACH: [Scenario; 4] = [Scenario::FsyncCollapse, Scenario::Compression, Scenario::Volblocksize, Scenario::L2arc];
 
     /// The name on the command line.
     pub fn cli_name(self) -> &'static str {
@@ -38,6 +42,7 @@ impl Scenario {
             Scenario::FsyncCollapse => "fsync-collapse",
             Scenario::Compression => "compression",
             Scenario::Volblocksize => "volblocksize",
+            Scenario::L2arc => "l2arc",
             Scenario::All => "all",
         }
     }
@@ -59,6 +64,15 @@ pub const COMPRESSIONS: [&str; 6] = ["off", "lz4", "zstd-1", "zstd-3", "zstd-9",
 pub const VOLBLOCKSIZES: [u64; 8] = [8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20];
 /// Threads (outstanding reads) of each `volblocksize` read job.
 pub const VOLBLOCKSIZE_READERS: u32 = 4;
+
+/// volblocksizes of the `l2arc` scenario.
+pub const L2ARC_VOLBLOCKSIZES: [u64; 3] = [8 << 10, 64 << 10, 1 << 20];
+/// The `l2arc` scenario's ARC cap: a quarter of the data read.
+pub const L2ARC_ARC_MAX: u64 = 128 << 20;
+/// Default object size per reader of `l2arc` (4 readers: 512 MiB in all).
+pub const L2ARC_SIZE: u64 = 128 << 20;
+/// Default seconds per job of `l2arc`.
+pub const L2ARC_RUNTIME_S: f64 = 5.0;
 
 /// Default seconds per job of `fsync-collapse`.
 pub const FSYNC_RUNTIME_S: f64 = 10.0;
@@ -83,6 +97,7 @@ fn job(name: &str, rw: Rw, bs: u64, size: u64, runtime_s: f64, fsync: u64, pct: 
         buffer_compress_percentage: pct,
         rwmixread: 50,
         dedupe_percentage: None,
+        warmup_passes: 0,
     }
 }
 
@@ -214,9 +229,42 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                 })
                 .collect()
         }
+        Scenario::L2arc => {
+            let rt = a.runtime.unwrap_or(L2ARC_RUNTIME_S);
+            let size = a.size.unwrap_or(L2ARC_SIZE).max(1 << 20);
+            let comp = a.compression.as_deref().unwrap_or("off");
+            let mut pools = Vec::new();
+            for &v in &L2ARC_VOLBLOCKSIZES {
+                for caches in [0, 1] {
+                    let cfg = PoolConfig {
+                        name: pool_name(pools.len()),
+                        layout: raidz3_8(),
+                        ashift: 12,
+                        vdev_size: a.vdev_size,
+                        vdev_model: hdd.clone(),
+                        logs: 0,
+                        log_model: ssd.clone(),
+                        caches,
+                        cache_model: ssd.clone(),
+                        props: props(&[("compression", comp)]),
+                        volblocksize: v,
+                    };
+                    let name = format!("{}-{}", if caches == 0 { "arc" } else { "l2arc" }, size_label(v));
+                    // Both warmed alike: the ARC holds what it can either way.
+                    let j = JobSpec {
+                        numjobs: VOLBLOCKSIZE_READERS,
+                        warmup_passes: 2,
+                        ..job(&name, Rw::Randread, 4096, size, rt, 0, 0)
+                    };
+                    pools.push((cfg, vec![j]));
+                }
+            }
+            pools
+        }
         Scenario::All => Vec::new(),
     };
-    Plan { pools, dir: a.common.dir.clone(), keep: a.common.keep, scenario: Some(name.report_name()), arc_max: 0 }
+    let arc_max = if name == Scenario::L2arc { L2ARC_ARC_MAX } else { 0 };
+    Plan { pools, dir: a.common.dir.clone(), keep: a.common.keep, scenario: Some(name.report_name()), arc_max }
 }
 
 /// A job's IOPS of its main direction.
@@ -270,6 +318,50 @@ pub fn volblocksize_rows(r: &Report) -> Vec<VbsRow> {
                 read_amplification: ratio(j.leaf_read_bytes as f64, j.read.io_bytes as f64),
                 read_p50_ns: j.read.lat_ns.percentile.get("50.000000").copied().unwrap_or(0),
             }
+        })
+        .collect()
+}
+
+/// One row of the l2arc table: a volblocksize without and with the cache device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct L2arcRow {
+    /// volblocksize in bytes.
+    pub volblocksize: u64,
+    /// 4k random-read IOPS with the ARC alone.
+    pub arc_iops: f64,
+    /// The same with the cache device.
+    pub l2arc_iops: f64,
+    /// Share of demand data reads the ARC served, without the cache device.
+    pub arc_hit_share: f64,
+    /// Share of the ARC's misses the cache device served.
+    pub l2_hit_share: f64,
+    /// Median read latency with the cache device, ns.
+    pub l2arc_p50_ns: u64,
+}
+
+impl L2arcRow {
+    /// IOPS with the cache over IOPS without.
+    pub fn gain(&self) -> f64 {
+        ratio(self.l2arc_iops, self.arc_iops)
+    }
+}
+
+/// The l2arc rows of a report: one per volblocksize that has both jobs.
+pub fn l2arc_rows(r: &Report) -> Vec<L2arcRow> {
+    L2ARC_VOLBLOCKSIZES
+        .iter()
+        .filter_map(|&v| {
+            let (plain, cached) = (find(r, &format!("arc-{}", size_label(v)))?, find(r, &format!("l2arc-{}", size_label(v)))?);
+            let arc = |j: &JobReport| j.arc.clone().unwrap_or_default();
+            let (a, c) = (arc(plain), arc(cached));
+            Some(L2arcRow {
+                volblocksize: v,
+                arc_iops: plain.read.iops,
+                l2arc_iops: cached.read.iops,
+                arc_hit_share: ratio(a.demand_data_hits as f64, (a.demand_data_hits + a.demand_data_misses) as f64),
+                l2_hit_share: ratio(c.l2_hits as f64, c.misses as f64),
+                l2arc_p50_ns: cached.read.lat_ns.percentile.get("50.000000").copied().unwrap_or(0),
+            })
         })
         .collect()
 }
@@ -381,6 +473,20 @@ pub fn checks(name: Scenario, r: &Report) -> Vec<Check> {
                 }
             }
         }
+        Scenario::L2arc => {
+            let rows = l2arc_rows(r);
+            let gain = |v: u64| rows.iter().find(|x| x.volblocksize == v).map(|x| x.gain()).unwrap_or(f64::NAN);
+            out.push(check("4k random-read IOPS with the cache / without, at volblocksize 8k", gain(8 << 10), ">=", 10.0));
+            for pair in L2ARC_VOLBLOCKSIZES.windows(2) {
+                let (small, large) = (gain(pair[0]), gain(pair[1]));
+                out.push(check(
+                    format!("gain at {} / gain at {}", size_label(pair[1]), size_label(pair[0])),
+                    ratio(large, small),
+                    "<=",
+                    1.0,
+                ));
+            }
+        }
         Scenario::All => {}
     }
     out
@@ -467,6 +573,26 @@ pub fn summary(name: Scenario, r: &Report) -> String {
                     x.cpu_s_per_gib,
                     x.user_s_per_gib,
                     x.ratio
+                );
+            }
+        }
+        Scenario::L2arc => {
+            let _ = writeln!(
+                out,
+                "{:<6} {:>12} {:>9} {:>14} {:>10} {:>7} {:>12}",
+                "vbs", "IOPS no L2", "ARC hits", "IOPS with L2", "L2 hits", "gain", "p50 with L2"
+            );
+            for x in l2arc_rows(r) {
+                let _ = writeln!(
+                    out,
+                    "{:<6} {:>12} {:>8.0}% {:>14} {:>9.0}% {:>6.1}x {:>12}",
+                    size_label(x.volblocksize),
+                    human_count(x.arc_iops),
+                    x.arc_hit_share * 100.0,
+                    human_count(x.l2arc_iops),
+                    x.l2_hit_share * 100.0,
+                    x.gain(),
+                    human_ns(x.l2arc_p50_ns as f64)
                 );
             }
         }
@@ -571,6 +697,19 @@ primarycache=metadata makes every read reach the disks, as on a volume far large
 ARC. Data vdevs: {model}.\n",
             VOLBLOCKSIZE_READERS
         ),
+        Scenario::L2arc => format!(
+            "What to look at: the ARC (capped at {}) holds a quarter of the data, so most random \
+reads wait for a seek on the HDDs; each reads a whole volblocksize block. A cache device \
+warmed by a sequential pass (the lab feeds it every 20 ms while there is much to write; \
+ZFS's own feed writes 8 MiB a second, so a real cache takes hours to warm) serves nearly \
+every miss from flash, and the gain is largest where a block is small: at 8k a read moves \
+8 KiB from the SSD, at 1M it moves 1 MiB, so the SSD's transfer sets the rate while the HDDs \
+pay a seek either way. Published (1 GB ARC, 100 GB SSD cache, bs=4k): 791 IOPS without the \
+cache and 34.2k with it at volblocksize 8k, falling to 529 with it at 1M. Data vdevs: {model}; \
+cache device: {}.\n",
+            crate::output::human_bytes(L2ARC_ARC_MAX as f64),
+            r.pools.iter().find_map(|p| p.cache_model.as_ref()).map(|m| m.to_string()).unwrap_or_default()
+        ),
     }
 }
 
@@ -604,6 +743,7 @@ mod tests {
             used_delta_bytes: 0,
             logical_used_delta_bytes: 0,
             layout_bytes: 0,
+            warmup_s: 0.0,
             pool: PoolAccount { name: pool.into(), ..Default::default() },
             arc: None,
             interrupted: false,
@@ -633,6 +773,8 @@ mod tests {
             vdev_model: ModelParams::defaults(ModelKind::Hdd),
             log_vdevs: 0,
             log_model: ModelParams::defaults(ModelKind::Ssd),
+            caches: 0,
+            cache_model: None,
             properties: props(&[]),
             volblocksize: vbs,
             spa_sync_calls: 0,
@@ -696,6 +838,31 @@ mod tests {
         let mut r2 = r.clone();
         r2.jobs[7].pool.used_bytes = ((1 << 20) as f64 / 2.9) as u64;
         assert!(!checks(Scenario::Volblocksize, &r2)[4].pass);
+    }
+
+    #[test]
+    fn l2arc_criteria_need_a_tenfold_gain_at_8k_falling_with_volblocksize() {
+        let with_iops = |cached: [f64; 3]| {
+            let jobs = L2ARC_VOLBLOCKSIZES
+                .iter()
+                .zip(cached)
+                .flat_map(|(&v, c)| {
+                    [job_report(&format!("arc-{}", size_label(v)), "p", 150.0, true), job_report(&format!("l2arc-{}", size_label(v)), "q", c, true)]
+                })
+                .collect();
+            report(jobs, vec![pool("p", 8192), pool("q", 8192)])
+        };
+        let good = with_iops([15_000.0, 9_000.0, 1_500.0]);
+        assert_eq!(l2arc_rows(&good).len(), 3);
+        assert!((l2arc_rows(&good)[0].gain() - 100.0).abs() < 1e-9);
+        assert!(checks(Scenario::L2arc, &good).iter().all(|c| c.pass));
+        // 9x at 8k fails; so does a gain that grows with the block.
+        assert!(!checks(Scenario::L2arc, &with_iops([1_350.0, 900.0, 150.0]))[0].pass);
+        assert!(!checks(Scenario::L2arc, &with_iops([15_000.0, 16_000.0, 1_500.0]))[1].pass);
+        // A missing job fails its criteria rather than vanishing.
+        let mut partial = good.clone();
+        partial.jobs.retain(|j| j.jobname != "l2arc-1M");
+        assert!(!checks(Scenario::L2arc, &partial)[2].pass);
     }
 
     #[test]
