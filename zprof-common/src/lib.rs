@@ -154,6 +154,30 @@ pub enum Stage {
     /// ddt_sync: the dedup table's changes written at txg sync (inside
     /// spa_sync; on 2.3 the log-based DDT's flush too).
     DdtSync = 30,
+    /// Per block read from the disks (zio_read; an ARC miss, a prefetch):
+    /// its reuse distance, the bytes of other blocks read from disk since
+    /// this block's previous read from disk, in place of a latency (the
+    /// histogram's "ns" are bytes here). Class: [`miss_reuse_class`] bits;
+    /// a block not read before (or forgotten: see `MISS_BLOCKS_TRACKED`)
+    /// has distance 0 and the FIRST bit. `bytes` = physical size. Feeds the
+    /// cache what-if; not a stage of the report's table.
+    ArcMissReuse = 31,
+}
+
+/// Blocks whose last read from disk the reuse distances remember (an LRU
+/// map: 1 GiB of 8k blocks); a block read again after this many others
+/// counts as a first read.
+pub const MISS_BLOCKS_TRACKED: u32 = 131_072;
+
+/// The class bits of an [`Stage::ArcMissReuse`] row.
+pub mod miss_reuse_class {
+    /// The block had not been read from disk before (as far as zprof knows).
+    pub const FIRST: u32 = 1;
+    /// Read at a priority other than sync read (prefetch, ZFS's own).
+    pub const ASYNC: u32 = 2;
+    /// The priority was not read (kernel: zio_read's 8th argument is on the
+    /// stack, not read there yet): sync and async together.
+    pub const PRIORITY_UNKNOWN: u32 = 4;
 }
 
 /// Class bit of the vdev stages' rows (above type << 8 | priority): the
@@ -186,7 +210,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 30] = [
+    pub const ALL: [Stage; 31] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -217,6 +241,7 @@ impl Stage {
         Stage::TxgWaitSynced,
         Stage::SpaSync,
         Stage::DdtSync,
+        Stage::ArcMissReuse,
     ];
 
     /// The stage with this number, if it is one.

@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, VDEV_CACHE_DEVICE, arc_read_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
@@ -1123,7 +1123,54 @@ fn block_read_entry(ctx: &ProbeContext) {
     let size_class = if physical <= 1 { 0 } else { 64 - (physical - 1).leading_zeros() as u32 };
     record(&stage_key(Stage::BlockRead, COUNT_ONLY_CLASS | size_class, arg(ctx, 1), 0), 0, logical, physical);
     arc_read_took(arc_read_class::DISK);
+    note_miss_reuse(ctx, bp, physical);
 }
+
+/// Records the block's reuse distance: the bytes read from disk (by every
+/// CPU) since its previous read from disk. The block is known by a hash of
+/// its first DVA (vdev, offset), never stored as such. zio_read's priority
+/// (8th argument, on the stack) tells the workload's misses (sync reads)
+/// from prefetch; on the kernel it is not read yet.
+#[inline(always)]
+fn note_miss_reuse(ctx: &ProbeContext, bp: u64, physical: u64) {
+    const ZIO_PRIORITY_SYNC_READ: u32 = 0;
+    let dva = read_or::<[u64; 2]>(bp, [0, 0]);
+    if dva == [0, 0] {
+        return;
+    }
+    let id = (dva[0] ^ dva[1].rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let Some(clock) = MISS_CLOCK.get_ptr_mut(0) else { return };
+    let clock = unsafe { &mut *clock };
+    requests::atomic_add(clock, physical);
+    // Another CPU's add may land between the two: off by one block at most.
+    let now = unsafe { core::ptr::read_volatile(clock) };
+    let mut class = if is_kernel() {
+        miss_reuse_class::PRIORITY_UNKNOWN
+    } else if stack_arg(ctx, 8) as u32 != ZIO_PRIORITY_SYNC_READ {
+        miss_reuse_class::ASYNC
+    } else {
+        0
+    };
+    let distance = match unsafe { LAST_MISS.get(&id) } {
+        Some(&then) => now.saturating_sub(then).saturating_sub(physical),
+        None => {
+            class |= miss_reuse_class::FIRST;
+            0
+        }
+    };
+    let _ = LAST_MISS.insert(&id, &now, 0);
+    record(&stage_key(Stage::ArcMissReuse, class, arg(ctx, 1), 0), distance, physical, 0);
+}
+
+/// Bytes read from disk by zio_read so far, all CPUs: the clock of the
+/// reuse distances.
+#[map]
+static MISS_CLOCK: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Per block read from disk (a hash of its first DVA), MISS_CLOCK after its
+/// last read. LRU: the longest-unread blocks are forgotten first.
+#[map]
+static LAST_MISS: LruHashMap<u64, u64> = LruHashMap::with_max_entries(zprof_common::MISS_BLOCKS_TRACKED, 0);
 
 /// ddt_lookup(ddt_t *ddt, const blkptr_t *bp, boolean_t add_or_verify):
 /// on the thread of the write pipeline that dedups the block.

@@ -117,6 +117,8 @@ int zl_obj_create(zl_ds_t *ds, uint64_t blocksize, int *index_out,
 int zl_write(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, const void *buf,
     int sync);
 int zl_read(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, void *buf);
+int zl_warm(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, uint64_t from,
+    uint64_t ahead, void *buf);
 void zl_commit(zl_ds_t *ds, int oi);
 void zl_ds_stats(zl_ds_t *ds, zl_ds_stats_t *out);
 void zl_ds_evict(zl_ds_t *ds);

@@ -143,6 +143,7 @@ unsafe extern "C" {
     pub fn zl_obj_create(ds: *mut ZlDs, blocksize: u64, index_out: *mut c_int, err: *mut c_char, errlen: usize) -> c_int;
     pub fn zl_write(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, buf: *const c_void, sync: c_int) -> c_int;
     pub fn zl_read(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, buf: *mut c_void) -> c_int;
+    pub fn zl_warm(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, from: u64, ahead: u64, buf: *mut c_void) -> c_int;
     pub fn zl_commit(ds: *mut ZlDs, oi: c_int);
     pub fn zl_ds_stats(ds: *mut ZlDs, out: *mut ZlDsStats);
     pub fn zl_ds_evict(ds: *mut ZlDs);

@@ -433,6 +433,14 @@ impl Dataset {
         if rc == 0 { Ok(()) } else { Err(rc) }
     }
 
+    /// A warm-up read of `buf.len()` bytes at `off`, after a prefetch of
+    /// `ahead` bytes at `from` (see zl_warm: not a dmu_read).
+    pub fn warm(&self, obj: c_int, off: u64, buf: &mut [u8], (from, ahead): (u64, u64)) -> Result<(), i32> {
+        // SAFETY: buf is writable for its length; valid dataset and object index.
+        let rc = unsafe { ffi::zl_warm(self.0, obj, off, buf.len() as u64, from, ahead, buf.as_mut_ptr().cast()) };
+        if rc == 0 { Ok(()) } else { Err(rc) }
+    }
+
     /// zil_commit for the object (counted as the lab's).
     pub fn commit(&self, obj: c_int) {
         // SAFETY: valid dataset and object index.

@@ -146,10 +146,11 @@ pub struct RecordArgs {
     /// What the flame graph shows.
     #[arg(long, value_enum, default_value = "stages")]
     pub flamegraph_kind: FlameKind,
-    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY].
-    /// Repeatable. Default: ssd and nvme.
+    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY];
+    /// or this cache for reads: l2arc=SIZE[,ssd|nvme], arc=+SIZE. Repeatable.
+    /// Default: ssd and nvme log devices, an ssd cache holding the data read from disk.
     #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
-    pub what_if: Vec<crate::explain::SlogDevice>,
+    pub what_if: Vec<crate::explain::WhatIf>,
     /// Do not echo the command's standard output (`run` still reads the
     /// benchmark's result from it): for benchmarks whose JSON would bury the report.
     #[arg(long)]
@@ -192,9 +193,10 @@ pub struct ReportArgs {
 pub struct ExplainArgs {
     /// A recording written by `zprof record -o` or `zprof run -o`.
     pub file: PathBuf,
-    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY].
+    /// Predict with this log device: slog=ssd, slog=nvme, slog=LATENCY[,flush=LATENCY];
+    /// or this cache for reads: l2arc=SIZE[,ssd|nvme], arc=+SIZE. Repeatable.
     #[arg(long = "what-if", value_name = "SPEC", value_parser = crate::explain::parse_what_if)]
-    pub what_if: Vec<crate::explain::SlogDevice>,
+    pub what_if: Vec<crate::explain::WhatIf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,

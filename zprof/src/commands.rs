@@ -565,9 +565,12 @@ fn only_processes(lines: Vec<String>, kind: crate::cli::FlameKind, processes: &[
     Ok(kept)
 }
 
-fn explain_recording(recording: &Recording, what_if: &[crate::explain::SlogDevice]) -> Vec<crate::explain::Finding> {
+fn explain_recording(recording: &Recording, what_if: &[crate::explain::WhatIf]) -> Vec<crate::explain::Finding> {
+    use crate::explain::WhatIf;
+    let slogs = what_if.iter().filter_map(|w| if let WhatIf::Slog(d) = w { Some(*d) } else { None });
     let options = crate::explain::ExplainOptions {
-        slogs: what_if.iter().enumerate().map(|(i, d)| (format!("what-if #{}", i + 1), *d)).collect(),
+        slogs: slogs.enumerate().map(|(i, d)| (format!("what-if #{}", i + 1), d)).collect(),
+        caches: what_if.iter().filter_map(|w| if let WhatIf::Cache(c) = w { Some(*c) } else { None }).collect(),
         ..Default::default()
     };
     crate::explain::explain(recording, &options)

@@ -88,7 +88,8 @@ pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Compari
         )
     });
     let mut rows = Vec::new();
-    for stage in Stage::ALL {
+    // The reuse distances are bytes, not times (see the cache what-if).
+    for stage in Stage::ALL.into_iter().filter(|s| *s != Stage::ArcMissReuse) {
         let name = stage_name(stage);
         let mut classes: Vec<(u32, String)> = Vec::new();
         for h in a.histograms.iter().chain(&b.histograms).filter(|h| h.stage == name) {

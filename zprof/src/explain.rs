@@ -72,9 +72,31 @@ impl SlogDevice {
     pub const NVME: SlogDevice = SlogDevice { write_ns: 20_000.0, flush_ns: 20_000.0 };
 }
 
+/// One `--what-if`: a log device, or a cache.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WhatIf {
+    /// A log device (SLOG) for sync writes.
+    Slog(SlogDevice),
+    /// A cache device or more ARC for reads.
+    Cache(crate::cache_what_if::CacheSpec),
+}
+
+/// Parses a `--what-if`: `slog=...` (see [`parse_slog`]), `l2arc=SIZE[,ssd|nvme]` or `arc=+SIZE`.
+pub fn parse_what_if(s: &str) -> Result<WhatIf, String> {
+    match crate::cache_what_if::parse_cache(s) {
+        Some(cache) => cache.map(WhatIf::Cache),
+        None => parse_slog(s).map(WhatIf::Slog),
+    }
+}
+
 /// Parses `slog=ssd`, `slog=nvme`, `slog=0.1ms` or `slog=80us,flush=50us`.
-pub fn parse_what_if(s: &str) -> Result<SlogDevice, String> {
-    let bad = || format!("invalid --what-if '{s}': use slog=ssd, slog=nvme, slog=LATENCY or slog=LATENCY,flush=LATENCY (e.g. slog=0.1ms)");
+pub fn parse_slog(s: &str) -> Result<SlogDevice, String> {
+    let bad = || {
+        format!(
+            "invalid --what-if '{s}': use slog=ssd, slog=nvme, slog=LATENCY or slog=LATENCY,flush=LATENCY (e.g. slog=0.1ms), \
+             l2arc=SIZE[,ssd|nvme] or arc=+SIZE"
+        )
+    };
     let spec = s.strip_prefix("slog=").ok_or_else(bad)?;
     match spec {
         "ssd" => return Ok(SlogDevice::SSD),
@@ -110,13 +132,16 @@ fn parse_latency(s: &str) -> Option<f64> {
 pub struct ExplainOptions {
     /// Log devices to predict with; empty means the default (ssd and nvme).
     pub slogs: Vec<(String, SlogDevice)>,
+    /// Caches to predict reads with; empty means the default (an ssd cache
+    /// device that holds all the data the run read from disk).
+    pub caches: Vec<crate::cache_what_if::CacheSpec>,
     /// CPUs of the machine the recording was made on (for CPU shares).
     pub cpus: usize,
 }
 
 impl Default for ExplainOptions {
     fn default() -> Self {
-        ExplainOptions { slogs: Vec::new(), cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
+        ExplainOptions { slogs: Vec::new(), caches: Vec::new(), cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
     }
 }
 
@@ -157,6 +182,7 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     write_amplification(rec, wall_ns, commit_share, &mut findings);
     throttle(rec, workload_ns, &mut findings);
     reads(rec, workload_ns, &mut findings);
+    cache_what_if(rec, options, workload_ns, &mut findings);
     dedup(rec, wall_ns, cpu_ns, &mut findings);
     crate::zvol_blocks::findings(rec, &mut findings);
     findings.sort_by(|a, b| b.share.total_cmp(&a.share));
@@ -849,6 +875,147 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     });
 }
 
+/// Finding 7b: what a cache would have served of the reads from disk (see
+/// [`crate::cache_what_if`]), for each `--what-if l2arc=`/`arc=+`, or by
+/// default for an ssd cache device holding all the data read from disk.
+fn cache_what_if(rec: &Recording, options: &ExplainOptions, workload_ns: f64, out: &mut Vec<Finding>) {
+    use crate::cache_what_if::{CacheSpec, ReuseCurve, predict};
+    let (Some(path), Some(curve)) = (crate::read_path::ReadPath::measure(rec), ReuseCurve::measure(rec)) else { return };
+    // Reads the ARC serves leave a cache nothing to do.
+    if path.blocks_per_read < 0.05 || curve.all_reads == 0 {
+        return;
+    }
+    let mut specs = options.caches.clone();
+    if specs.is_empty() {
+        specs.push(CacheSpec::ssd(curve.first_bytes.next_multiple_of(1 << 30)));
+    }
+    let disk_ns = path.device_per_read_ns * path.reads.count as f64;
+    for spec in specs {
+        let Some(p) = predict(rec, &path, &curve, spec, options.cpus) else { continue };
+        let gain = if p.rate_before > 0.0 { p.rate_after / p.rate_before } else { 0.0 };
+        let title = format!(
+            "{} of {}: would serve {} of the reads from disk the workload waited for, {} reads/s instead of {} ({gain:.1}x)",
+            spec.kind,
+            format_bytes(spec.bytes as f64),
+            pct(p.served_sync),
+            format_count(p.rate_after),
+            format_count(p.rate_before)
+        );
+        out.push(Finding {
+            kind: "cache_what_if".into(),
+            pool: String::new(),
+            title,
+            share: (disk_ns * p.served_sync / workload_ns).min(1.0),
+            confidence: if curve.re_reads() >= 100 && path.timed { Confidence::High } else { Confidence::Low },
+            evidence: cache_evidence(&path, &curve, &p),
+            missing: cache_what_if_limits(&curve, &path),
+            action: if curve.re_reads() == 0 {
+                "No block was read from disk twice: a cache serves only data read again. Run longer, or warm the cache \
+                 the way production does, and record again."
+                    .into()
+            } else {
+                format!(
+                    "A cache of {} holds all the data this run read from disk ({} distinct); smaller ones serve what the \
+                     what-if says (pass --what-if l2arc=SIZE[,nvme] or arc=+SIZE).",
+                    format_bytes(curve.first_bytes.next_multiple_of(1 << 30) as f64),
+                    format_bytes(curve.first_bytes as f64)
+                )
+            },
+            figures: vec![
+                ("cache_bytes".into(), spec.bytes as f64),
+                ("served_sync".into(), p.served_sync),
+                ("served_all".into(), p.served_all),
+                ("read_rate_before".into(), p.rate_before),
+                ("read_rate_after".into(), p.rate_after),
+                ("read_after_ns".into(), p.read_after_ns),
+            ],
+        });
+    }
+}
+
+fn cache_evidence(
+    path: &crate::read_path::ReadPath,
+    curve: &crate::cache_what_if::ReuseCurve,
+    p: &crate::cache_what_if::CachePrediction,
+) -> Vec<String> {
+    let mut lines = vec![
+        format!(
+            "{} blocks read from disk: {} first reads ({} of distinct data), {} read again; {} of them sync reads (the workload waited for them)",
+            format_count(curve.all_reads as f64),
+            format_count(curve.first_reads as f64),
+            format_bytes(curve.first_bytes as f64),
+            format_count(curve.re_reads() as f64),
+            format_count(curve.sync_reads as f64)
+        ),
+        format!(
+            "the cache serves {} of all reads from disk and {} of the sync ones",
+            pct(p.served_all),
+            pct(p.served_sync)
+        ),
+        match p.split {
+            Some((hit, miss, share)) => format!(
+                "per read: {} in the workload's steady seconds ({} from memory, {} waited for a disk: {}); with the cache {} (a {} block read from it in {})",
+                format_ns(p.read_before_ns as u64),
+                format_ns(hit as u64),
+                pct(share),
+                format_ns(miss as u64),
+                format_ns(p.read_after_ns as u64),
+                format_bytes(path.block_bytes),
+                format_ns(p.cache_read_ns as u64)
+            ),
+            None => format!(
+                "per read: {} in the run, of which device {}; with the cache {} (a {} block read from it in {})",
+                format_ns(p.read_before_ns as u64),
+                format_ns(path.device_per_read_ns as u64),
+                format_ns(p.read_after_ns as u64),
+                format_bytes(path.block_bytes),
+                format_ns(p.cache_read_ns as u64)
+            ),
+        },
+    ];
+    if p.cpu_bound {
+        lines.push(format!(
+            "CPU-bound: {} CPUs, each read at least the {} a read served from memory took, cap the rate (with as many reads in flight as in the run it would be higher)",
+            p.cpus,
+            format_ns(p.split.map_or(0.0, |s| s.0) as u64)
+        ));
+    }
+    if p.spec.bytes_per_s > 0.0 {
+        let default_feed = 8.0 * 1048576.0;
+        lines.push(format!(
+            "at the predicted rate the feed must write {}/s of blocks still read from disk{}",
+            format_bytes(p.feed_bytes_per_s),
+            if p.feed_bytes_per_s > default_feed {
+                ": more than ZFS's default l2arc_write_max (8 MiB/s), so the cache would fill slower than that"
+            } else {
+                " (ZFS's default l2arc_write_max: 8 MiB/s)"
+            }
+        ));
+    }
+    lines
+}
+
+fn cache_what_if_limits(curve: &crate::cache_what_if::ReuseCurve, path: &crate::read_path::ReadPath) -> Vec<String> {
+    let mut limits = vec![
+        "model: the cache keeps what the ARC evicts, oldest out first (the L2ARC's ring), and is warm; a block's \
+         distance counts every byte read from disk since its previous read (its time in the ARC included: conservative); \
+         readers keep as many reads in flight as in the workload's steady seconds, up to the CPUs' bound; the CPU time \
+         a cache read costs other threads (its I/O) is not counted, so a CPU-bound rate comes out high"
+            .to_owned(),
+        format!(
+            "a block read again after {} other blocks counts as a first read (the blocks zprof remembers)",
+            format_count(zprof_common::MISS_BLOCKS_TRACKED as f64)
+        ),
+    ];
+    if !curve.priority_known {
+        limits.push("sync reads are not told from prefetch on the kernel yet: the served share is of all reads from disk".into());
+    }
+    if !path.timed {
+        limits.push("read latency: counted at entry only (--full-timing times each read): the time per read is the device time plus decompression and checksums".into());
+    }
+    limits
+}
+
 /// Finding 8: what dedup costs. Every block written to a dataset with dedup
 /// is looked up in the dedup table by the write pipeline's threads (the
 /// table's blocks read from disk when the ARC does not hold them), and the
@@ -1084,9 +1251,10 @@ mod tests {
 
     #[test]
     fn what_if_specs() {
-        assert_eq!(parse_what_if("slog=ssd").unwrap(), SlogDevice::SSD);
-        assert_eq!(parse_what_if("slog=0.1ms").unwrap(), SlogDevice { write_ns: 100_000.0, flush_ns: 100_000.0 });
-        assert_eq!(parse_what_if("slog=80us,flush=50us").unwrap(), SlogDevice { write_ns: 80_000.0, flush_ns: 50_000.0 });
+        assert_eq!(parse_what_if("slog=ssd").unwrap(), WhatIf::Slog(SlogDevice::SSD));
+        assert_eq!(parse_slog("slog=0.1ms").unwrap(), SlogDevice { write_ns: 100_000.0, flush_ns: 100_000.0 });
+        assert_eq!(parse_slog("slog=80us,flush=50us").unwrap(), SlogDevice { write_ns: 80_000.0, flush_ns: 50_000.0 });
+        assert!(matches!(parse_what_if("l2arc=1g").unwrap(), WhatIf::Cache(_)));
         assert!(parse_what_if("slog=fast").unwrap_err().contains("invalid --what-if 'slog=fast'"));
         assert!(parse_what_if("l2arc=1ms").is_err());
         assert!(parse_what_if("slog=0ms").is_err());

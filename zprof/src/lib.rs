@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod cache_what_if;
 pub mod btf;
 pub mod catalogue;
 pub mod cli;

@@ -159,9 +159,10 @@ impl ReadPath {
         let leaf_reads = leaf_disk.count + leaf_async_reads;
         let fan_out = fan_out(blocks.as_ref().map_or(0, |b| b.count), leaf_reads, leaves);
         let sync_share = if leaf_reads == 0 { 0.0 } else { leaf_disk.count as f64 / leaf_reads as f64 };
-        let sync_blocks = match &blocks {
-            Some(b) => b.count as f64 * sync_share,
-            None => leaf_disk.count as f64,
+        let sync_blocks = match (sync_block_reads(rec), &blocks) {
+            (Some(n), _) => n as f64,
+            (None, Some(b)) => b.count as f64 * sync_share,
+            (None, None) => leaf_disk.count as f64,
         };
         let blocks_per_read = sync_blocks / reads.count as f64;
         let block_disk_ns = expected_max(&leaf_rows, fan_out);
@@ -218,6 +219,19 @@ fn weighted_block_bytes(block_rows: &[&HistRecord]) -> f64 {
         })
         .sum::<f64>()
         / physical
+}
+
+/// Blocks read from disk at sync priority (the reads someone waited for),
+/// where zio_read's priority was read (libzpool): exact, where the share of
+/// sync leaf reads is not when prefetch reads aggregate into fewer leaf
+/// reads than blocks.
+fn sync_block_reads(rec: &Recording) -> Option<u64> {
+    use zprof_common::miss_reuse_class as c;
+    let rows = pick(rec, Stage::ArcMissReuse, None, None);
+    if rows.is_empty() || rows.iter().any(|h| h.class & c::PRIORITY_UNKNOWN != 0) {
+        return None;
+    }
+    Some(rows.iter().filter(|h| h.class & c::ASYNC == 0).map(|h| h.count).sum())
 }
 
 /// Leaf reads per block read, between 1 and the leaves that read. Without

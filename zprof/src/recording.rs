@@ -391,6 +391,13 @@ pub struct TimelinePoint {
     /// ARC reads served by the pool's disks.
     #[serde(default)]
     pub arc_disk_reads: u64,
+    /// Blocks read from disk at sync priority (all priorities where it is
+    /// not known): the reads the workload waited for.
+    #[serde(default)]
+    pub sync_disk_reads: u64,
+    /// Of those, blocks not read from disk before.
+    #[serde(default)]
+    pub sync_first_reads: u64,
 }
 
 /// The stable name of a stage in recordings.
@@ -426,6 +433,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ArcRead => "arc_read",
         Stage::DdtLookup => "ddt_lookup",
         Stage::DdtSync => "ddt_sync",
+        Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }
 
@@ -508,6 +516,45 @@ pub enum RecordingError {
 }
 
 impl Recording {
+    /// A recording of 1 s on libzpool 2.1.11 holding `histograms` (unit tests).
+    #[cfg(test)]
+    pub(crate) fn for_tests(histograms: Vec<HistRecord>) -> Recording {
+        Recording {
+            schema: SCHEMA.into(),
+            version: VERSION,
+            zprof_version: "test".into(),
+            target: TargetInfo {
+                kind: TargetKind::Libzpool,
+                object: "/lib/libzpool.so.5".into(),
+                zfs_version: Some("2.1.11".into()),
+                build_id: None,
+                zfs_status: "verified".into(),
+                zfs_status_detail: String::new(),
+            },
+            offsets_source: "test".into(),
+            started_unix_ms: 0,
+            duration_s: 1.0,
+            command: None,
+            command_exit: None,
+            pid: None,
+            probes: vec![],
+            warnings: vec![],
+            losses: Losses::default(),
+            histograms,
+            txgs: vec![],
+            timeline: vec![],
+            bpf_programs: vec![],
+            benchmark: None,
+            cpu: None,
+            self_cost: None,
+            machine_cpu_busy: None,
+            requests: vec![],
+            offcpu: None,
+            slow_requests: vec![],
+            slow_requests_dropped: 0,
+        }
+    }
+
     /// Reads and checks a recording file.
     pub fn load(path: &Path) -> Result<Recording, RecordingError> {
         use std::io::Read as _;
@@ -811,40 +858,7 @@ mod tests {
     }
 
     fn recording(histograms: Vec<HistRecord>) -> Recording {
-        Recording {
-            schema: SCHEMA.into(),
-            version: VERSION,
-            zprof_version: "test".into(),
-            target: TargetInfo {
-                kind: TargetKind::Libzpool,
-                object: "/lib/libzpool.so.5".into(),
-                zfs_version: Some("2.1.11".into()),
-                build_id: None,
-                zfs_status: "verified".into(),
-                zfs_status_detail: String::new(),
-            },
-            offsets_source: "test".into(),
-            started_unix_ms: 0,
-            duration_s: 1.0,
-            command: None,
-            command_exit: None,
-            pid: None,
-            probes: vec![],
-            warnings: vec![],
-            losses: Losses::default(),
-            histograms,
-            txgs: vec![],
-            timeline: vec![],
-            bpf_programs: vec![],
-            benchmark: None,
-            cpu: None,
-            self_cost: None,
-            machine_cpu_busy: None,
-            requests: vec![],
-            offcpu: None,
-            slow_requests: vec![],
-            slow_requests_dropped: 0,
-        }
+        Recording::for_tests(histograms)
     }
 
     #[test]

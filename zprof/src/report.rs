@@ -85,6 +85,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::ArcRead => "arc read",
         Stage::DdtLookup => "dedup lookup",
         Stage::DdtSync => "dedup table sync",
+        Stage::ArcMissReuse => "disk read reuse",
         Stage::ChecksumCompute => "checksum",
         Stage::ChecksumVerify => "checksum verify",
         Stage::VdevQueue => "vdev queue wait",
@@ -165,7 +166,8 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
     // something only beside the lookups.
     let dedups = recording.histograms.iter().any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
     for stage in Stage::ALL {
-        if stage == Stage::DdtSync && !dedups {
+        // Its values are bytes, not times: the cache what-if reads it.
+        if stage == Stage::DdtSync && !dedups || stage == Stage::ArcMissReuse {
             continue;
         }
         let name = stage_name(stage);

@@ -605,7 +605,8 @@ impl Session {
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
         let mut totals = TimelinePoint::default();
-        let timeline_stages = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit, Stage::ArcRead].map(|s| s as u32);
+        let timeline_stages =
+            [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit, Stage::ArcRead, Stage::ArcMissReuse].map(|s| s as u32);
         for (key, hist) in self.read_histograms(|k| timeline_stages.contains(&k.stage))? {
             match Stage::from_u32(key.stage) {
                 Some(Stage::WorkloadWrite) => {
@@ -623,6 +624,12 @@ impl Session {
                     zprof_common::arc_read_class::DISK => totals.arc_disk_reads += hist.count,
                     _ => {}
                 },
+                Some(Stage::ArcMissReuse) if key.class & zprof_common::miss_reuse_class::ASYNC == 0 => {
+                    totals.sync_disk_reads += hist.count;
+                    if key.class & zprof_common::miss_reuse_class::FIRST != 0 {
+                        totals.sync_first_reads += hist.count;
+                    }
+                }
                 _ => {}
             }
         }
@@ -637,6 +644,8 @@ impl Session {
             arc_hits: totals.arc_hits.saturating_sub(last.arc_hits),
             arc_l2_hits: totals.arc_l2_hits.saturating_sub(last.arc_l2_hits),
             arc_disk_reads: totals.arc_disk_reads.saturating_sub(last.arc_disk_reads),
+            sync_disk_reads: totals.sync_disk_reads.saturating_sub(last.sync_disk_reads),
+            sync_first_reads: totals.sync_first_reads.saturating_sub(last.sync_first_reads),
         });
         self.last_totals = totals;
         Ok(())
@@ -978,10 +987,22 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
         Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
         Stage::ArcRead => arc_read_class_name(class),
+        Stage::ArcMissReuse => miss_reuse_class_name(class),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
+    }
+}
+
+/// `sync read again`, `async first read`, `read again` (priority unknown).
+fn miss_reuse_class_name(class: u32) -> String {
+    use zprof_common::miss_reuse_class as c;
+    let again = if class & c::FIRST != 0 { "first read" } else { "read again" };
+    match (class & c::PRIORITY_UNKNOWN != 0, class & c::ASYNC != 0) {
+        (true, _) => again.to_owned(),
+        (false, true) => format!("async {again}"),
+        (false, false) => format!("sync {again}"),
     }
 }
 
