@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 
 use crate::lab::{self, Dataset, Pool};
 use crate::options::{JobSpec, Rw};
-use crate::report::{IoStats, JobReport, LeafDelta, lat_summary, new_histogram, rates};
+use crate::report::{IoStats, IopsSamples, JobReport, LeafDelta, lat_summary, new_histogram, rates};
 
 /// A small, fast PRNG (xorshift64*): offsets and buffer contents need speed,
 /// not quality.
@@ -70,9 +70,14 @@ pub fn commits_after(n: u64, fsync: u64, sync_every_write: bool) -> bool {
     sync_every_write || (fsync > 0 && n.is_multiple_of(fsync))
 }
 
+/// Length of one IOPS sample (fio's default iops log interval).
+pub const SAMPLE_MS: u64 = 500;
+
 struct ThreadResult {
     wlat: Histogram<u64>,
     rlat: Histogram<u64>,
+    /// I/Os completed in each SAMPLE_MS since the job's start.
+    per_sample: Vec<u64>,
     wbytes: u64,
     rbytes: u64,
     commits: u64,
@@ -128,6 +133,7 @@ fn run_thread(
     let mut r = ThreadResult {
         wlat: new_histogram(),
         rlat: new_histogram(),
+        per_sample: Vec::new(),
         wbytes: 0,
         rbytes: 0,
         commits: 0,
@@ -184,6 +190,11 @@ fn run_thread(
             let _ = r.wlat.record((t0.elapsed().as_nanos() as u64).max(1));
             r.wbytes += spec.bs;
         }
+        let sample = (start.elapsed().as_millis() as u64 / SAMPLE_MS) as usize;
+        if r.per_sample.len() <= sample {
+            r.per_sample.resize(sample + 1, 0);
+        }
+        r.per_sample[sample] += 1;
         i += 1;
     }
     r.end = Instant::now();
@@ -287,6 +298,32 @@ fn wait_for_feed() {
     }
 }
 
+impl IopsSamples {
+    /// The job's IOPS per SAMPLE_MS (reads and writes together), over the
+    /// whole samples of its run time (the last, partial one left out), as
+    /// fio's iops_min/iops_max/iops_mean/iops_stddev; `None` under 2 samples.
+    fn of(results: &[ThreadResult], elapsed: Duration) -> Option<IopsSamples> {
+        let whole = (elapsed.as_millis() as u64 / SAMPLE_MS) as usize;
+        let per_second = |n: u64| n as f64 * 1000.0 / SAMPLE_MS as f64;
+        let samples: Vec<f64> = (0..whole)
+            .map(|i| per_second(results.iter().map(|r| r.per_sample.get(i).copied().unwrap_or(0)).sum()))
+            .collect();
+        if samples.len() < 2 {
+            return None;
+        }
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        let var = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (samples.len() - 1) as f64;
+        Some(IopsSamples {
+            interval_ms: SAMPLE_MS,
+            samples: samples.len(),
+            min: samples.iter().copied().fold(f64::INFINITY, f64::min),
+            max: samples.iter().copied().fold(0.0, f64::max),
+            mean,
+            stddev: var.sqrt(),
+        })
+    }
+}
+
 /// CPU time of the whole process so far (all threads), in ns: (user, system).
 pub fn process_cpu_ns() -> (u64, u64) {
     // SAFETY: getrusage writes into the struct we own.
@@ -365,6 +402,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         commits += r.commits;
     }
     let ns = elapsed.as_nanos() as u64;
+    let iops_samples = IopsSamples::of(&results, elapsed);
     let side = |h: &Histogram<u64>, bytes: u64| {
         let (iops, bw) = rates(h.len(), bytes, ns);
         IoStats { io_bytes: bytes, total_ios: h.len(), iops, bw_bytes: bw, lat_ns: lat_summary(h) }
@@ -413,6 +451,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
         layout_bytes,
         warmup_s: warmup.as_secs_f64(),
+        iops_samples,
         pool: account,
         arc: Some(crate::report::ArcDelta::between(&arc0, &arc1)),
         interrupted: lab::stop_requested(),
@@ -422,6 +461,31 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn thread(per_sample: Vec<u64>) -> ThreadResult {
+        ThreadResult {
+            wlat: new_histogram(),
+            rlat: new_histogram(),
+            per_sample,
+            wbytes: 0,
+            rbytes: 0,
+            commits: 0,
+            end: Instant::now(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn iops_samples_add_the_threads_and_leave_out_the_partial_sample() {
+        // Two threads over 1.7 s: samples of 500 ms at 0, 0.5 and 1 s, and a partial one.
+        let threads = [thread(vec![100, 0, 50, 999]), thread(vec![100, 0])];
+        let x = IopsSamples::of(&threads, Duration::from_millis(1700)).unwrap();
+        assert_eq!((x.samples, x.min, x.max), (3, 0.0, 400.0));
+        assert!((x.mean - 500.0 / 3.0).abs() < 1e-9);
+        // A second of 100/s, 200/s... standard deviation of (400, 0, 100).
+        assert!((x.stddev - 208.166_599_946_613_2).abs() < 1e-6, "{}", x.stddev);
+        assert!(IopsSamples::of(&threads, Duration::from_millis(900)).is_none(), "one whole sample is no spread");
+    }
 
     #[test]
     fn commit_schedule() {

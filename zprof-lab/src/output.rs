@@ -142,6 +142,18 @@ pub fn job_text(j: &JobReport) -> String {
         a.compressratio,
         a.dedup_ratio
     );
+    if let Some(x) = &j.iops_samples {
+        let _ = writeln!(
+            out,
+            "  iops per {} ms: min={} max={} avg={} stdev={} samples={}",
+            x.interval_ms,
+            human_count(x.min),
+            human_count(x.max),
+            human_count(x.mean),
+            human_count(x.stddev),
+            x.samples
+        );
+    }
     if j.warmup_s > 0.0 {
         let _ = writeln!(out, "  warm-up: {:.1} s of sequential reads before the job", j.warmup_s);
     }

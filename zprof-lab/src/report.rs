@@ -66,6 +66,24 @@ pub struct AllReport {
     pub interrupted: bool,
 }
 
+/// A job's IOPS sampled over fixed intervals (fio's iops_min, iops_max,
+/// iops_mean, iops_stddev): how steady the rate was.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IopsSamples {
+    /// Sample length, ms.
+    pub interval_ms: u64,
+    /// Whole samples in the run.
+    pub samples: usize,
+    /// Lowest sample, I/Os per second.
+    pub min: f64,
+    /// Highest sample.
+    pub max: f64,
+    /// Mean of the samples.
+    pub mean: f64,
+    /// Their standard deviation.
+    pub stddev: f64,
+}
+
 /// One pool's configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PoolInfo {
@@ -249,6 +267,9 @@ pub struct JobReport {
     /// Seconds of warm-up reads (the job's `warmup` passes) before it started.
     #[serde(default)]
     pub warmup_s: f64,
+    /// IOPS per sample interval (absent in older reports, and under 2 samples).
+    #[serde(default)]
+    pub iops_samples: Option<IopsSamples>,
     /// The pool it ran on, with its accounting at the end of the job.
     pub pool: PoolAccount,
     /// The ARC during the job, from ZFS's own statistics (absent in older reports).

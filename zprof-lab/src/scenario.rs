@@ -744,6 +744,7 @@ mod tests {
             logical_used_delta_bytes: 0,
             layout_bytes: 0,
             warmup_s: 0.0,
+            iops_samples: None,
             pool: PoolAccount { name: pool.into(), ..Default::default() },
             arc: None,
             interrupted: false,

@@ -222,6 +222,31 @@ fn scenario_check_reports_criteria_and_new_fields() {
 }
 
 #[test]
+fn l2arc_scenario_reproduces_the_published_shape() {
+    // Issue 17: with a warmed ssd cache device at least 10x the 4k random
+    // reads at volblocksize 8k, and a gain that falls as volblocksize grows.
+    // The default sizes (4 x 128 MiB against a 128 MiB ARC): with less data
+    // the ARC holds half of it and the 64k pool's hits blur the shape.
+    let dir = scratch("l2arc");
+    let out = lab()
+        .args(["scenario", "l2arc", "--runtime", "2", "--check", "--output-format", "json", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let r = json(&out);
+    let gains: Vec<String> = zprof_lab::scenario::l2arc_rows(&r)
+        .iter()
+        .map(|x| format!("{}: {:.0} -> {:.0} IOPS ({:.1}x)", x.volblocksize, x.arc_iops, x.l2arc_iops, x.gain()))
+        .collect();
+    eprintln!("{gains:?}");
+    assert_eq!(r.checks.len(), 3, "{:?}", r.checks);
+    assert!(r.checks.iter().all(|c| c.pass), "{:?} {gains:?}", r.checks);
+    assert!(r.jobs.iter().all(|j| j.warmup_s > 0.0), "every job warmed up");
+    assert_eq!(entries(&dir), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn abort_removes_the_work_directory() {
     // libzpool aborts the process on a failed assertion; the lab's handler must still
     // remove the vdev files and the work directory (and the process still die of SIGABRT).
