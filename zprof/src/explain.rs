@@ -887,7 +887,7 @@ fn cache_what_if(rec: &Recording, options: &ExplainOptions, workload_ns: f64, ou
     }
     let mut specs = options.caches.clone();
     if specs.is_empty() {
-        specs.push(CacheSpec::ssd(curve.first_bytes.next_multiple_of(1 << 30)));
+        specs.push(CacheSpec::ssd(curve.first_bytes.max(1).next_multiple_of(1 << 30)));
     }
     let disk_ns = path.device_per_read_ns * path.reads.count as f64;
     for spec in specs {
@@ -917,7 +917,7 @@ fn cache_what_if(rec: &Recording, options: &ExplainOptions, workload_ns: f64, ou
                 format!(
                     "A cache of {} holds all the data this run read from disk ({} distinct); smaller ones serve what the \
                      what-if says (pass --what-if l2arc=SIZE[,nvme] or arc=+SIZE).",
-                    format_bytes(curve.first_bytes.next_multiple_of(1 << 30) as f64),
+                    format_bytes(curve.first_bytes.max(1).next_multiple_of(1 << 30) as f64),
                     format_bytes(curve.first_bytes as f64)
                 )
             },
