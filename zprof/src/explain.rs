@@ -954,8 +954,9 @@ fn cache_evidence(
         ),
         match p.split {
             Some((hit, miss, share)) => format!(
-                "per read: {} in the workload's steady seconds ({} from memory, {} waited for a disk: {}); with the cache {} (a {} block read from it in {})",
+                "per read: {} in the workload's steady seconds ({} served from memory in {}, {} waited for a disk: {}); with the cache {} (a {} block read from it in {})",
                 format_ns(p.read_before_ns as u64),
+                pct(1.0 - share),
                 format_ns(hit as u64),
                 pct(share),
                 format_ns(miss as u64),
