@@ -610,12 +610,8 @@ pub fn suspend(off: bool) {
 
 extern "C" fn io_hook(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
     let rt = runtime();
-    if SUSPENDED.load(Ordering::Relaxed) {
-        // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
-        unsafe { crate::ffi::zio_interrupt(zio) };
-        return;
-    }
-    let leaf = rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
+    // Suspended models cost what a leaf without one costs.
+    let leaf = if SUSPENDED.load(Ordering::Relaxed) { None } else { rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned()) };
     let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
         // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
         unsafe { crate::ffi::zio_interrupt(zio) };

@@ -117,6 +117,30 @@ fn raidz3_8() -> Layout {
     Layout { kind: GroupKind::Raidz, nparity: 3, width: 8, groups: 1 }
 }
 
+/// The pool of the hdd scenarios: a raidz3 of 8 `hdd` models, ashift 12, no
+/// log or cache device (callers add them), `ssd` as the model those would take.
+fn raidz3_hdd_pool(
+    a: &ScenarioArgs,
+    name: String,
+    (hdd, ssd): (&ModelParams, &ModelParams),
+    props: BTreeMap<String, String>,
+    volblocksize: u64,
+) -> PoolConfig {
+    PoolConfig {
+        name,
+        layout: raidz3_8(),
+        ashift: 12,
+        vdev_size: a.vdev_size,
+        vdev_model: hdd.clone(),
+        logs: 0,
+        log_model: ssd.clone(),
+        caches: 0,
+        cache_model: ssd.clone(),
+        props,
+        volblocksize,
+    }
+}
+
 /// A short label for a block size: `8k`, `1M`.
 pub fn size_label(b: u64) -> String {
     if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
@@ -135,20 +159,9 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
         Scenario::FsyncCollapse => {
             let rt = a.runtime.unwrap_or(FSYNC_RUNTIME_S);
             let size = a.size.unwrap_or(1 << 30);
-            let base = PoolConfig {
-                name: pool_name(0),
-                layout: raidz3_8(),
-                ashift: 12,
-                vdev_size: a.vdev_size,
-                vdev_model: hdd,
-                logs: 0,
-                log_model: ssd.clone(),
-                caches: 0,
-                cache_model: ssd.clone(),
-                props: props(&[("compression", a.compression.as_deref().unwrap_or("off"))]),
-                // Every 4k write is a whole block: no read-modify-write.
-                volblocksize: 4096,
-            };
+            let compression = props(&[("compression", a.compression.as_deref().unwrap_or("off"))]);
+            // volblocksize 4k: every 4k write is a whole block, no read-modify-write.
+            let base = raidz3_hdd_pool(a, pool_name(0), (&hdd, &ssd), compression, 4096);
             let slog = PoolConfig { name: pool_name(1), logs: 1, ..base.clone() };
             vec![
                 (
@@ -182,8 +195,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                         vdev_model: data_model.clone().unwrap_or_else(|| ModelParams::defaults(ModelKind::Ssd)),
                         logs: 0,
                         log_model: ssd.clone(),
-                caches: 0,
-                cache_model: ssd.clone(),
+                        caches: 0,
+                        cache_model: ssd.clone(),
                         props: props(&[("compression", c)]),
                         volblocksize: 128 << 10,
                     };
@@ -206,21 +219,10 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                 .iter()
                 .enumerate()
                 .map(|(i, &v)| {
-                    let cfg = PoolConfig {
-                        name: pool_name(i),
-                        layout: raidz3_8(),
-                        ashift: 12,
-                        vdev_size: a.vdev_size,
-                        vdev_model: hdd.clone(),
-                        logs: 0,
-                        log_model: ssd.clone(),
-                caches: 0,
-                cache_model: ssd.clone(),
-                        // primarycache=metadata: every 4k read reaches the disks, as it
-                        // would on a volume much larger than the ARC.
-                        props: props(&[("compression", comp), ("primarycache", "metadata")]),
-                        volblocksize: v,
-                    };
+                    // primarycache=metadata: every 4k read reaches the disks, as it
+                    // would on a volume much larger than the ARC.
+                    let pool_props = props(&[("compression", comp), ("primarycache", "metadata")]);
+                    let cfg = raidz3_hdd_pool(a, pool_name(i), (&hdd, &ssd), pool_props, v);
                     let j = JobSpec {
                         numjobs: VOLBLOCKSIZE_READERS,
                         ..job(&format!("vbs-{}", size_label(v)), Rw::Randread, 4096, size, rt, 0, 75)
@@ -237,17 +239,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
             for &v in &L2ARC_VOLBLOCKSIZES {
                 for caches in [0, 1] {
                     let cfg = PoolConfig {
-                        name: pool_name(pools.len()),
-                        layout: raidz3_8(),
-                        ashift: 12,
-                        vdev_size: a.vdev_size,
-                        vdev_model: hdd.clone(),
-                        logs: 0,
-                        log_model: ssd.clone(),
                         caches,
-                        cache_model: ssd.clone(),
-                        props: props(&[("compression", comp)]),
-                        volblocksize: v,
+                        ..raidz3_hdd_pool(a, pool_name(pools.len()), (&hdd, &ssd), props(&[("compression", comp)]), v)
                     };
                     let name = format!("{}-{}", if caches == 0 { "arc" } else { "l2arc" }, size_label(v));
                     // Both warmed alike: the ARC holds what it can either way.

@@ -181,8 +181,10 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     let commit_share = stat(rec, Stage::ZilCommit, None).total_ns as f64 / workload_ns;
     write_amplification(rec, wall_ns, commit_share, &mut findings);
     throttle(rec, workload_ns, &mut findings);
-    reads(rec, workload_ns, &mut findings);
-    cache_what_if(rec, options, workload_ns, &mut findings);
+    if let Some(path) = crate::read_path::ReadPath::measure(rec) {
+        reads(rec, &path, workload_ns, &mut findings);
+        cache_what_if(rec, &path, options, workload_ns, &mut findings);
+    }
     dedup(rec, wall_ns, cpu_ns, &mut findings);
     crate::zvol_blocks::findings(rec, &mut findings);
     findings.sort_by(|a, b| b.share.total_cmp(&a.share));
@@ -787,8 +789,7 @@ fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
 }
 
 /// Finding 7: where reads spend their time (see [`crate::read_path`]).
-fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
-    let Some(path) = crate::read_path::ReadPath::measure(rec) else { return };
+fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, out: &mut Vec<Finding>) {
     let reads = &path.reads;
     let reach = path.blocks_per_read;
     let device_share = if path.timed { path.device_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
@@ -878,16 +879,24 @@ fn reads(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
 /// Finding 7b: what a cache would have served of the reads from disk (see
 /// [`crate::cache_what_if`]), for each `--what-if l2arc=`/`arc=+`, or by
 /// default for an ssd cache device holding all the data read from disk.
-fn cache_what_if(rec: &Recording, options: &ExplainOptions, workload_ns: f64, out: &mut Vec<Finding>) {
+fn cache_what_if(
+    rec: &Recording,
+    path: &crate::read_path::ReadPath,
+    options: &ExplainOptions,
+    workload_ns: f64,
+    out: &mut Vec<Finding>,
+) {
     use crate::cache_what_if::{CacheSpec, ReuseCurve, predict};
-    let (Some(path), Some(curve)) = (crate::read_path::ReadPath::measure(rec), ReuseCurve::measure(rec)) else { return };
+    let Some(curve) = ReuseCurve::measure(rec) else { return };
     // Reads the ARC serves leave a cache nothing to do.
     if path.blocks_per_read < 0.05 || curve.all_reads == 0 {
         return;
     }
+    // A cache that holds all the data this run read from disk, in whole GiB.
+    let whole_data = curve.first_bytes.max(1).next_multiple_of(1 << 30);
     let mut specs = options.caches.clone();
     if specs.is_empty() {
-        specs.push(CacheSpec::ssd(curve.first_bytes.max(1).next_multiple_of(1 << 30)));
+        specs.push(CacheSpec::ssd(whole_data));
     }
     let disk_ns = path.device_per_read_ns * path.reads.count as f64;
     for spec in specs {
@@ -917,7 +926,7 @@ fn cache_what_if(rec: &Recording, options: &ExplainOptions, workload_ns: f64, ou
                 format!(
                     "A cache of {} holds all the data this run read from disk ({} distinct); smaller ones serve what the \
                      what-if says (pass --what-if l2arc=SIZE[,nvme] or arc=+SIZE).",
-                    format_bytes(curve.first_bytes.max(1).next_multiple_of(1 << 30) as f64),
+                    format_bytes(whole_data as f64),
                     format_bytes(curve.first_bytes as f64)
                 )
             },
