@@ -318,10 +318,11 @@ impl BenchSync {
         if jobs.is_empty() {
             return None;
         }
-        let iops = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops).sum();
+        let iops: f64 = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops).sum();
         // Little's law per job: concurrent writers = rate x latency.
-        let writers = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops * w.lat_mean_ns / 1e9).sum();
-        Some(BenchSync { tool: bench.tool.clone(), iops, writers })
+        let writers: f64 = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops * w.lat_mean_ns / 1e9).sum();
+        // Figures that overflow (a damaged recording's) are not the benchmark's: zprof's own count stands.
+        (iops.is_finite() && writers.is_finite()).then(|| BenchSync { tool: bench.tool.clone(), iops, writers })
     }
 }
 

@@ -139,6 +139,7 @@ fn mutated_recordings_never_panic() {
     common::zprof_on_lab("run", &common::lab_binary(), &dir, &path, &[&jobs[..], &job].concat());
     let original = std::fs::read(&path).unwrap();
     Recording::parse(&String::from_utf8_lossy(&original), "rec.json").expect("the unmutated recording is read");
+    every_hostile_benchmark_figure_renders(&String::from_utf8_lossy(&original));
     let (accepted, refused, slowest) = fuzz("recording", &original, 0x9E37_79B9_7F4A_7C15, |text| {
         let rec = Recording::parse(text, "mutated.json").map_err(|e| e.to_string())?;
         Ok(Some(render_all(&rec)))
@@ -146,6 +147,27 @@ fn mutated_recordings_never_panic() {
     eprintln!("recording: {} runs, {accepted} accepted and rendered, {refused} refused, 0 panics, slowest {slowest:?}", runs());
     assert!(accepted > 0 && refused > 0, "the mutations should both pass and fail the reader");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Each hostile number in each of the benchmark's rates and latencies, one
+/// at a time: explain multiplies them (Little's law), where 1e308 once gave
+/// "about inf writer(s)" (CI, random mutation).
+fn every_hostile_benchmark_figure_renders(original: &str) {
+    let mut checked = 0;
+    for field in ["\"iops\": ", "\"lat_mean_ns\": ", "\"bw_bytes\": "] {
+        for (at, _) in original.match_indices(field) {
+            let start = at + field.len();
+            let end = start + original[start..].find([',', '\n', '}']).unwrap();
+            for number in HOSTILE_NUMBERS {
+                let text = format!("{}{number}{}", &original[..start], &original[end..]);
+                let Ok(rec) = Recording::parse(&text, "hostile.json") else { continue };
+                let rendered = render_all(&rec);
+                assert!(non_number_word(&rendered).is_none(), "{field}{number} at byte {start}: printed a non-number:\n{rendered}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "the recording has the benchmark's figures");
 }
 
 #[test]
