@@ -47,8 +47,15 @@ const JOBS: &[Job] = &[
     Job { name: "b-zvol-read", process: "fio-b", layer: "zvol", dataset: "rq/v2", ops: &[("read", "read", false)] },
 ];
 
-/// fio's count and p50 (ns) of one job's direction.
-fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<(u64, Option<u64>)> {
+/// What fio measured of one job's direction: its count, and the p50 and the
+/// minimum of its latency (ns).
+struct FioFigures {
+    count: u64,
+    p50: Option<u64>,
+    min: Option<u64>,
+}
+
+fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<FioFigures> {
     let entry = fio["jobs"]
         .as_array()
         .into_iter()
@@ -57,7 +64,11 @@ fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<(u64, 
         .ok_or_else(|| anyhow!("fio ran no job {job}"))?;
     let side = &entry[direction];
     let latency = if direction == "sync" { &side["lat_ns"] } else { &side["clat_ns"] };
-    Ok((side["total_ios"].as_u64().unwrap_or(0), latency["percentile"]["50.000000"].as_u64()))
+    Ok(FioFigures {
+        count: side["total_ios"].as_u64().unwrap_or(0),
+        p50: latency["percentile"]["50.000000"].as_u64(),
+        min: latency["min"].as_u64().filter(|&ns| ns > 0),
+    })
 }
 
 /// zprof's request rows that `keep` accepts: their count and merged buckets.
@@ -76,6 +87,30 @@ fn zprof_rows(rec: &Value, keep: impl Fn(&Value) -> bool) -> (u64, Pow2) {
 
 fn has_sync_flag(row: &Value) -> bool {
     row["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "sync"))
+}
+
+/// Whether zprof's p50 (a power of two) fits fio's figures for a request of
+/// `layer`.
+///
+/// A file request spans the system call's work in ZFS: the same or the
+/// neighbouring power of two. A zvol request starts where zfs.ko gets the bio
+/// and ends at its bio_endio, inside fio's clat, which also holds the system
+/// call, the pages' pinning, the block layer and the wake-up after
+/// completion: 2.5-5x shorter under emulation (6.12), so never above fio's
+/// and at most two powers of two below. The wake-up waits for a CPU, and on
+/// a loaded 2-vCPU guest that wait can dwarf ZFS's part: a CI run measured
+/// fio's p50 zvol write at 16.3 ms against zprof's 1-2 ms (local runs: fio's
+/// 1.6-2.1 ms). The fastest system call waited least, so where fio's p50 is
+/// more than 4x its own minimum, zprof's p50 is held within two powers of two
+/// of that minimum instead.
+fn latency_close(layer: &str, ours: Option<usize>, theirs: &FioFigures) -> bool {
+    let (Some(a), Some(p50)) = (ours, theirs.p50) else { return false };
+    let b = log2(p50);
+    if layer == "file" {
+        return a.abs_diff(b) <= 1;
+    }
+    let waited = theirs.min.filter(|&min| p50 > 4 * min);
+    a <= b && (b - a <= 2 || waited.is_some_and(|min| a + 2 >= log2(min)))
 }
 
 fn log2(ns: u64) -> usize {
@@ -97,7 +132,8 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         }
         let fio = if job.process == "fio-a" { &fio_a } else { &fio_b };
         for &(direction, op, sync) in job.ops {
-            let (expected, fio_p50) = fio_figures(fio, job.name, direction)?;
+            let theirs = fio_figures(fio, job.name, direction)?;
+            let expected = theirs.count;
             let (count, hist) = zprof_rows(&rec, |r| {
                 r["layer"] == job.layer
                     && r["op"] == op
@@ -112,21 +148,22 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
                 bad.push(format!("{} {direction}: zprof counted {count} {op} requests, fio {expected}", job.name));
             }
             let ours = percentile_bucket(&hist, 0.5);
-            let theirs = fio_p50.map(log2);
-            // A file request spans the system call's work in ZFS: the same or the
-            // neighbouring power of two. A zvol request starts where zfs.ko gets
-            // the bio and ends at its bio_endio, inside fio's clat, which also
-            // holds the system call, the pages' pinning, the block layer and the
-            // wake-up after completion: 2.5-5x shorter under emulation (6.12).
-            let close = match (ours, theirs) {
-                (Some(a), Some(b)) if job.layer == "file" => a.abs_diff(b) <= 1,
-                (Some(a), Some(b)) => a <= b && b - a <= 2,
-                _ => false,
-            };
-            if !close {
-                bad.push(format!("{} {direction}: p50 in 2^{ours:?} ns, fio's {fio_p50:?} ns in 2^{theirs:?}", job.name));
+            if !latency_close(job.layer, ours, &theirs) {
+                bad.push(format!(
+                    "{} {direction}: p50 in 2^{ours:?} ns, fio's {:?} ns in 2^{:?} (its minimum {:?} ns)",
+                    job.name,
+                    theirs.p50,
+                    theirs.p50.map(log2),
+                    theirs.min
+                ));
             }
-            figures.push(format!("{} {op} {count}/{expected} p50 2^{}/{}", job.name, ours.unwrap_or(0), fio_p50.unwrap_or(0)));
+            figures.push(format!(
+                "{} {op} {count}/{expected} p50 2^{}/{} min {}",
+                job.name,
+                ours.unwrap_or(0),
+                theirs.p50.unwrap_or(0),
+                theirs.min.unwrap_or(0)
+            ));
         }
     }
     for (process, cgroup, expected) in per_process {
@@ -299,7 +336,7 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
         ensure!(finding.is_none(), "a zvol finding without zvol rows");
         return Ok("rmw: no zvol rows without offsets, and no finding".into());
     }
-    let (expected, _) = fio_figures(&fio, "rmw", "write")?;
+    let expected = fio_figures(&fio, "rmw", "write")?.count;
     let (count, _) = zprof_rows(&rec, |r| r["layer"] == "zvol" && r["op"] == "write");
     ensure!(count.abs_diff(expected) <= 2, "rmw: zprof counted {count} zvol writes, fio {expected}");
     let finding = finding.ok_or_else(|| anyhow!("rmw: explain names no zvol read-modify-write"))?;
@@ -322,4 +359,39 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     // a block already dirty in the open txg share its read.
     ensure!(reads >= 512, "rmw: only {reads} blocks read for 512 blocks written into");
     Ok(format!("rmw: {count}/{expected} writes; {reads} blocks read, {per_write:.2} per write, {per_byte:.2} bytes read per byte written: {title}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// fio's a-zvol-fsync writes in a local default-2.1.11 headers run.
+    const LOCAL_ZVOL_WRITES: FioFigures = FioFigures { count: 94, p50: Some(2_088_960), min: Some(664_630) };
+
+    #[test]
+    fn a_zvol_request_is_never_above_fio_and_at_most_two_powers_below() {
+        // zprof measured 2^19 there.
+        assert!(latency_close("zvol", Some(19), &LOCAL_ZVOL_WRITES));
+        assert!(latency_close("zvol", Some(20), &LOCAL_ZVOL_WRITES));
+        assert!(!latency_close("zvol", Some(21), &LOCAL_ZVOL_WRITES), "above fio's p50");
+        assert!(!latency_close("zvol", Some(17), &LOCAL_ZVOL_WRITES), "fio's p50 is 3x its minimum: no wait outside ZFS to excuse");
+        assert!(!latency_close("zvol", None, &LOCAL_ZVOL_WRITES));
+    }
+
+    #[test]
+    fn a_wait_for_a_cpu_is_judged_by_fios_fastest_call() {
+        // The same calls, each after a 15 ms wait for a CPU but the fastest.
+        let waited = FioFigures { p50: Some(2_088_960 + 15_000_000), ..LOCAL_ZVOL_WRITES };
+        assert!(latency_close("zvol", Some(19), &waited));
+        assert!(!latency_close("zvol", Some(16), &waited), "more than two powers below fio's minimum");
+    }
+
+    #[test]
+    fn a_file_request_is_in_fios_power_of_two_or_a_neighbour() {
+        // a-fs-fsync writes in the same run: zprof 2^20, fio 1,286,144 ns.
+        let fio = FioFigures { count: 113, p50: Some(1_286_144), min: Some(250_420) };
+        assert!(latency_close("file", Some(20), &fio));
+        assert!(latency_close("file", Some(21), &fio));
+        assert!(!latency_close("file", Some(18), &fio));
+    }
 }
