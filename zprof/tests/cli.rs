@@ -14,7 +14,7 @@ use std::{
 use serde_json::Value;
 
 mod common;
-use common::{LabRelease, explain_json, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof, zprof_on_lab};
+use common::{HostSteal, LabRelease, explain_json, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof, zprof_on_lab};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("zprof-test", name)
@@ -400,11 +400,24 @@ impl Drop for CpuLoad {
 /// One SLOG case: the what-if from the run without a log device against the
 /// lab's measured rate with one. Returns both recordings, the prediction and
 /// the measured rate.
-fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> (PathBuf, PathBuf, f64, f64) {
+/// One SLOG case: the recordings without and with the log device, the
+/// what-if's prediction, the rate measured with it, and the share of CPU time
+/// the hypervisor took during that measured run.
+struct SlogCase {
+    without: PathBuf,
+    with: PathBuf,
+    predicted: f64,
+    measured: f64,
+    steal: f64,
+}
+
+fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> SlogCase {
     let load = loaded.then(CpuLoad::start);
     let tag = if loaded { "-loaded" } else { "" };
     let (without, _) = fsync_on_raidz3(dir, lab, 0, bs, mode, tag);
+    let steal = HostSteal::start();
     let (with, lab_with) = fsync_on_raidz3(dir, lab, 1, bs, mode, tag);
+    let steal = steal.share();
     drop(load);
     let measured = lab_with["jobs"][0]["write"]["iops"].as_f64().unwrap();
     // The log device as ZFS saw it in the lab (its model's latency where the
@@ -426,8 +439,14 @@ fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> (Pat
         .find(|f| f[0].as_str().unwrap().starts_with("predicted_ops_"))
         .map(|f| f[1].as_f64().unwrap())
         .unwrap();
-    (without, with, predicted, measured)
+    SlogCase { without, with, predicted, measured, steal }
 }
+
+/// Steal over which a missed SLOG case earns a further try: at 1,200-1,800
+/// commits/s the run with the log device is bound by CPU, and the what-if
+/// predicts for the CPUs of the run without it (the local CI check of
+/// 3242bcc missed by 31-43% at 32k while the host's steal rose).
+const STEAL_EXCUSES_A_MISS: f64 = 0.05;
 
 /// The SLOG what-if from a run without a log device predicts the lab's measured
 /// rate with one within 30%, from the benchmark's JSON (run) and from zprof's
@@ -466,15 +485,25 @@ fn slog_prediction_matches_the_lab_and_compare_explains_it(version: &str, lab: &
         // seconds of a 65 IOPS run without the log device, whose own-time
         // figure moves by tens of percent between runs on this shared VM
         // (2.3.2's 4k run came out 36% high once, then 2-13% in three runs).
+        // A miss while the hypervisor took more than STEAL_EXCUSES_A_MISS of
+        // the CPUs earns one try more: the bound is not loosened.
         let mut attempts = Vec::new();
-        for _ in 0..2 {
-            let (without, with, predicted, measured) = slog_case(&dir, lab, bs, mode, loaded);
-            eprintln!("| {version} | {case} | {predicted:.0} | {measured:.0} | {:+.0}% |", (predicted / measured - 1.0) * 100.0);
-            attempts.push(format!("predicted {predicted:.0}/s vs measured {measured:.0}/s"));
+        let mut tries = 2;
+        while attempts.len() < tries {
+            let SlogCase { without, with, predicted, measured, steal } = slog_case(&dir, lab, bs, mode, loaded);
+            eprintln!(
+                "| {version} | {case} | {predicted:.0} | {measured:.0} | {:+.0}% | steal {:.1}% |",
+                (predicted / measured - 1.0) * 100.0,
+                steal * 100.0
+            );
+            attempts.push(format!("predicted {predicted:.0}/s vs measured {measured:.0}/s (steal {:.1}%)", steal * 100.0));
             first.get_or_insert((without, with));
             if within(predicted, measured) {
                 attempts.clear();
                 break;
+            }
+            if steal > STEAL_EXCUSES_A_MISS {
+                tries = 3;
             }
         }
         if !attempts.is_empty() {

@@ -187,3 +187,30 @@ pub fn non_number_word(text: &str) -> Option<&str> {
         bare == "inf" || bare == "NaN"
     })
 }
+
+/// The share of CPU time the hypervisor took from this VM (steal) since
+/// `start`: a timing test's miss on a host that was taken away is told apart
+/// from the model's own.
+pub struct HostSteal {
+    start: (u64, u64),
+}
+
+impl HostSteal {
+    pub fn start() -> HostSteal {
+        HostSteal { start: Self::read() }
+    }
+
+    /// Steal over all CPU time since the start, 0 to 1.
+    pub fn share(&self) -> f64 {
+        let (steal, total) = Self::read();
+        (steal - self.start.0) as f64 / (total - self.start.1).max(1) as f64
+    }
+
+    /// /proc/stat's "cpu" line: (steal, all).
+    fn read() -> (u64, u64) {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let fields: Vec<u64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        // guest and guest_nice (after steal) are already in user and nice.
+        (fields.get(7).copied().unwrap_or(0), fields.iter().take(8).sum())
+    }
+}
