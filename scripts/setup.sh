@@ -15,7 +15,9 @@ fi
 # 1. Debian packages. OpenZFS 2.1.11 lives in the `contrib` component.
 # zfs-dkms only for its headers (/usr/src/zfs-*/include has sys/zfs_ioctl.h, which
 # libzfslinux-dev lacks): zprof's offsets check compiles against them.
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config)
+# prometheus (with promtool) for the tests of `zprof serve`; its own service is
+# not started (see below).
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -31,8 +33,22 @@ if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
+    # Packages' services (prometheus would listen on all addresses) are not
+    # started: a policy-rc.d that denies them, only for this install, unless
+    # the machine already has one.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+    fi
     # No recommends: zfsutils-linux would otherwise pull zfs-dkms and build modules.
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    installed=0
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || installed=$?
+    if [[ -n $own_policy ]]; then rm -f "$policy"; fi
+    if ((installed)); then
+        log "apt-get install failed ($installed)"
+        exit 1
+    fi
 fi
 
 # 2. Nightly's rust-src: the eBPF crate is built with -Z build-std=core.

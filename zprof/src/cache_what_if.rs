@@ -451,7 +451,7 @@ mod tests {
     fn a_small_cache_is_kept_longer_by_what_it_serves() {
         // Distances spread evenly over 0..1000 MiB buckets: a 100 MiB ring
         // serving h of the reads keeps blocks for 100 / (1 - h) MiB.
-        let buckets: Vec<(u64, u64)> = (1..=100).map(|i| (i * 10 << 20, 10)).collect();
+        let buckets: Vec<(u64, u64)> = (1..=100).map(|i| ((i * 10) << 20, 10)).collect();
         let c = curve(vec![row(0, &buckets, 0)]);
         let (all, keep_bytes) = c.served(100.0 * 1048576.0);
         let keep = 100.0 / (1.0 - all);

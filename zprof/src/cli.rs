@@ -36,6 +36,37 @@ pub enum Command {
     /// Struct offsets for a zfs.ko without BTF, compiled from its dkms tree and
     /// kernel headers (what record does by itself when it can; cached per module build).
     Offsets(OffsetsArgs),
+    /// Attach once and serve every stage at /metrics for Prometheus, until SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// `zprof serve`: a long-running Prometheus exporter.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    /// Target selection.
+    pub target: TargetArgs,
+    /// Address to serve /metrics on (loopback by default: the stages name
+    /// pools and datasets; put a proxy or a firewall in front before widening it).
+    #[arg(long, default_value = "127.0.0.1:9929", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// Label vdev rows with their leaf vdev's guid (otherwise a pool's leaves are summed).
+    #[arg(long)]
+    pub per_vdev: bool,
+    /// Stage series exported at most; beyond, a family's series are folded into
+    /// one labelled "_other" and counted in zprof_series_folded.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_series: u64,
+    /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub hist_entries: u32,
+    /// Time every workload read and write, tx assign and block checksum (see
+    /// record --full-timing; a uprobe pair per call on libzpool).
+    #[arg(long)]
+    pub full_timing: bool,
+    /// Leave these stage groups out (as record --skip).
+    #[arg(long, value_delimiter = ',', value_parser = parse_group)]
+    pub skip: Vec<String>,
 }
 
 /// Options choosing and describing the target.

@@ -38,6 +38,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Probes(args) => probes(args),
         Command::Offsets(args) => offsets_cmd(args),
+        Command::Serve(args) => crate::serve::serve(args),
         Command::Record(args) => record(args, false),
         Command::Run(args) => record(args, true),
         Command::Report(args) => report_cmd(args),
@@ -57,7 +58,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// Resolves the target and its struct offsets.
-fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target, FoundOffsets)> {
+pub(crate) fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target, FoundOffsets)> {
     let mut target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
     if let Some(version) = &args.zfs_version {
         let known = target.build_id.as_deref().and_then(offsets::release_of_build);

@@ -796,10 +796,10 @@ fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, o
     let device_share = if path.timed { path.device_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
     let cpu_share = if path.timed { path.cpu_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
     let amplification = path.amplification();
-    let (bound, action) = read_bound(&path, device_share, cpu_share);
+    let (bound, action) = read_bound(path, device_share, cpu_share);
     let latency = if path.timed { format!(", p50 {}, mean {}", format_ns(reads.p50_ns), format_ns(reads.mean_ns as u64)) } else { String::new() };
     let mut evidence = vec![format!("{} reads of {} on average{latency}", format_count(reads.count as f64), format_bytes(path.read_bytes()))];
-    evidence.push(read_reach_line(&path));
+    evidence.push(read_reach_line(path));
     if let Some(arc) = &path.arc {
         evidence.push(arc_split_line(arc));
     }
@@ -901,7 +901,7 @@ fn cache_what_if(
     }
     let disk_ns = path.device_per_read_ns * path.reads.count as f64;
     for spec in specs {
-        let Some(p) = predict(rec, &path, &curve, spec, options.cpus) else { continue };
+        let Some(p) = predict(rec, path, &curve, spec, options.cpus) else { continue };
         let gain = if p.rate_before > 0.0 { p.rate_after / p.rate_before } else { 0.0 };
         let title = format!(
             "{} of {}: would serve {} of the reads from disk the workload waited for, {} reads/s instead of {} ({gain:.1}x)",
@@ -917,8 +917,8 @@ fn cache_what_if(
             title,
             share: (disk_ns * p.served_sync / workload_ns).min(1.0),
             confidence: if curve.re_reads() >= 100 && path.timed { Confidence::High } else { Confidence::Low },
-            evidence: cache_evidence(&path, &curve, &p),
-            missing: cache_what_if_limits(&curve, &path),
+            evidence: cache_evidence(path, &curve, &p),
+            missing: cache_what_if_limits(&curve, path),
             action: if curve.re_reads() == 0 {
                 "No block was read from disk twice: a cache serves only data read again. Run longer, or warm the cache \
                  the way production does, and record again."

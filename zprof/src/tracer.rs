@@ -758,27 +758,9 @@ impl Session {
         Ok(map.keys().filter(|k| k.is_ok()).count() as u64)
     }
 
-    /// Reads everything and builds the recording. The probes stay attached until
-    /// the session is dropped.
-    pub fn finish(
-        mut self,
-        command: Option<Vec<String>>,
-        command_exit: Option<i32>,
-        pid: Option<u32>,
-    ) -> anyhow::Result<Recording> {
-        let duration = self.started.elapsed();
-        // A final partial second only if it holds more than a blink of data.
-        if self.timeline.is_empty() || duration.as_secs_f64() - self.timeline.len() as f64 > 0.2 {
-            self.tick()?;
-        }
-        self.drain_events();
-        let names = self.pool_names()?;
-        let pool_name = |spa: u64| -> String {
-            match spa {
-                0 => String::new(),
-                spa => names.get(&spa).cloned().unwrap_or_else(|| format!("spa@{spa:#x}")),
-            }
-        };
+    /// Every histogram row so far, with pool names, sorted.
+    fn histogram_records(&self, names: &BTreeMap<u64, String>) -> anyhow::Result<Vec<HistRecord>> {
+        let pool_name = |spa: u64| pool_label(names, spa);
         let mut histograms: Vec<HistRecord> = cache_device_rows(self.read_histograms(|_| true)?)
             .into_iter()
             .filter_map(|(key, hist)| {
@@ -799,6 +781,56 @@ impl Session {
             })
             .collect();
         histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
+        Ok(histograms)
+    }
+
+    /// What `zprof serve` reads at each scrape: the stage rows so far
+    /// (cumulative) and zprof's health. Ring-buffer events are drained and
+    /// dropped: an exporter keeps no per-event state, so its memory stays flat
+    /// however long it runs.
+    pub fn live(&mut self) -> anyhow::Result<(Vec<HistRecord>, crate::exposition::Health)> {
+        let started = Instant::now();
+        self.drain_events();
+        self.txg_events.clear();
+        self.slow_requests.clear();
+        let names = self.pool_names()?;
+        let rows = self.histogram_records(&names)?;
+        let c = self.counters()?;
+        let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
+        let attached = self.probes.iter().filter(|p| p.attached).count() as u64;
+        let health = crate::exposition::Health {
+            target: format!("{:?}", self.target.kind).to_lowercase(),
+            zfs_version: self.release.version.clone().unwrap_or_default(),
+            zfs_status: self.release.status.word().into(),
+            probes_attached: attached,
+            probes_unavailable: self.probes.len() as u64 - attached,
+            losses,
+            unmatched_by_stage: self.unmatched_by_stage()?.into_iter().collect(),
+            programs: self.program_costs().into_iter().map(|p| (p.program, p.run_count, p.run_time_ns)).collect(),
+            attach_seconds: self.attach_ms / 1e3,
+            resident_bytes: resident_bytes(),
+            collect_seconds: started.elapsed().as_secs_f64(),
+        };
+        Ok((rows, health))
+    }
+
+    /// Reads everything and builds the recording. The probes stay attached until
+    /// the session is dropped.
+    pub fn finish(
+        mut self,
+        command: Option<Vec<String>>,
+        command_exit: Option<i32>,
+        pid: Option<u32>,
+    ) -> anyhow::Result<Recording> {
+        let duration = self.started.elapsed();
+        // A final partial second only if it holds more than a blink of data.
+        if self.timeline.is_empty() || duration.as_secs_f64() - self.timeline.len() as f64 > 0.2 {
+            self.tick()?;
+        }
+        self.drain_events();
+        let names = self.pool_names()?;
+        let pool_name = |spa: u64| pool_label(&names, spa);
+        let histograms = self.histogram_records(&names)?;
         let c = self.counters()?;
         let (mut requests, mut slow_requests, requests_in_flight) = self.requests()?;
         slow_requests.sort_by_key(|r| std::cmp::Reverse(r.duration_ns));
@@ -897,6 +929,40 @@ fn zvol_blk_mq_warning() -> Option<String> {
     (value.trim() == "1").then(|| {
         "zvol_use_blk_mq is 1: requests of zvols created since it was set (blk-mq devices) are not in the requests section".into()
     })
+}
+
+/// The name of a pool by its spa_t address ("" where the stage cannot tell).
+fn pool_label(names: &BTreeMap<u64, String>, spa: u64) -> String {
+    match spa {
+        0 => String::new(),
+        spa => names.get(&spa).cloned().unwrap_or_else(|| format!("spa@{spa:#x}")),
+    }
+}
+
+/// The loss counters `serve` exports, by the names of [`Losses`]' fields.
+const LOSS_COUNTERS: [(u32, &str); 12] = [
+    (counter::ENTRY_MAP_FULL, "entry_map_full"),
+    (counter::RETURN_WITHOUT_ENTRY, "return_without_entry"),
+    (counter::HIST_MAP_FULL, "hist_map_full"),
+    (counter::RINGBUF_FULL, "ringbuf_full"),
+    (counter::READ_FAILED, "read_failed"),
+    (counter::NESTED_ENTRY, "nested_entry"),
+    (counter::TRACKED_FULL, "tracked_full"),
+    (counter::WRITER_SLOT_TAKEN, "writer_slot_taken"),
+    (counter::REQUEST_FOLDED, "request_folded"),
+    (counter::REQUEST_START_FULL, "request_start_full"),
+    (counter::NAME_MAP_FULL, "name_map_full"),
+    (counter::REQUEST_END_WITHOUT_START, "request_end_without_start"),
+];
+
+/// This process's resident memory (statm's second field, in pages).
+fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
 }
 
 /// Class name (or suffix) of rows counted at entry only (no latency).

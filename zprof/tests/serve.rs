@@ -1,0 +1,236 @@
+//! `zprof serve` scraped by a real Prometheus server (Debian's package, which
+//! `cargo xtask setup` installs), both on loopback, with a scrape every second,
+//! while the lab runs fsync writes under `zprof record`:
+//! - `promtool check metrics` passes on the exposition;
+//! - Prometheus's count of zil_commit calls for the lab's pool equals
+//!   record's, and the lab's own count within 2;
+//! - its p50 (`histogram_quantile`, on the cumulative buckets and on their
+//!   rate) is in record's p50's power of two or a neighbour;
+//! - SIGTERM detaches every probe and exits 0. Needs root.
+
+use std::{
+    io::{Read as _, Write as _},
+    net::{SocketAddr, TcpStream},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+mod common;
+use common::{lab_releases, require_root, scratch, zprof, zprof_on_lab};
+
+/// Kills what a test started, however it ends.
+struct Reaper(Vec<Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            // SAFETY: kill on a child we spawned and have not waited for.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
+}
+
+/// An HTTP/1.0 GET (no chunked replies): status line and body.
+fn get(address: SocketAddr, path: &str, accept: Option<&str>) -> std::io::Result<(String, String)> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n{accept}\r\n")?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    Ok((head.lines().next().unwrap_or("").to_owned(), body.to_owned()))
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// A PromQL instant query's single value (None: no series).
+fn query(prometheus: SocketAddr, promql: &str) -> Option<f64> {
+    let (status, body) = get(prometheus, &format!("/api/v1/query?query={}", percent_encode(promql)), None).unwrap();
+    assert!(status.contains(" 200 "), "{promql}: {status}: {body}");
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    let result = reply["data"]["result"].as_array().unwrap();
+    assert!(result.len() <= 1, "{promql}: more than one series: {body}");
+    result.first().map(|r| r["value"][1].as_str().unwrap().parse().unwrap())
+}
+
+/// Reads a child's stderr until a line containing `marker`; returns that line.
+fn line_with(child: &mut Child, marker: &str) -> String {
+    let pipe = child.stderr.as_mut().unwrap();
+    let (mut seen, started) = (String::new(), Instant::now());
+    loop {
+        if let Some(line) = seen.lines().find(|l| l.contains(marker)).filter(|_| seen.ends_with('\n')) {
+            return line.to_owned();
+        }
+        let mut buf = [0u8; 256];
+        let n = pipe.read(&mut buf).unwrap();
+        assert!(n > 0, "exited before {marker:?}: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        assert!(started.elapsed() < Duration::from_secs(60), "no {marker:?} in 60 s: {seen}");
+    }
+}
+
+fn start_prometheus(dir: &Path, target: SocketAddr) -> (Child, SocketAddr) {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: zprof\n    static_configs:\n      - targets: ['{target}']\n"),
+    )
+    .unwrap();
+    // A free loopback port (Prometheus cannot report one it picked itself).
+    let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+        .arg(format!("--web.listen-address={address}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("no prometheus: cargo xtask setup installs Debian's package");
+    let started = Instant::now();
+    while !get(address, "/-/ready", None).is_ok_and(|(status, _)| status.contains(" 200 ")) {
+        assert!(started.elapsed() < Duration::from_secs(60), "Prometheus not ready in 60 s: see {}", dir.join("prometheus.log").display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Its first scrape comes up to 5 s after it is ready (target discovery
+    // is batched): a workload started before would be half unseen.
+    while query(address, "up{job=\"zprof\"}") != Some(1.0) {
+        assert!(started.elapsed() < Duration::from_secs(60), "Prometheus has not scraped zprof in 60 s: see {}", dir.join("prometheus.log").display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (child, address)
+}
+
+/// A query's value once it has stopped changing over three scrapes.
+fn settled(prometheus: SocketAddr, promql: &str) -> f64 {
+    let started = Instant::now();
+    let mut last = Vec::new();
+    loop {
+        last.push(query(prometheus, promql));
+        if last.len() >= 3 && last[last.len() - 3..].iter().all(|v| v.is_some() && *v == last[last.len() - 1]) {
+            return last[last.len() - 1].unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{promql} did not settle: {last:?}");
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+}
+
+/// The p50 of record's rows of `stage`, in ns (the low edge of its bucket).
+fn record_p50_ns(recording: &Value, stage: &str, pool: &str) -> f64 {
+    let mut buckets = std::collections::BTreeMap::new();
+    for row in recording["histograms"].as_array().unwrap().iter().filter(|h| h["stage"] == stage && h["pool"] == pool) {
+        for pair in row["buckets"].as_array().unwrap() {
+            *buckets.entry(pair[0].as_u64().unwrap() as usize).or_insert(0u64) += pair[1].as_u64().unwrap();
+        }
+    }
+    let total: u64 = buckets.values().sum();
+    let mut seen = 0;
+    for (index, n) in buckets {
+        seen += n;
+        if seen * 2 >= total {
+            return zprof_common::hist_bucket_low(index) as f64;
+        }
+    }
+    panic!("record has no {stage} rows for {pool}");
+}
+
+#[test]
+fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
+    require_root();
+    let release = lab_releases().remove(0);
+    let dir = scratch("zprof-serve", &release.version);
+    let mut serve = zprof()
+        .args(["serve", "--target", &format!("libzpool={}", release.libzpool.display()), "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = line_with(&mut serve, "serving http://");
+    let exporter: SocketAddr = line.rsplit("http://").next().unwrap().trim_end_matches("/metrics").parse().unwrap();
+    let mut reaper = Reaper(vec![serve]);
+    let (prometheus, prometheus_address) = start_prometheus(&dir, exporter);
+    reaper.0.push(prometheus);
+
+    let recording = dir.join("rec.json");
+    let job = "name=f,rw=randwrite,bs=4k,size=16m,runtime=4,fsync=1";
+    let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &["--job", job]);
+    let pool = lab["jobs"][0]["pool"]["name"].as_str().unwrap().to_owned();
+    let lab_commits = lab["totals"]["zil_commits_all"].as_f64().unwrap();
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+    let rec_commits: u64 =
+        rec["histograms"].as_array().unwrap().iter().filter(|h| h["stage"] == "zil_commit" && h["pool"] == pool.as_str()).map(|h| h["count"].as_u64().unwrap()).sum();
+
+    let series = format!("zfs_zil_commit_duration_seconds_count{{pool=\"{pool}\"}}");
+    let commits = settled(prometheus_address, &series);
+    let buckets = format!("zfs_zil_commit_duration_seconds_bucket{{pool=\"{pool}\"}}");
+    let p50 = query(prometheus_address, &format!("histogram_quantile(0.5, {buckets})")).unwrap();
+    let p50_of_rate = query(prometheus_address, &format!("histogram_quantile(0.5, sum by (le) (rate({buckets}[1m])))")).unwrap();
+    let record_p50 = record_p50_ns(&rec, "zil_commit", &pool);
+    eprintln!(
+        "zil_commit on {pool}: Prometheus {commits} calls, p50 {:.0} us (of the rate over 1m: {:.0} us); record {rec_commits} calls, p50 bucket from {:.0} us; the lab {lab_commits} calls",
+        p50 * 1e6,
+        p50_of_rate * 1e6,
+        record_p50 / 1e3
+    );
+    assert_eq!(commits, rec_commits as f64, "Prometheus and record count the same calls");
+    assert!((commits - lab_commits).abs() <= 2.0, "Prometheus {commits} vs the lab's {lab_commits}");
+    let power = |ns: f64| ns.log2().floor() as i64;
+    for (what, value) in [("cumulative", p50), ("rate", p50_of_rate)] {
+        assert!((power(value * 1e9) - power(record_p50)).abs() <= 1, "{what} p50 {value} s vs record's {record_p50} ns");
+    }
+
+    let (status, exposition) = get(exporter, "/metrics", None).unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    let (checked, said) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).output_with_stdin(&exposition);
+    assert!(checked.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+    let (_, openmetrics) = get(exporter, "/metrics", Some("application/openmetrics-text; version=1.0.0")).unwrap();
+    assert!(openmetrics.ends_with("# EOF\n"), "OpenMetrics when asked");
+
+    let mut serve = reaper.0.remove(0);
+    // SAFETY: kill on our own child.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let status = serve.wait().unwrap();
+    let mut rest = String::new();
+    serve.stderr.take().unwrap().read_to_string(&mut rest).unwrap();
+    assert!(status.success() && rest.contains("every probe detached"), "{status}: {rest}");
+    drop(reaper);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Runs a command with `input` on its stdin: (status, stdout and stderr).
+trait OutputWithStdin {
+    fn output_with_stdin(&mut self, input: &str) -> (std::process::ExitStatus, String);
+}
+
+impl OutputWithStdin for Command {
+    fn output_with_stdin(&mut self, input: &str) -> (std::process::ExitStatus, String) {
+        let mut child = self.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("no promtool: cargo xtask setup installs prometheus");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        (output.status, format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+/// A port in use is refused with exit 2, before anything is attached.
+#[test]
+fn a_port_in_use_is_named_and_nothing_is_attached() {
+    require_root();
+    let release = lab_releases().remove(0);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap();
+    let output = zprof()
+        .args(["serve", "--target", &format!("libzpool={}", release.libzpool.display()), "--listen", &address.to_string()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert!(said.contains(&format!("cannot listen on {address}")) && !said.contains("attached"), "{said}");
+}
