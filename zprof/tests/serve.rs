@@ -1,11 +1,15 @@
 //! `zprof serve` scraped by a real Prometheus server (Debian's package, which
 //! `cargo xtask setup` installs), both on loopback, with a scrape every second,
-//! while the lab runs fsync writes under `zprof record`:
+//! while the lab runs fsync writes and then throttled async writes under
+//! `zprof record`:
 //! - `promtool check metrics` passes on the exposition;
 //! - Prometheus's count of zil_commit calls for the lab's pool equals
 //!   record's, and the lab's own count within 2;
 //! - its p50 (`histogram_quantile`, on the cumulative buckets and on their
 //!   rate) is in record's p50's power of two or a neighbour;
+//! - monitoring/: the rules pass `promtool check rules` and their unit tests,
+//!   each recording rule and each expression of the Grafana dashboard returns
+//!   data from this Prometheus;
 //! - SIGTERM detaches every probe and exits 0. Needs root.
 
 use std::{
@@ -52,14 +56,23 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-/// A PromQL instant query's single value (None: no series).
-fn query(prometheus: SocketAddr, promql: &str) -> Option<f64> {
+/// A PromQL instant query's values, one per series.
+fn query_all(prometheus: SocketAddr, promql: &str) -> Vec<f64> {
     let (status, body) = get(prometheus, &format!("/api/v1/query?query={}", percent_encode(promql)), None).unwrap();
     assert!(status.contains(" 200 "), "{promql}: {status}: {body}");
     let reply: Value = serde_json::from_str(&body).unwrap();
-    let result = reply["data"]["result"].as_array().unwrap();
-    assert!(result.len() <= 1, "{promql}: more than one series: {body}");
-    result.first().map(|r| r["value"][1].as_str().unwrap().parse().unwrap())
+    reply["data"]["result"].as_array().unwrap().iter().map(|r| r["value"][1].as_str().unwrap().parse().unwrap()).collect()
+}
+
+/// A PromQL instant query's single value (None: no series).
+fn query(prometheus: SocketAddr, promql: &str) -> Option<f64> {
+    let values = query_all(prometheus, promql);
+    assert!(values.len() <= 1, "{promql}: more than one series: {values:?}");
+    values.first().copied()
+}
+
+fn monitoring() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../monitoring")
 }
 
 /// Reads a child's stderr until a line containing `marker`; returns that line.
@@ -82,7 +95,10 @@ fn start_prometheus(dir: &Path, target: SocketAddr) -> (Child, SocketAddr) {
     let config = dir.join("prometheus.yml");
     std::fs::write(
         &config,
-        format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: zprof\n    static_configs:\n      - targets: ['{target}']\n"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: zprof\n    static_configs:\n      - targets: ['{target}']\n",
+            monitoring().join("zprof-rules.yml").display()
+        ),
     )
     .unwrap();
     // A free loopback port (Prometheus cannot report one it picked itself).
@@ -160,8 +176,9 @@ fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
     reaper.0.push(prometheus);
 
     let recording = dir.join("rec.json");
-    let job = "name=f,rw=randwrite,bs=4k,size=16m,runtime=4,fsync=1";
-    let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &["--job", job]);
+    // fsync writes, then async writes that a 64 MiB ARC throttles (dmu_tx_wait).
+    let jobs = ["--arc-max", "64m", "--job", "name=f,rw=randwrite,bs=4k,size=16m,runtime=4,fsync=1", "--job", "name=w,rw=write,bs=128k,size=1g,runtime=4"];
+    let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &jobs);
     let pool = lab["jobs"][0]["pool"]["name"].as_str().unwrap().to_owned();
     let lab_commits = lab["totals"]["zil_commits_all"].as_f64().unwrap();
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
@@ -187,6 +204,8 @@ fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
         assert!((power(value * 1e9) - power(record_p50)).abs() <= 1, "{what} p50 {value} s vs record's {record_p50} ns");
     }
 
+    monitoring_expressions_return_data(prometheus_address);
+
     let (status, exposition) = get(exporter, "/metrics", None).unwrap();
     assert!(status.contains(" 200 "), "{status}");
     let (checked, said) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).output_with_stdin(&exposition);
@@ -203,6 +222,40 @@ fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
     assert!(status.success() && rest.contains("every probe detached"), "{status}: {rest}");
     drop(reaper);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The rules pass promtool's checks and unit tests; each recording rule and
+/// each dashboard expression (at a 1m rate interval, every pool) returns
+/// data from `prometheus` after the lab's run.
+fn monitoring_expressions_return_data(prometheus: SocketAddr) {
+    for args in [&["check", "rules", "zprof-rules.yml"][..], &["test", "rules", "zprof-rules.test.yml"]] {
+        let output = Command::new("promtool").args(args).current_dir(monitoring()).output().unwrap();
+        assert!(output.status.success(), "promtool {args:?}: {}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    }
+    let rules = std::fs::read_to_string(monitoring().join("zprof-rules.yml")).unwrap();
+    let records: Vec<&str> = rules.lines().filter_map(|l| l.trim().strip_prefix("- record: ")).collect();
+    assert_eq!(records.len(), 4, "{records:?}");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(monitoring().join("grafana-dashboard.json")).unwrap()).unwrap();
+    let mut expressions: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter().map(|t| t["expr"].as_str().unwrap().to_owned()))
+        .map(|e| e.replace("$__rate_interval", "1m").replace("$pool", ".+"))
+        .collect();
+    assert!(expressions.len() >= 15, "{expressions:?}");
+    expressions.extend(records.iter().map(|r| (*r).to_owned()));
+    // The recording rules are evaluated every second: give them a few.
+    let started = Instant::now();
+    let empty = loop {
+        let empty: Vec<&String> = expressions.iter().filter(|e| !query_all(prometheus, e).iter().any(|v| v.is_finite())).collect();
+        if empty.is_empty() || started.elapsed() > Duration::from_secs(10) {
+            break empty.into_iter().cloned().collect::<Vec<_>>();
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert!(empty.is_empty(), "no data (or only NaN) for: {empty:#?}");
+    eprintln!("{} dashboard and recording-rule expressions returned data", expressions.len());
 }
 
 /// Runs a command with `input` on its stdin: (status, stdout and stderr).
