@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod guest;
 mod soak;
+mod soak_serve;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "zprof project tasks")]
@@ -55,6 +56,9 @@ enum Task {
         /// Length of the recording.
         #[arg(long, default_value_t = 30)]
         minutes: u64,
+        /// Soak `zprof serve` instead, scraped every second: scrape time and size too.
+        #[arg(long)]
+        serve: bool,
     },
     /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
     #[command(subcommand)]
@@ -209,9 +213,9 @@ fn main() -> ExitCode {
             .and_then(|()| build_release_labs(true))
             .and_then(|()| bench_releases(openzfs.as_deref()))
             .and_then(|releases| bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)),
-        Task::Soak { minutes } => setup()
+        Task::Soak { minutes, serve } => setup()
             .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
-            .and_then(|()| soak::soak(&workspace_root(), minutes)),
+            .and_then(|()| if serve { soak_serve::soak_serve(&workspace_root(), minutes) } else { soak::soak(&workspace_root(), minutes) }),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };
     match result {

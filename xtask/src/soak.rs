@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 /// The mixed workload: random reads and writes, an fsync every 16 writes,
 /// half-compressible data under lz4, on raidz1 of emulated SSDs with a log
 /// device: every stage group fires.
-fn lab_args(minutes: u64, dir: &Path) -> Vec<String> {
+pub fn lab_args(minutes: u64, dir: &Path) -> Vec<String> {
     let job = format!(
         "name=mixed,rw=randrw,rwmixread=60,bs=8k,size=512m,fsync=16,buffer_compress_percentage=50,runtime={minutes}m"
     );
@@ -32,14 +32,14 @@ const USER_HZ: f64 = 100.0;
 
 /// One look at a process: resident and peak resident memory, CPU time.
 #[derive(Clone, Copy, Debug)]
-struct Sample {
-    at: Duration,
-    rss_kib: u64,
-    peak_kib: u64,
-    cpu_s: f64,
+pub struct Sample {
+    pub at: Duration,
+    pub rss_kib: u64,
+    pub peak_kib: u64,
+    pub cpu_s: f64,
 }
 
-fn sample(pid: u32, at: Duration) -> Option<Sample> {
+pub fn sample(pid: u32, at: Duration) -> Option<Sample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> Option<u64> {
         status.lines().find_map(|l| l.strip_prefix(name))?.split_whitespace().next()?.parse().ok()
