@@ -38,6 +38,37 @@ pub enum Command {
     Offsets(OffsetsArgs),
     /// Attach once and serve every stage at /metrics for Prometheus, until SIGTERM.
     Serve(ServeArgs),
+    /// A live view of the stages, refreshed every second (keys: p pool, s sort, f finding, q quit).
+    Top(TopArgs),
+}
+
+/// `zprof top`: the live view.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    /// Target selection.
+    pub target: TargetArgs,
+    /// Refresh interval (e.g. 1s, 500ms).
+    #[arg(long, short = 'i', default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
+    pub hist_entries: u32,
+    /// Time every workload read and write, tx assign and block checksum (see record --full-timing).
+    #[arg(long)]
+    pub full_timing: bool,
+    /// Leave these stage groups out (as record --skip).
+    #[arg(long, value_delimiter = ',', value_parser = parse_group)]
+    pub skip: Vec<String>,
+}
+
+/// A refresh interval: a duration from 100 ms to an hour.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!("interval {s} is outside 100ms..1h"));
+    }
+    Ok(d)
 }
 
 /// `zprof serve`: a long-running Prometheus exporter.

@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Probes(args) => probes(args),
         Command::Offsets(args) => offsets_cmd(args),
         Command::Serve(args) => crate::serve::serve(args),
+        Command::Top(args) => crate::top::top(args),
         Command::Record(args) => record(args, false),
         Command::Run(args) => record(args, true),
         Command::Report(args) => report_cmd(args),

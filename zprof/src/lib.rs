@@ -31,6 +31,7 @@ pub mod stacks;
 pub mod symbols;
 pub mod sync_path;
 pub mod target;
+pub mod top;
 pub mod tracer;
 pub mod zfs_names;
 pub mod zvol_blocks;

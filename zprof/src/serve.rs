@@ -39,25 +39,31 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<i32> {
         .map_err(|e| UsageError(format!("cannot listen on {}: {e}; pass --listen ADDR:PORT (a free port)", args.listen)))?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
-    let (target, found) = prepare(&args.target, &target::Traced { command: None, pid: None })?;
-    let session = Session::start(
+    let session = attach_everywhere(&args.target, args.hist_entries, args.full_timing, &args.skip)?;
+    let options = Options { per_vdev: args.per_vdev, max_series: args.max_series as usize, openmetrics: false };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(run(session, listener, address, options))
+}
+
+/// Attaches for every process (no filter, no CPU sampling, no per-event
+/// streams): what the long-running views (`serve`, `top`) read.
+pub(crate) fn attach_everywhere(target: &crate::cli::TargetArgs, hist_entries: u32, full_timing: bool, skip: &[String]) -> anyhow::Result<Session> {
+    let (target, found) = prepare(target, &target::Traced { command: None, pid: None })?;
+    Session::start(
         target,
         found,
         &SessionOptions {
             filter_pids: None,
-            hist_entries: args.hist_entries,
+            hist_entries,
             sample_hz: 0,
             stack_entries: None,
-            full_timing: args.full_timing,
-            skip: args.skip.clone(),
+            full_timing,
+            skip: skip.to_vec(),
             off_cpu: false,
             slower_than: None,
             request_rows: 1024,
         },
-    )?;
-    let options = Options { per_vdev: args.per_vdev, max_series: args.max_series as usize, openmetrics: false };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(run(session, listener, address, options))
+    )
 }
 
 async fn run(mut session: Session, listener: std::net::TcpListener, address: std::net::SocketAddr, options: Options) -> anyhow::Result<i32> {

@@ -814,6 +814,46 @@ impl Session {
         Ok((rows, health))
     }
 
+    /// A recording of `seconds` made of `histograms` (rows of an interval, as
+    /// `zprof top` takes them), for explain: this session's target and probes,
+    /// no timeline, requests or profiles.
+    pub fn interval_recording(&self, histograms: Vec<HistRecord>, seconds: f64) -> Recording {
+        Recording {
+            schema: crate::recording::SCHEMA.into(),
+            version: crate::recording::VERSION,
+            zprof_version: env!("CARGO_PKG_VERSION").into(),
+            target: TargetInfo {
+                kind: self.target.kind,
+                object: self.target.object.clone(),
+                zfs_version: self.release.version.clone(),
+                build_id: self.target.build_id.clone(),
+                zfs_status: self.release.status.word().into(),
+                zfs_status_detail: self.release.status.to_string(),
+            },
+            offsets_source: self.offsets.source.clone(),
+            started_unix_ms: self.started_unix_ms,
+            duration_s: seconds,
+            command: None,
+            command_exit: None,
+            pid: None,
+            probes: self.probes.clone(),
+            warnings: Vec::new(),
+            losses: Losses::default(),
+            histograms,
+            txgs: Vec::new(),
+            timeline: Vec::new(),
+            bpf_programs: Vec::new(),
+            benchmark: None,
+            cpu: None,
+            self_cost: None,
+            machine_cpu_busy: None,
+            requests: Vec::new(),
+            offcpu: None,
+            slow_requests: Vec::new(),
+            slow_requests_dropped: 0,
+        }
+    }
+
     /// Reads everything and builds the recording. The probes stay attached until
     /// the session is dropped.
     pub fn finish(
