@@ -16,6 +16,7 @@ use zprof_common::{HIST_BUCKETS, Stage, hist_bucket_high};
 
 use crate::{
     recording::{HistRecord, stage_from_name},
+    requests::RequestRecord,
     tracer::COUNT_ONLY,
 };
 
@@ -200,7 +201,8 @@ fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn label_text(family: &Family, (pool, class, vdev): &Labels, extra: &str) -> String {
+/// A stage series' labels as `name="value"` pairs.
+fn label_pairs(family: &Family, (pool, class, vdev): &Labels) -> String {
     let mut parts = vec![format!("pool=\"{}\"", escape(pool))];
     if !class.is_empty() {
         parts.push(format!("{}=\"{}\"", family.class_label, escape(class)));
@@ -208,19 +210,25 @@ fn label_text(family: &Family, (pool, class, vdev): &Labels, extra: &str) -> Str
     if let Some(vdev) = vdev {
         parts.push(format!("vdev_guid=\"{vdev}\""));
     }
-    if !extra.is_empty() {
-        parts.push(extra.to_owned());
-    }
-    format!("{{{}}}", parts.join(","))
+    parts.join(",")
 }
 
-/// Renders the whole exposition.
-pub fn render(rows: &[HistRecord], health: &Health, options: &Options) -> String {
-    let grouped = group(rows, options);
+/// The same in braces, with `extra` pairs after them.
+fn label_text(family: &Family, labels: &Labels, extra: &str) -> String {
+    let pairs = label_pairs(family, labels);
+    if extra.is_empty() { format!("{{{pairs}}}") } else { format!("{{{pairs},{extra}}}") }
+}
+
+/// Renders the whole exposition: the stages' rows, the request layer's, and
+/// zprof's health.
+pub fn render(rows: &[HistRecord], requests: &[RequestRecord], health: &Health, options: &Options) -> String {
+    let mut grouped = group(rows, options);
     let mut out = String::new();
     for (family, by_labels) in grouped.timed.values() {
         histogram_family(&mut out, family, by_labels);
     }
+    let used: usize = grouped.timed.values().chain(grouped.counted.values()).map(|(_, l)| l.len()).sum();
+    request_families(&mut out, requests, options.max_series.saturating_sub(used).max(1), &mut grouped.folded, options);
     for (family, by_labels) in grouped.counted.values() {
         let name = format!("zfs_{}_events", family.name);
         counter_head(&mut out, &name, &format!("{} (counted at entry, not timed)", family.help), options);
@@ -240,16 +248,56 @@ fn histogram_family(out: &mut String, family: &Family, by_labels: &BTreeMap<Labe
     let (unit, shifts, scale) =
         if family.values_are_bytes { ("bytes", BYTE_SHIFTS, 1.0) } else { ("duration_seconds", TIME_SHIFTS, 1e-9) };
     let name = format!("zfs_{}_{unit}", family.name);
-    let _ = writeln!(out, "# HELP {name} {}", family.help);
+    let series = by_labels.iter().map(|(labels, series)| (label_pairs(family, labels), series));
+    histogram_lines(out, &name, family.help, (shifts, scale), series);
+}
+
+/// A histogram family's lines; each series comes with its labels as
+/// `name="value"` pairs, joined by commas.
+fn histogram_lines<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    (shifts, scale): (std::ops::RangeInclusive<u32>, f64),
+    series: impl Iterator<Item = (String, &'a Series)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
-    for (labels, series) in by_labels {
+    for (labels, series) in series {
+        let with = |extra: &str| if labels.is_empty() { format!("{{{extra}}}") } else { format!("{{{labels},{extra}}}") };
         for shift in shifts.clone() {
-            let le = format!("le=\"{}\"", (1u64 << shift) as f64 * scale);
-            let _ = writeln!(out, "{name}_bucket{} {}", label_text(family, labels, &le), series.below(shift));
+            let _ = writeln!(out, "{name}_bucket{} {}", with(&format!("le=\"{}\"", (1u64 << shift) as f64 * scale)), series.below(shift));
         }
-        let _ = writeln!(out, "{name}_bucket{} {}", label_text(family, labels, "le=\"+Inf\""), series.count);
-        let _ = writeln!(out, "{name}_sum{} {}", label_text(family, labels, ""), series.total as f64 * scale);
-        let _ = writeln!(out, "{name}_count{} {}", label_text(family, labels, ""), series.count);
+        let _ = writeln!(out, "{name}_bucket{} {}", with("le=\"+Inf\""), series.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", series.total as f64 * scale);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", series.count);
+    }
+}
+
+/// The request layer's rows (per layer, operation and dataset; processes and
+/// cgroups summed) as `zfs_request_duration_seconds` and
+/// `zfs_request_bytes_total`, within what is left of the series limit.
+fn request_families(out: &mut String, requests: &[RequestRecord], room: usize, folded: &mut usize, options: &Options) {
+    if requests.is_empty() {
+        return;
+    }
+    let mut by_labels: BTreeMap<(String, String, String), Series> = BTreeMap::new();
+    for request in requests {
+        let mut key = (request.layer.clone(), request.op.clone(), request.dataset.clone());
+        if !by_labels.contains_key(&key) && by_labels.len() >= room {
+            *folded += 1;
+            key = ("_other".into(), "_other".into(), "_other".into());
+        }
+        by_labels.entry(key).or_default().add(&request.as_hist());
+    }
+    let labels = |(layer, op, dataset): &(String, String, String)| {
+        format!("layer=\"{}\",op=\"{}\",dataset=\"{}\"", escape(layer), escape(op), escape(dataset))
+    };
+    let help = "a file system or zvol request, from its system call or bio to its completion, per dataset";
+    histogram_lines(out, "zfs_request_duration_seconds", help, (TIME_SHIFTS, 1e-9), by_labels.iter().map(|(k, s)| (labels(k), s)));
+    counter_head(out, "zfs_request_bytes", "bytes requested, per dataset", options);
+    for (key, series) in &by_labels {
+        let _ = writeln!(out, "zfs_request_bytes_total{{{}}} {}", labels(key), series.bytes);
     }
 }
 
@@ -362,7 +410,7 @@ mod tests {
     #[test]
     fn each_histogram_is_cumulative_and_ends_at_its_count_and_sum() {
         let rec = captured();
-        let text = render(&rec.histograms, &Health::default(), &options());
+        let text = render(&rec.histograms, &[], &Health::default(), &options());
         let commits: Vec<&HistRecord> = rec.histograms.iter().filter(|h| h.stage == "zil_commit").collect();
         assert!(!commits.is_empty(), "the capture has commits");
         let count: u64 = commits.iter().map(|h| h.count).sum();
@@ -399,7 +447,7 @@ mod tests {
             max_ns: 1 << 20,
             buckets: vec![[below, 1], [low, 1]],
         };
-        let text = render(&[row], &Health::default(), &options());
+        let text = render(&[row], &[], &Health::default(), &options());
         let le = |shift: u32| sample(&text, &format!("zfs_zil_commit_duration_seconds_bucket{{pool=\"p\",le=\"{}\"}}", (1u64 << shift) as f64 * 1e-9));
         assert_eq!(le(19), 0.0);
         assert_eq!(le(20), 1.0);
@@ -410,7 +458,7 @@ mod tests {
     fn series_beyond_the_limit_are_folded_and_counted() {
         let rec = captured();
         let limited = Options { max_series: 3, ..options() };
-        let text = render(&rec.histograms, &Health::default(), &limited);
+        let text = render(&rec.histograms, &[], &Health::default(), &limited);
         let folded = sample(&text, "zprof_series_folded ");
         assert!(folded > 0.0, "the capture has more than 3 series");
         assert!(text.contains("pool=\"_other\""), "{text}");
@@ -425,9 +473,23 @@ mod tests {
     }
 
     #[test]
+    fn requests_are_exported_per_layer_operation_and_dataset() {
+        let rec = captured();
+        let text = render(&rec.histograms, &rec.requests, &Health::default(), &options());
+        // The guest's zvol rq/v1 writes, summed over processes and flags.
+        let writes: Vec<_> = rec.requests.iter().filter(|r| r.layer == "zvol" && r.op == "write" && r.dataset == "rq/v1").collect();
+        assert!(!writes.is_empty(), "the capture has zvol writes");
+        let labels = "{layer=\"zvol\",op=\"write\",dataset=\"rq/v1\"}";
+        let count: u64 = writes.iter().map(|r| r.count).sum();
+        let bytes: u64 = writes.iter().map(|r| r.bytes).sum();
+        assert_eq!(sample(&text, &format!("zfs_request_duration_seconds_count{labels}")), count as f64);
+        assert_eq!(sample(&text, &format!("zfs_request_bytes_total{labels}")), bytes as f64);
+    }
+
+    #[test]
     fn label_values_are_escaped_and_openmetrics_ends_with_eof() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        let text = render(&captured().histograms, &Health::default(), &Options { openmetrics: true, ..options() });
+        let text = render(&captured().histograms, &[], &Health::default(), &Options { openmetrics: true, ..options() });
         assert!(text.ends_with("# EOF\n"));
         assert!(text.contains("# TYPE zprof_lost_events counter"), "OpenMetrics names a counter family without _total");
     }

@@ -788,13 +788,14 @@ impl Session {
     /// (cumulative) and zprof's health. Ring-buffer events are drained and
     /// dropped: an exporter keeps no per-event state, so its memory stays flat
     /// however long it runs.
-    pub fn live(&mut self) -> anyhow::Result<(Vec<HistRecord>, crate::exposition::Health)> {
+    pub fn live(&mut self) -> anyhow::Result<(Vec<HistRecord>, Vec<RequestRecord>, crate::exposition::Health)> {
         let started = Instant::now();
         self.drain_events();
         self.txg_events.clear();
         self.slow_requests.clear();
         let names = self.pool_names()?;
         let rows = self.histogram_records(&names)?;
+        let (requests, _, _) = self.requests()?;
         let c = self.counters()?;
         let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
         let attached = self.probes.iter().filter(|p| p.attached).count() as u64;
@@ -811,7 +812,7 @@ impl Session {
             resident_bytes: resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
         };
-        Ok((rows, health))
+        Ok((rows, requests, health))
     }
 
     /// A recording of `seconds` made of `histograms` (rows of an interval, as

@@ -287,3 +287,16 @@ fn a_port_in_use_is_named_and_nothing_is_attached() {
     assert_eq!(output.status.code(), Some(2), "{said}");
     assert!(said.contains(&format!("cannot listen on {address}")) && !said.contains("attached"), "{said}");
 }
+
+/// The exposition of a kernel recording (the guest's requests run: zvol and
+/// file requests per dataset, which libzpool has not) passes promtool too.
+#[test]
+fn a_kernel_recordings_exposition_passes_promtool() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/guest-2.1.11-requests.json");
+    let rec: zprof::recording::Recording = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let options = zprof::exposition::Options { per_vdev: true, max_series: 5000, openmetrics: false };
+    let text = zprof::exposition::render(&rec.histograms, &rec.requests, &zprof::exposition::Health::default(), &options);
+    assert!(text.contains("zfs_request_duration_seconds_count{layer=\"zvol\",op=\"write\",dataset=\"rq/v1\"}"), "{text}");
+    let (checked, said) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).output_with_stdin(&text);
+    assert!(checked.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+}
