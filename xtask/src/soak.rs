@@ -51,6 +51,57 @@ pub fn sample(pid: u32, at: Duration) -> Option<Sample> {
     Some(Sample { at, rss_kib: field("VmRSS:")?, peak_kib: field("VmHWM:")?, cpu_s: ticks as f64 / USER_HZ })
 }
 
+/// zprof's memory and CPU over a soak: the sample 30 s in (attached, maps
+/// and histograms populated) and the last, with a progress line every 5 min.
+#[derive(Default)]
+pub struct Footprint {
+    first: Option<Sample>,
+    last: Option<Sample>,
+}
+
+impl Footprint {
+    pub fn observe(&mut self, pid: u32, at: Duration) {
+        let Some(now) = sample(pid, at) else { return };
+        if self.first.is_none() && now.at >= Duration::from_secs(30) {
+            self.first = Some(now);
+        }
+        if now.at.as_secs().is_multiple_of(300) {
+            eprintln!("xtask: soak: {:.0} min, RSS {} KiB, zprof CPU {:.1} s", now.at.as_secs_f64() / 60.0, now.rss_kib, now.cpu_s);
+        }
+        self.last = Some(now);
+    }
+
+    /// The summary's memory and CPU fields (added to `summary`, an object).
+    pub fn add_to(&self, summary: &mut Value) -> anyhow::Result<()> {
+        let (Some(first), Some(last)) = (self.first, self.last) else { bail!("zprof exited before 30 s: no samples") };
+        let fields = json!({
+            "rss_kib_at_30s": first.rss_kib,
+            "rss_kib_at_end": last.rss_kib,
+            "rss_end_over_start": last.rss_kib as f64 / first.rss_kib as f64,
+            "peak_rss_kib": last.peak_kib,
+            "zprof_cpu_s": last.cpu_s,
+            "zprof_cpu_share_of_one_core": last.cpu_s / last.at.as_secs_f64(),
+        });
+        if let (Some(summary), Value::Object(fields)) = (summary.as_object_mut(), fields) {
+            summary.extend(fields);
+        }
+        Ok(())
+    }
+
+    /// Prints the fields `add_to` added.
+    pub fn print(s: &Value) {
+        let f = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        println!(
+            "  zprof RSS           {} KiB at 30 s, {} KiB at the end ({:.3}x), peak {} KiB",
+            s["rss_kib_at_30s"],
+            s["rss_kib_at_end"],
+            f("rss_end_over_start"),
+            s["peak_rss_kib"]
+        );
+        println!("  zprof CPU           {:.1} s ({:.2}% of one core)", f("zprof_cpu_s"), f("zprof_cpu_share_of_one_core") * 100.0);
+    }
+}
+
 pub fn soak(root: &Path, minutes: u64) -> anyhow::Result<()> {
     ensure!(minutes > 0, "--minutes must be positive");
     let out_dir = root.join("target/soak");
@@ -73,39 +124,30 @@ pub fn soak(root: &Path, minutes: u64) -> anyhow::Result<()> {
     let started = Instant::now();
     let pid = child.id();
     eprintln!("xtask: soak: {minutes} min of the lab's mixed workload under zprof (pid {pid})");
-    // "Start" is 30 s in: attached, maps and histograms populated.
-    let mut first = None;
-    let mut last = None;
+    let mut footprint = Footprint::default();
     while child.try_wait()?.is_none() {
         std::thread::sleep(Duration::from_secs(1));
-        let Some(now) = sample(pid, started.elapsed()) else { continue };
-        if first.is_none() && now.at >= Duration::from_secs(30) {
-            first = Some(now);
-        }
-        if now.at.as_secs().is_multiple_of(300) {
-            eprintln!("xtask: soak: {:.0} min, RSS {} KiB, zprof CPU {:.1} s", now.at.as_secs_f64() / 60.0, now.rss_kib, now.cpu_s);
-        }
-        last = Some(now);
+        footprint.observe(pid, started.elapsed());
     }
     let status = child.wait()?;
     let _ = std::fs::remove_dir_all(&scratch);
     if !status.success() {
         bail!("zprof record exited with {status}");
     }
-    let (Some(first), Some(last)) = (first, last) else { bail!("zprof exited before 30 s: no samples") };
     let recording: Value = serde_json::from_str(&std::fs::read_to_string(&recording_path)?)?;
     let lab: Value = serde_json::Deserializer::from_str(&lab_output.join().unwrap_or_default())
         .into_iter::<Value>()
         .next()
         .context("no lab JSON on stdout")??;
-    let summary = summarize(minutes, &first, &last, &recording, &lab);
+    let mut summary = summarize(minutes, &recording, &lab);
+    footprint.add_to(&mut summary)?;
     std::fs::write(out_dir.join("soak.json"), serde_json::to_string_pretty(&summary)?)?;
     print(&summary);
     eprintln!("xtask: soak: results in {}", out_dir.join("soak.json").display());
     Ok(())
 }
 
-fn summarize(minutes: u64, first: &Sample, last: &Sample, recording: &Value, lab: &Value) -> Value {
+fn summarize(minutes: u64, recording: &Value, lab: &Value) -> Value {
     let job = &lab["jobs"][0];
     let ops = job["write"]["total_ios"].as_u64().unwrap_or(0) + job["read"]["total_ios"].as_u64().unwrap_or(0);
     let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
@@ -118,12 +160,6 @@ fn summarize(minutes: u64, first: &Sample, last: &Sample, recording: &Value, lab
         "duration_s": wall,
         "workload_ops": ops,
         "workload_ops_per_s": ops as f64 / wall,
-        "rss_kib_at_30s": first.rss_kib,
-        "rss_kib_at_end": last.rss_kib,
-        "rss_end_over_start": last.rss_kib as f64 / first.rss_kib as f64,
-        "peak_rss_kib": last.peak_kib,
-        "zprof_cpu_s": last.cpu_s,
-        "zprof_cpu_share_of_one_core": last.cpu_s / last.at.as_secs_f64(),
         "bpf_runs": bpf_runs,
         "bpf_run_time_s": bpf_ns as f64 / 1e9,
         "bpf_ns_per_workload_op": bpf_ns as f64 / ops.max(1) as f64,
@@ -138,18 +174,7 @@ fn summarize(minutes: u64, first: &Sample, last: &Sample, recording: &Value, lab
 fn print(s: &Value) {
     println!("soak: {} min of the lab's mixed workload under zprof record", s["minutes"]);
     println!("  workload            {} ops ({:.0}/s)", s["workload_ops"], s["workload_ops_per_s"].as_f64().unwrap_or(0.0));
-    println!(
-        "  zprof RSS           {} KiB at 30 s, {} KiB at the end ({:.3}x), peak {} KiB",
-        s["rss_kib_at_30s"],
-        s["rss_kib_at_end"],
-        s["rss_end_over_start"].as_f64().unwrap_or(0.0),
-        s["peak_rss_kib"]
-    );
-    println!(
-        "  zprof CPU           {:.1} s ({:.2}% of one core)",
-        s["zprof_cpu_s"].as_f64().unwrap_or(0.0),
-        s["zprof_cpu_share_of_one_core"].as_f64().unwrap_or(0.0) * 100.0
-    );
+    Footprint::print(s);
     println!(
         "  BPF programs        {} runs, {:.1} s ({:.0} ns per workload op)",
         s["bpf_runs"],

@@ -17,7 +17,7 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::soak::{Sample, lab_args, sample};
+use crate::soak::{Footprint, lab_args};
 
 /// One scrape as the client saw it.
 struct Scrape {
@@ -84,7 +84,7 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
     let lab_output = std::thread::spawn(move || std::io::read_to_string(lab_stdout).unwrap_or_default());
     eprintln!("xtask: soak: {minutes} min of the lab's mixed workload, zprof serve (pid {pid}) scraped every second");
     let started = Instant::now();
-    let (mut first, mut last, mut times, mut bytes, mut collect) = (None, None, Vec::new(), 0, Vec::new());
+    let (mut footprint, mut times, mut bytes, mut collect) = (Footprint::default(), Vec::new(), 0, Vec::new());
     while lab.try_wait()?.is_none() {
         let tick = Instant::now();
         if let Some(status) = serve.try_wait()? {
@@ -94,15 +94,7 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
         times.push(s.seconds);
         bytes = s.bytes;
         collect.push(metric_sum(&s.body, "zprof_collect_seconds"));
-        if let Some(now) = sample(pid, started.elapsed()) {
-            if first.is_none() && now.at >= Duration::from_secs(30) {
-                first = Some(now);
-            }
-            if now.at.as_secs() % 300 == 0 {
-                eprintln!("xtask: soak: {:.0} min, RSS {} KiB, zprof CPU {:.1} s", now.at.as_secs_f64() / 60.0, now.rss_kib, now.cpu_s);
-            }
-            last = Some(now);
-        }
+        footprint.observe(pid, started.elapsed());
         std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
     }
     let lab_status = lab.wait()?;
@@ -113,12 +105,12 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&scratch);
     ensure!(lab_status.success(), "zprof-lab exited with {lab_status}");
     ensure!(serve_status.success(), "zprof serve exited with {serve_status} on SIGTERM");
-    let (Some(first), Some(last)) = (first, last) else { bail!("the soak ended before 30 s: no samples") };
     let lab: Value = serde_json::Deserializer::from_str(&lab_output.join().unwrap_or_default())
         .into_iter::<Value>()
         .next()
         .context("no lab JSON on stdout")??;
-    let summary = summarize(minutes, &first, &last, &mut times, &mut collect, bytes, &final_scrape.body, &lab);
+    let mut summary = summarize(minutes, &mut times, &mut collect, bytes, &final_scrape.body, &lab);
+    footprint.add_to(&mut summary)?;
     std::fs::write(out_dir.join("soak-serve.json"), serde_json::to_string_pretty(&summary)?)?;
     print(&summary);
     eprintln!("xtask: soak: results in {}", out_dir.join("soak-serve.json").display());
@@ -129,8 +121,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted.get(((sorted.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN)
 }
 
-#[allow(clippy::too_many_arguments, reason = "one summary of one run's figures")]
-fn summarize(minutes: u64, first: &Sample, last: &Sample, times: &mut [f64], collect: &mut [f64], bytes: usize, body: &str, lab: &Value) -> Value {
+fn summarize(minutes: u64, times: &mut [f64], collect: &mut [f64], bytes: usize, body: &str, lab: &Value) -> Value {
     times.sort_by(f64::total_cmp);
     collect.sort_by(f64::total_cmp);
     let job = &lab["jobs"][0];
@@ -149,12 +140,6 @@ fn summarize(minutes: u64, first: &Sample, last: &Sample, times: &mut [f64], col
         "collect_seconds_p50": percentile(collect, 0.5),
         "collect_seconds_max": collect.last(),
         "scrape_bytes": bytes,
-        "rss_kib_at_30s": first.rss_kib,
-        "rss_kib_at_end": last.rss_kib,
-        "rss_end_over_start": last.rss_kib as f64 / first.rss_kib as f64,
-        "peak_rss_kib": last.peak_kib,
-        "zprof_cpu_s": last.cpu_s,
-        "zprof_cpu_share_of_one_core": last.cpu_s / last.at.as_secs_f64(),
         "lab_ops": lab_ops,
         "exported_workload_ops": metric_sum(body, "zfs_workload_write_events_total") + metric_sum(body, "zfs_workload_read_events_total"),
         "exported_zil_commits": metric_sum(body, "zfs_zil_commit_duration_seconds_count"),
@@ -169,8 +154,7 @@ fn print(s: &Value) {
     println!("soak: {} min of the lab's mixed workload, zprof serve scraped every second", s["minutes"]);
     println!("  scrapes             {} of {} bytes; client time p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms", s["scrapes"], s["scrape_bytes"], f("scrape_seconds_p50") * 1e3, f("scrape_seconds_p99") * 1e3, f("scrape_seconds_max") * 1e3);
     println!("  reading the maps    p50 {:.2} ms, max {:.2} ms (zprof_collect_seconds)", f("collect_seconds_p50") * 1e3, f("collect_seconds_max") * 1e3);
-    println!("  zprof RSS           {} KiB at 30 s, {} KiB at the end ({:.3}x), peak {} KiB", s["rss_kib_at_30s"], s["rss_kib_at_end"], f("rss_end_over_start"), s["peak_rss_kib"]);
-    println!("  zprof CPU           {:.1} s ({:.2}% of one core)", f("zprof_cpu_s"), f("zprof_cpu_share_of_one_core") * 100.0);
+    Footprint::print(s);
     println!("  workload            lab {} ops; exported reads+writes {}; zil commits exported {} (lab {})", s["lab_ops"], s["exported_workload_ops"], s["exported_zil_commits"], s["lab_zil_commits"]);
     println!("  lost events         {} (non-zero loss counters: {})", s["lost_events_total"], s["losses"]);
 }

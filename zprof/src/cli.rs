@@ -46,15 +46,25 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct TopArgs {
     #[command(flatten)]
-    /// Target selection.
-    pub target: TargetArgs,
+    /// What to attach, as `serve` does.
+    pub attach: LiveArgs,
     /// Refresh interval (e.g. 1s, 500ms).
     #[arg(long, short = 'i', default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
+}
+
+/// What the long-running views (`serve`, `top`) attach: every process of
+/// the target, no CPU sampling.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    #[command(flatten)]
+    /// Target selection.
+    pub target: TargetArgs,
     /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
     pub hist_entries: u32,
-    /// Time every workload read and write, tx assign and block checksum (see record --full-timing).
+    /// Time every workload read and write, tx assign and block checksum (see
+    /// record --full-timing; a uprobe pair per call on libzpool).
     #[arg(long)]
     pub full_timing: bool,
     /// Leave these stage groups out (as record --skip).
@@ -75,8 +85,8 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
-    /// Target selection.
-    pub target: TargetArgs,
+    /// What to attach.
+    pub attach: LiveArgs,
     /// Address to serve /metrics on (loopback by default: the stages name
     /// pools and datasets; put a proxy or a firewall in front before widening it).
     #[arg(long, default_value = "127.0.0.1:9929", value_name = "ADDR:PORT")]
@@ -88,16 +98,6 @@ pub struct ServeArgs {
     /// one labelled "_other" and counted in zprof_series_folded.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_series: u64,
-    /// Size of the in-kernel histogram map (distinct stage/class/pool/vdev keys).
-    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(16..=1_000_000))]
-    pub hist_entries: u32,
-    /// Time every workload read and write, tx assign and block checksum (see
-    /// record --full-timing; a uprobe pair per call on libzpool).
-    #[arg(long)]
-    pub full_timing: bool,
-    /// Leave these stage groups out (as record --skip).
-    #[arg(long, value_delimiter = ',', value_parser = parse_group)]
-    pub skip: Vec<String>,
 }
 
 /// Options choosing and describing the target.

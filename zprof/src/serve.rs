@@ -18,7 +18,7 @@ use tokio::{
 };
 
 use crate::{
-    cli::ServeArgs,
+    cli::{LiveArgs, ServeArgs},
     commands::{UsageError, prepare},
     exposition::{self, Options},
     target,
@@ -39,7 +39,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<i32> {
         .map_err(|e| UsageError(format!("cannot listen on {}: {e}; pass --listen ADDR:PORT (a free port)", args.listen)))?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
-    let session = attach_everywhere(&args.target, args.hist_entries, args.full_timing, &args.skip)?;
+    let session = attach_everywhere(&args.attach)?;
     let options = Options { per_vdev: args.per_vdev, max_series: args.max_series as usize, openmetrics: false };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(run(session, listener, address, options))
@@ -47,18 +47,18 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<i32> {
 
 /// Attaches for every process (no filter, no CPU sampling, no per-event
 /// streams): what the long-running views (`serve`, `top`) read.
-pub(crate) fn attach_everywhere(target: &crate::cli::TargetArgs, hist_entries: u32, full_timing: bool, skip: &[String]) -> anyhow::Result<Session> {
-    let (target, found) = prepare(target, &target::Traced { command: None, pid: None })?;
+pub(crate) fn attach_everywhere(args: &LiveArgs) -> anyhow::Result<Session> {
+    let (target, found) = prepare(&args.target, &target::Traced { command: None, pid: None })?;
     Session::start(
         target,
         found,
         &SessionOptions {
             filter_pids: None,
-            hist_entries,
+            hist_entries: args.hist_entries,
             sample_hz: 0,
             stack_entries: None,
-            full_timing,
-            skip: skip.to_vec(),
+            full_timing: args.full_timing,
+            skip: args.skip.clone(),
             off_cpu: false,
             slower_than: None,
             request_rows: 1024,

@@ -202,7 +202,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
 
 /// Runs the view until a quit key or SIGTERM; returns the exit status.
 pub fn top(args: TopArgs) -> anyhow::Result<i32> {
-    let session = crate::serve::attach_everywhere(&args.target, args.hist_entries, args.full_timing, &args.skip)?;
+    let session = crate::serve::attach_everywhere(&args.attach)?;
     // SAFETY: the handler only stores to an atomic.
     unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
     let mut terminal = ratatui::init();
@@ -238,13 +238,13 @@ fn run(terminal: &mut ratatui::DefaultTerminal, mut session: Session, interval: 
     };
     // Cumulative snapshots, newest last: the interval is the last two.
     let mut history: VecDeque<(Instant, Vec<HistRecord>)> = VecDeque::new();
-    history.push_back((Instant::now(), session.live()?.0));
+    history.push_back((Instant::now(), session.live_rows()?));
     let mut rows = Vec::new();
     let mut next_refresh = Instant::now() + interval;
     while !TERMINATED.load(Ordering::Relaxed) {
         if Instant::now() >= next_refresh {
             next_refresh += interval;
-            history.push_back((Instant::now(), session.live()?.0));
+            history.push_back((Instant::now(), session.live_rows()?));
             if history.len() > FINDING_WINDOW + 1 {
                 history.pop_front();
             }

@@ -785,16 +785,12 @@ impl Session {
     }
 
     /// What `zprof serve` reads at each scrape: the stage rows so far
-    /// (cumulative) and zprof's health. Ring-buffer events are drained and
-    /// dropped: an exporter keeps no per-event state, so its memory stays flat
-    /// however long it runs.
+    /// (cumulative, see [`Session::live_rows`]: an exporter keeps no per-event
+    /// state, so its memory stays flat however long it runs), the request
+    /// layer's rows, and zprof's health.
     pub fn live(&mut self) -> anyhow::Result<(Vec<HistRecord>, Vec<RequestRecord>, crate::exposition::Health)> {
         let started = Instant::now();
-        self.drain_events();
-        self.txg_events.clear();
-        self.slow_requests.clear();
-        let names = self.pool_names()?;
-        let rows = self.histogram_records(&names)?;
+        let rows = self.live_rows()?;
         let (requests, _, _) = self.requests()?;
         let c = self.counters()?;
         let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
@@ -815,6 +811,28 @@ impl Session {
         Ok((rows, requests, health))
     }
 
+    /// What the recording says of the traced build.
+    fn target_info(&self) -> TargetInfo {
+        TargetInfo {
+            kind: self.target.kind,
+            object: self.target.object.clone(),
+            zfs_version: self.release.version.clone(),
+            build_id: self.target.build_id.clone(),
+            zfs_status: self.release.status.word().into(),
+            zfs_status_detail: self.release.status.to_string(),
+        }
+    }
+
+    /// The stage rows so far (cumulative), the ring buffer's events drained
+    /// and dropped: what `zprof top` reads each interval.
+    pub fn live_rows(&mut self) -> anyhow::Result<Vec<HistRecord>> {
+        self.drain_events();
+        self.txg_events.clear();
+        self.slow_requests.clear();
+        let names = self.pool_names()?;
+        self.histogram_records(&names)
+    }
+
     /// A recording of `seconds` made of `histograms` (rows of an interval, as
     /// `zprof top` takes them), for explain: this session's target and probes,
     /// no timeline, requests or profiles.
@@ -823,14 +841,7 @@ impl Session {
             schema: crate::recording::SCHEMA.into(),
             version: crate::recording::VERSION,
             zprof_version: env!("CARGO_PKG_VERSION").into(),
-            target: TargetInfo {
-                kind: self.target.kind,
-                object: self.target.object.clone(),
-                zfs_version: self.release.version.clone(),
-                build_id: self.target.build_id.clone(),
-                zfs_status: self.release.status.word().into(),
-                zfs_status_detail: self.release.status.to_string(),
-            },
+            target: self.target_info(),
             offsets_source: self.offsets.source.clone(),
             started_unix_ms: self.started_unix_ms,
             duration_s: seconds,
@@ -917,6 +928,7 @@ impl Session {
         // uprobes (aya's fallback) take about 80 ms each on Linux 6.18;
         // Multi links close in parallel (see `multi_link`).
         let uprobe_multi = self.multi.as_ref().is_some_and(|m| m.proven());
+        let target = self.target_info();
         let detach_started = Instant::now();
         drop(self.multi);
         drop(self.ebpf);
@@ -929,14 +941,7 @@ impl Session {
             schema: crate::recording::SCHEMA.into(),
             version: crate::recording::VERSION,
             zprof_version: env!("CARGO_PKG_VERSION").into(),
-            target: TargetInfo {
-                kind: self.target.kind,
-                object: self.target.object.clone(),
-                zfs_version: self.release.version.clone(),
-                build_id: self.target.build_id.clone(),
-                zfs_status: self.release.status.word().into(),
-                zfs_status_detail: self.release.status.to_string(),
-            },
+            target,
             offsets_source: self.offsets.source.clone(),
             started_unix_ms: self.started_unix_ms,
             duration_s: duration.as_secs_f64(),
