@@ -436,6 +436,33 @@ pub struct TxgEvent {
     pub pad: u32,
 }
 
+/// Where a leaf vdev sits in its pool (value of the LEAF_PLACES map, keyed
+/// by the leaf's guid): its top-level vdev and that vdev's allocation class,
+/// read when the leaf is first seen and again when its top-level vdev
+/// changes (an attach makes a mirror of a single disk).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LeafPlace {
+    /// Address of the pool's spa_t.
+    pub pool: u64,
+    /// Address of the top-level vdev_t (to notice a change).
+    pub top: u64,
+    /// The top-level vdev's guid.
+    pub top_guid: u64,
+    /// Its index among the pool's top-level vdevs (vdev_id).
+    pub top_id: u64,
+    /// Its allocation bias (vdev_alloc_bias_t).
+    pub alloc_bias: u32,
+    /// Its vdev_islog.
+    pub is_log: u32,
+    /// Its type, NUL-terminated ("raidz", "mirror", "draid", "disk", "file").
+    pub top_type: [u8; 16],
+}
+
+/// Leaves whose place LEAF_PLACES keeps (least recently used evicted: a
+/// leaf's next I/O puts it back).
+pub const LEAF_PLACES_TRACKED: u32 = 4096;
+
 /// Pool name as read from spa_t (spa_name is its first member).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -492,6 +519,14 @@ pub struct Offsets {
     pub vdev_children: u32,
     /// zio_t.io_private (pointer: the lwb of a ZIL block's root zio).
     pub zio_private: u32,
+    /// vdev_t.vdev_id (u64: a top-level vdev's index in its pool).
+    pub vdev_id: u32,
+    /// vdev_t.vdev_alloc_bias (enum: none, log, special, dedup).
+    pub vdev_alloc_bias: u32,
+    /// vdev_t.vdev_ops (pointer to the vdev type's vdev_ops_t).
+    pub vdev_ops: u32,
+    /// vdev_ops_t.vdev_op_type (char[16]: "raidz", "mirror", "file"...).
+    pub vdev_op_type: u32,
 }
 
 /// Members the request layer reads (kernel target only: libzpool has no
@@ -845,6 +880,7 @@ mod pod {
     unsafe impl aya::Pod for super::InFlightKey {}
     unsafe impl aya::Pod for super::TxgEvent {}
     unsafe impl aya::Pod for super::PoolName {}
+    unsafe impl aya::Pod for super::LeafPlace {}
     unsafe impl aya::Pod for super::Offsets {}
     unsafe impl aya::Pod for super::Config {}
     unsafe impl aya::Pod for super::Semantics {}

@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LZ4_CLASS_ZSTD_EARLY_ABORT, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    InFlightKey, LEAF_PLACES_TRACKED, LZ4_CLASS_ZSTD_EARLY_ABORT, LeafPlace, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
@@ -73,6 +73,10 @@ static CONFIG: Config = Config {
         vdev_islog: 0,
         vdev_children: 0,
         zio_private: 0,
+        vdev_id: 0,
+        vdev_alloc_bias: 0,
+        vdev_ops: 0,
+        vdev_op_type: 0,
     },
     request: RequestOffsets {
         valid: 0,
@@ -249,6 +253,16 @@ fn member_u64(base: u64, offset: &u32) -> u64 {
         return 0;
     }
     read_or::<u64>(base + config_u32(offset) as u64, 0)
+}
+
+/// A 4-byte member (an int, an enum, a boolean_t): reading 8 would take in
+/// the next member too.
+#[inline(always)]
+fn member_u32(base: u64, offset: &u32) -> u32 {
+    if !offsets_valid() || base == 0 {
+        return 0;
+    }
+    read_or::<u32>(base + config_u32(offset) as u64, 0)
 }
 
 #[inline(always)]
@@ -608,6 +622,7 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
         class |= VDEV_CACHE_DEVICE;
     }
     let queue = delta.saturating_sub(delay);
+    learn_leaf_place(zio.vd, guid, zio.spa);
     // ZIO_TYPE_WRITE at ZIO_PRIORITY_SYNC_WRITE: a log block write (or another
     // sync write) that a commit in progress may be waiting for.
     if zio.io_type == 2 && zio.priority == 1 {
@@ -631,9 +646,52 @@ fn charge_commit_write(pool: u64, vd: u64, total_ns: u64) {
         window.max_write_ns = total_ns;
     }
     let top = member_u64(vd, &CONFIG.offsets.vdev_top);
-    if member_u64(top, &CONFIG.offsets.vdev_islog) != 0 {
+    if member_u32(top, &CONFIG.offsets.vdev_islog) != 0 {
         window.to_log = 1;
     }
+}
+
+/// Where each leaf sits in its pool, by leaf guid: what `serve` labels its
+/// rows with (top-level vdev, allocation class).
+#[map]
+static LEAF_PLACES: LruHashMap<u64, LeafPlace> = LruHashMap::with_max_entries(LEAF_PLACES_TRACKED, 0);
+
+/// Reads a leaf's top-level vdev (guid, index, type, allocation bias) the
+/// first time the leaf is seen, and again if its top-level vdev changed:
+/// one pointer read and one lookup per leaf I/O otherwise.
+#[inline(always)]
+fn learn_leaf_place(vd: u64, guid: u64, pool: u64) {
+    let o = &CONFIG.offsets;
+    // A cache device (or a spare) is its own top-level vdev.
+    let top = match member_u64(vd, &o.vdev_top) {
+        0 => vd,
+        top => top,
+    };
+    if unsafe { LEAF_PLACES.get(&guid) }.is_some_and(|known| known.top == top) {
+        return;
+    }
+    let mut place = LeafPlace {
+        pool,
+        top,
+        top_guid: member_u64(top, &o.vdev_guid),
+        top_id: member_u64(top, &o.vdev_id),
+        alloc_bias: member_u32(top, &o.vdev_alloc_bias),
+        is_log: member_u32(top, &o.vdev_islog),
+        top_type: [0; 16],
+    };
+    let ops = member_u64(top, &o.vdev_ops);
+    if ops != 0 {
+        let name = (ops + config_u32(&o.vdev_op_type) as u64) as *const u8;
+        let read = if is_kernel() {
+            unsafe { bpf_probe_read_kernel_str_bytes(name, &mut place.top_type) }.is_ok()
+        } else {
+            unsafe { bpf_probe_read_user_str_bytes(name, &mut place.top_type) }.is_ok()
+        };
+        if !read {
+            bump(counter::READ_FAILED);
+        }
+    }
+    let _ = LEAF_PLACES.insert(&guid, &place, 0);
 }
 
 /// vdev_queue_io(zio_t *zio): fallback timing without offsets, keyed by the zio.

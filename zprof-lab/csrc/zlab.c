@@ -429,10 +429,11 @@ int
 zl_pool_create(const char *name, const char *group_type, int nparity,
     int width, int ngroups, const char *const *paths, uint64_t ashift,
     const char *const *log_paths, int nlogs,
+    const char *const *special_paths, int nspecial,
     const char *const *cache_paths, int ncache, zl_pool_t **out,
     char *err, size_t errlen)
 {
-	int ntop = ngroups + nlogs, error;
+	int ntop = ngroups + nspecial + nlogs, error;
 	nvlist_t **top = calloc(ntop, sizeof (nvlist_t *));
 	nvlist_t *root, *props;
 	zl_pool_t *p;
@@ -461,9 +462,20 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 		}
 		fnvlist_add_uint64(top[g], ZPOOL_CONFIG_IS_LOG, 0);
 	}
+	/* Special allocation class vdevs, as `zpool create ... special F`. */
+	for (int s = 0; s < nspecial; s++) {
+		nvlist_t *nv = zl_file_nv(special_paths[s], ashift);
+
+		fnvlist_add_uint64(nv, ZPOOL_CONFIG_IS_LOG, 0);
+		fnvlist_add_string(nv, ZPOOL_CONFIG_ALLOCATION_BIAS,
+		    VDEV_ALLOC_BIAS_SPECIAL);
+		top[ngroups + s] = nv;
+	}
 	for (int l = 0; l < nlogs; l++) {
-		top[ngroups + l] = zl_file_nv(log_paths[l], ashift);
-		fnvlist_add_uint64(top[ngroups + l], ZPOOL_CONFIG_IS_LOG, 1);
+		int t = ngroups + nspecial + l;
+
+		top[t] = zl_file_nv(log_paths[l], ashift);
+		fnvlist_add_uint64(top[t], ZPOOL_CONFIG_IS_LOG, 1);
 	}
 	root = fnvlist_alloc();
 	fnvlist_add_string(root, ZPOOL_CONFIG_TYPE, VDEV_TYPE_ROOT);
@@ -501,6 +513,8 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 		zl_vdev_files_add(paths[i], p);
 	for (int i = 0; i < nlogs; i++)
 		zl_vdev_files_add(log_paths[i], p);
+	for (int i = 0; i < nspecial; i++)
+		zl_vdev_files_add(special_paths[i], p);
 	for (int i = 0; i < ncache; i++)
 		zl_vdev_files_add(cache_paths[i], p);
 	error = spa_create(name, root, props, NULL, NULL);
@@ -536,6 +550,10 @@ zl_leaf_fill(vdev_t *vd, uint32_t top, zl_leaf_t *l)
 	l->guid = vd->vdev_guid;
 	l->is_log = vd->vdev_top->vdev_islog;
 	l->top = top;
+	l->alloc_bias = vd->vdev_top->vdev_alloc_bias;
+	l->top_id = vd->vdev_top->vdev_id;
+	(void) strlcpy(l->top_type, vd->vdev_top->vdev_ops->vdev_op_type,
+	    sizeof (l->top_type));
 	l->write_ops = vs.vs_ops[ZIO_TYPE_WRITE];
 	l->write_bytes = vs.vs_bytes[ZIO_TYPE_WRITE];
 	l->read_ops = vs.vs_ops[ZIO_TYPE_READ];

@@ -32,8 +32,10 @@ typedef struct zl_leaf {
 	uint32_t is_log;
 	uint32_t top;		/* index of the top-level vdev */
 	uint32_t is_cache;	/* a cache device (L2ARC), not in the vdev tree */
-	uint32_t reserved;
+	uint32_t alloc_bias;	/* its top-level vdev's vdev_alloc_bias */
 	uint64_t write_ops, write_bytes, read_ops, read_bytes;
+	uint64_t top_id;	/* its top-level vdev's vdev_id */
+	char top_type[16];	/* its top-level vdev's type ("raidz") */
 	char path[1024];
 } zl_leaf_t;
 
@@ -102,6 +104,7 @@ void zl_txg_mark(void);
 int zl_pool_create(const char *name, const char *group_type, int nparity,
     int width, int ngroups, const char *const *paths, uint64_t ashift,
     const char *const *log_paths, int nlogs,
+    const char *const *special_paths, int nspecial,
     const char *const *cache_paths, int ncache, zl_pool_t **out,
     char *err, size_t errlen);
 int zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max);

@@ -83,6 +83,13 @@ pub struct PoolArgs {
     /// Model of the cache devices (same syntax).
     #[arg(long, default_value = "ssd", value_parser = parse_model)]
     pub cache_model: ModelParams,
+    /// Number of special allocation class vdevs (metadata and small blocks),
+    /// each one file.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub specials: u32,
+    /// Model of the special vdevs (same syntax).
+    #[arg(long, default_value = "ssd", value_parser = parse_model)]
+    pub special_model: ModelParams,
     /// Block size of the data objects (a zvol's volblocksize): 512..1M, power of two.
     #[arg(long, default_value = "8k", value_parser = parse_volblocksize)]
     pub volblocksize: u64,
@@ -297,6 +304,8 @@ impl PoolArgs {
             log_model: self.log_model.clone(),
             caches: self.caches,
             cache_model: self.cache_model.clone(),
+            specials: self.specials,
+            special_model: self.special_model.clone(),
             props,
             volblocksize: self.volblocksize,
         }

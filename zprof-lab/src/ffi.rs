@@ -34,11 +34,13 @@ pub struct ZlLeaf {
     pub is_log: u32,
     pub top: u32,
     pub is_cache: u32,
-    pub reserved: u32,
+    pub alloc_bias: u32,
     pub write_ops: u64,
     pub write_bytes: u64,
     pub read_ops: u64,
     pub read_bytes: u64,
+    pub top_id: u64,
+    pub top_type: [c_char; 16],
     pub path: [c_char; 1024],
 }
 
@@ -120,6 +122,8 @@ unsafe extern "C" {
         ashift: u64,
         log_paths: *const *const c_char,
         nlogs: c_int,
+        special_paths: *const *const c_char,
+        nspecial: c_int,
         cache_paths: *const *const c_char,
         ncache: c_int,
         out: *mut *mut ZlPool,

@@ -352,10 +352,27 @@ pub struct PoolConfig {
     pub caches: u32,
     /// Model of the cache devices.
     pub cache_model: ModelParams,
+    /// Number of special allocation class vdevs, each one file.
+    pub specials: u32,
+    /// Model of the special vdevs.
+    pub special_model: ModelParams,
     /// Dataset properties (`compression`, `checksum`, `sync`, `logbias`).
     pub props: BTreeMap<String, String>,
     /// Block size of data objects.
     pub volblocksize: u64,
+}
+
+/// A leaf's allocation class from its top-level vdev's vdev_alloc_bias_t
+/// (none, log, special, dedup), as `zpool status` heads its sections.
+fn allocation_class(bias: u32, is_log: bool, is_cache: bool) -> String {
+    match (is_cache, is_log, bias) {
+        (true, _, _) => "cache".into(),
+        (_, true, _) | (_, _, 1) => "log".into(),
+        (_, _, 0) => "normal".into(),
+        (_, _, 2) => "special".into(),
+        (_, _, 3) => "dedup".into(),
+        (_, _, other) => format!("bias-{other}"),
+    }
 }
 
 /// One leaf as the pool reports it.
@@ -367,6 +384,11 @@ pub struct LeafStat {
     pub is_log: bool,
     /// Cache device (L2ARC)?
     pub is_cache: bool,
+    /// Its top-level vdev as zpool_influxdb names vdevs: type and index
+    /// ("raidz-0"; a cache device is its own top-level vdev).
+    pub top_vdev: String,
+    /// Its allocation class: normal, log, special, dedup, cache.
+    pub class: String,
     /// Backing file.
     pub path: String,
     /// vs_ops[WRITE].
@@ -460,6 +482,9 @@ impl<'lab> Pool<'lab> {
         for i in 0..cfg.logs {
             files.push(dir.join(format!("{}-log{i}", cfg.name)));
         }
+        for i in 0..cfg.specials {
+            files.push(dir.join(format!("{}-special{i}", cfg.name)));
+        }
         for i in 0..cfg.caches {
             files.push(dir.join(format!("{}-cache{i}", cfg.name)));
         }
@@ -484,8 +509,10 @@ impl<'lab> Pool<'lab> {
         let nd = l.data_files() as usize;
         let data: Vec<*const c_char> = cpaths[..nd].iter().map(|c| c.as_ptr()).collect();
         let nl = nd + cfg.logs as usize;
+        let ns = nl + cfg.specials as usize;
         let logs: Vec<*const c_char> = cpaths[nd..nl].iter().map(|c| c.as_ptr()).collect();
-        let caches: Vec<*const c_char> = cpaths[nl..].iter().map(|c| c.as_ptr()).collect();
+        let specials: Vec<*const c_char> = cpaths[nl..ns].iter().map(|c| c.as_ptr()).collect();
+        let caches: Vec<*const c_char> = cpaths[ns..].iter().map(|c| c.as_ptr()).collect();
         let gtype = CString::new(match l.kind {
             GroupKind::Stripe => "file",
             GroupKind::Mirror => "mirror",
@@ -508,6 +535,8 @@ impl<'lab> Pool<'lab> {
                 cfg.ashift as u64,
                 logs.as_ptr(),
                 logs.len() as c_int,
+                specials.as_ptr(),
+                specials.len() as c_int,
                 caches.as_ptr(),
                 caches.len() as c_int,
                 &mut pool.p,
@@ -525,9 +554,10 @@ impl<'lab> Pool<'lab> {
             .map(|lf| LeafSpec {
                 guid: lf.guid,
                 path: PathBuf::from(&lf.path),
-                params: match (lf.is_log, lf.is_cache) {
-                    (_, true) => cfg.cache_model.clone(),
-                    (true, _) => cfg.log_model.clone(),
+                params: match lf.class.as_str() {
+                    "cache" => cfg.cache_model.clone(),
+                    "log" => cfg.log_model.clone(),
+                    "special" => cfg.special_model.clone(),
                     _ => cfg.vdev_model.clone(),
                 },
             })
@@ -585,6 +615,9 @@ impl<'lab> Pool<'lab> {
                 guid: l.guid,
                 is_log: l.is_log != 0,
                 is_cache: l.is_cache != 0,
+                // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
+                top_vdev: format!("{}-{}", unsafe { CStr::from_ptr(l.top_type.as_ptr()) }.to_string_lossy(), l.top_id),
+                class: allocation_class(l.alloc_bias, l.is_log != 0, l.is_cache != 0),
                 // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
                 path: unsafe { CStr::from_ptr(l.path.as_ptr()) }.to_string_lossy().into_owned(),
                 write_ops: l.write_ops,
@@ -674,6 +707,8 @@ impl<'lab> Pool<'lab> {
             log_model: c.log_model.clone(),
             caches: c.caches,
             cache_model: (c.caches > 0).then(|| c.cache_model.clone()),
+            specials: c.specials,
+            special_model: (c.specials > 0).then(|| c.special_model.clone()),
             properties: c.props.clone(),
             volblocksize: c.volblocksize,
             spa_sync_calls: end.spa_syncs - self.start.spa_syncs,

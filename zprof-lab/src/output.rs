@@ -113,11 +113,11 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
-    for (name, is_log, is_cache) in [("data vdevs", false, false), ("log vdevs", true, false), ("cache devices", false, true)] {
+    for (name, class) in [("data vdevs", "normal"), ("special vdevs", "special"), ("log vdevs", "log"), ("cache devices", "cache")] {
         let t = j
             .leaves
             .iter()
-            .filter(|l| l.is_log == is_log && l.is_cache == is_cache)
+            .filter(|l| l.vdev_class == class)
             .fold(DeviceTimes::default(), |t, l| t.plus(&l.device));
         if t.ios + t.flushes > 0 {
             let mean = |ns: u64, n: u64| if n > 0 { human_ns(ns as f64 / n as f64) } else { "-".to_owned() };
@@ -189,9 +189,10 @@ pub fn report_text(r: &Report) -> String {
     for p in &r.pools {
         let _ = writeln!(
             out,
-            "pool {}: {} ashift={} logs={} data={} log={} volblocksize={} props={:?}: {} spa_sync calls, txg {}..{}",
+            "pool {}: {}{} ashift={} logs={} data={} log={} volblocksize={} props={:?}: {} spa_sync calls, txg {}..{}",
             p.name,
             p.layout_text,
+            if p.specials > 0 { format!(" specials={}", p.specials) } else { String::new() },
             p.ashift,
             p.log_vdevs,
             p.vdev_model,

@@ -109,6 +109,12 @@ pub struct PoolInfo {
     /// Model of the cache devices (absent in older reports).
     #[serde(default)]
     pub cache_model: Option<ModelParams>,
+    /// Number of special allocation class vdevs.
+    #[serde(default)]
+    pub specials: u32,
+    /// Model of the special vdevs.
+    #[serde(default)]
+    pub special_model: Option<ModelParams>,
     /// Dataset properties set at creation (`compression`, `checksum`, `sync`, `logbias`,
     /// `primarycache`).
     pub properties: BTreeMap<String, String>,
@@ -191,6 +197,15 @@ pub struct LeafDelta {
     /// True for a cache device (L2ARC).
     #[serde(default)]
     pub is_cache: bool,
+    /// The leaf's guid (absent in older reports).
+    #[serde(default)]
+    pub guid: u64,
+    /// Its top-level vdev, type and index as zpool_influxdb names it ("raidz-0").
+    #[serde(default)]
+    pub top_vdev: String,
+    /// Its allocation class: normal, log, special, dedup or cache.
+    #[serde(default)]
+    pub vdev_class: String,
     /// Writes issued to the leaf.
     pub write_ops: u64,
     /// Bytes written to the leaf.

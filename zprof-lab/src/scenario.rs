@@ -136,6 +136,8 @@ fn raidz3_hdd_pool(
         log_model: ssd.clone(),
         caches: 0,
         cache_model: ssd.clone(),
+        specials: 0,
+        special_model: ssd.clone(),
         props,
         volblocksize,
     }
@@ -197,6 +199,8 @@ pub fn plan(a: &ScenarioArgs, name: Scenario) -> Plan {
                         log_model: ssd.clone(),
                         caches: 0,
                         cache_model: ssd.clone(),
+                        specials: 0,
+                        special_model: ssd.clone(),
                         props: props(&[("compression", c)]),
                         volblocksize: 128 << 10,
                     };
@@ -769,6 +773,8 @@ mod tests {
             log_model: ModelParams::defaults(ModelKind::Ssd),
             caches: 0,
             cache_model: None,
+            specials: 0,
+            special_model: None,
             properties: props(&[]),
             volblocksize: vbs,
             spa_sync_calls: 0,

@@ -15,9 +15,10 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use zprof_common::{HIST_BUCKETS, Stage, hist_bucket_high};
 
 use crate::{
-    recording::{HistRecord, stage_from_name},
+    recording::{HistRecord, Recording, VdevRecord, stage_from_name},
     requests::RequestRecord,
     tracer::COUNT_ONLY,
+    zfs_names,
 };
 
 /// How a stage is exported.
@@ -32,11 +33,18 @@ struct Family {
     /// Whether the rows' `bytes` (and `bytes_out`) are data sizes worth a
     /// counter: elsewhere they hold counts (writes per commit, leaf writes).
     data_bytes: bool,
+    /// Whether its rows are a leaf vdev's (labelled with its top-level vdev
+    /// and allocation class).
+    per_leaf: bool,
     help: &'static str,
 }
 
 const fn family(stage: Stage, name: &'static str, class_label: &'static str, data_bytes: bool, help: &'static str) -> Family {
-    Family { stage, name, class_label, values_are_bytes: false, data_bytes, help }
+    Family { stage, name, class_label, values_are_bytes: false, data_bytes, per_leaf: false, help }
+}
+
+const fn leaf_family(stage: Stage, name: &'static str, help: &'static str) -> Family {
+    Family { per_leaf: true, ..family(stage, name, "class", false, help) }
 }
 
 /// Every stage zprof exports, by what it measures.
@@ -47,9 +55,9 @@ const FAMILIES: &[Family] = &[
     family(Stage::Lz4Compress, "lz4_compress", "algorithm", false, "lz4's own compression call"),
     family(Stage::ChecksumCompute, "checksum", "algorithm", false, "zio_checksum_compute: a block's checksum"),
     family(Stage::ChecksumVerify, "checksum_verify", "algorithm", false, "a block's checksum verified on read"),
-    family(Stage::VdevQueue, "vdev_queue", "class", false, "a leaf I/O's wait in the vdev queue (io_delta - io_delay)"),
-    family(Stage::VdevDisk, "vdev_disk", "class", false, "a leaf I/O's time on the disk (io_delay)"),
-    family(Stage::VdevTotal, "vdev_total", "class", false, "a leaf I/O's queue and disk time (io_delta)"),
+    leaf_family(Stage::VdevQueue, "vdev_queue", "a leaf I/O's wait in the vdev queue (io_delta - io_delay)"),
+    leaf_family(Stage::VdevDisk, "vdev_disk", "a leaf I/O's time on the disk (io_delay)"),
+    leaf_family(Stage::VdevTotal, "vdev_total", "a leaf I/O's queue and disk time (io_delta)"),
     family(Stage::VdevQueueTimed, "vdev_queue_timed", "class", false, "a leaf I/O's wait in the vdev queue, timed by probes"),
     family(Stage::VdevWaitTimed, "vdev_wait_timed", "class", false, "a leaf I/O's queue wait, timed without struct offsets"),
     family(Stage::VdevDiskTimed, "vdev_disk_timed", "class", false, "a leaf I/O's disk time, timed without struct offsets"),
@@ -77,6 +85,7 @@ const FAMILIES: &[Family] = &[
         class_label: "class",
         values_are_bytes: true,
         data_bytes: false,
+        per_leaf: false,
         help: "a block read from disk: the bytes read from disk since its previous read (its reuse distance)",
     },
 ];
@@ -92,6 +101,31 @@ fn family_of(stage: Stage) -> Option<&'static Family> {
 /// past the "le" it is shown under; Prometheus cannot tell).
 const TIME_SHIFTS: std::ops::RangeInclusive<u32> = 10..=36;
 const BYTE_SHIFTS: std::ops::RangeInclusive<u32> = 12..=40;
+
+/// What one scrape exports.
+#[derive(Debug, Clone, Default)]
+pub struct Scrape {
+    /// The stage rows (cumulative).
+    pub rows: Vec<HistRecord>,
+    /// The request layer's rows.
+    pub requests: Vec<RequestRecord>,
+    /// Where each leaf vdev sits (its rows' top-level vdev and class labels).
+    pub vdevs: Vec<VdevRecord>,
+    /// zprof's own health.
+    pub health: Health,
+}
+
+impl Scrape {
+    /// A recording's rows, for exporting what it holds.
+    pub fn of_recording(recording: &Recording) -> Scrape {
+        Scrape {
+            rows: recording.histograms.clone(),
+            requests: recording.requests.clone(),
+            vdevs: recording.vdevs.clone(),
+            health: Health::default(),
+        }
+    }
+}
 
 /// What `serve` exports besides the stages.
 #[derive(Debug, Clone, Default)]
@@ -160,8 +194,43 @@ impl Series {
     }
 }
 
-/// Label sets of one family: (pool, class, vdev).
-type Labels = (String, String, Option<u64>);
+/// The labels of one stage series.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Labels {
+    pool: String,
+    class: String,
+    /// A leaf's top-level vdev ("raidz-0"), where known.
+    top_vdev: Option<String>,
+    /// A leaf's allocation class ("log"), where known.
+    vdev_class: Option<String>,
+    /// The leaf's guid (`--per-vdev`).
+    vdev: Option<u64>,
+}
+
+impl Labels {
+    /// The labels of `row`, placed by `vdevs` (leaf guid -> place).
+    fn of(row: &HistRecord, family: &Family, vdevs: &BTreeMap<u64, &VdevRecord>, options: &Options) -> Labels {
+        let mut class = row.class_name.trim_end_matches(COUNT_ONLY).trim().to_owned();
+        let mut labels = Labels { pool: row.pool.clone(), vdev: options.per_vdev.then_some(row.vdev).filter(|v| *v != 0), ..Labels::default() };
+        if family.per_leaf && row.vdev != 0 {
+            let place = vdevs.get(&row.vdev);
+            labels.top_vdev = place.map(|p| p.top_vdev.clone());
+            labels.vdev_class = place.map(|p| p.class.clone());
+            if row.class & zprof_common::VDEV_CACHE_DEVICE != 0 {
+                // The class label says it is a cache device: not the I/O class too.
+                class = zfs_names::io_class(row.class & !zprof_common::VDEV_CACHE_DEVICE);
+                labels.vdev_class = Some("cache".into());
+            }
+        }
+        labels.class = class.replace(' ', "_");
+        labels
+    }
+
+    /// The series every row beyond the series limit goes to.
+    fn folded() -> Labels {
+        Labels { pool: "_other".into(), class: "_other".into(), ..Labels::default() }
+    }
+}
 
 /// The stage rows grouped by family and series, with the series limit applied.
 type Families = BTreeMap<&'static str, (&'static Family, BTreeMap<Labels, Series>)>;
@@ -172,14 +241,14 @@ struct Grouped {
     folded: usize,
 }
 
-fn group(rows: &[HistRecord], options: &Options) -> Grouped {
+fn group(scrape: &Scrape, options: &Options) -> Grouped {
     let mut grouped = Grouped { timed: BTreeMap::new(), counted: BTreeMap::new(), folded: 0 };
+    let vdevs: BTreeMap<u64, &VdevRecord> = scrape.vdevs.iter().map(|v| (v.guid, v)).collect();
     let mut series = 0;
-    for row in rows {
+    for row in &scrape.rows {
         let Some(family) = stage_from_name(&row.stage).and_then(family_of) else { continue };
         let count_only = row.class_name.ends_with(COUNT_ONLY);
-        let class = row.class_name.trim_end_matches(COUNT_ONLY).trim().replace(' ', "_");
-        let labels: Labels = (row.pool.clone(), class, options.per_vdev.then_some(row.vdev).filter(|v| *v != 0));
+        let labels = Labels::of(row, family, &vdevs, options);
         let target = if count_only { &mut grouped.counted } else { &mut grouped.timed };
         let (_, by_labels) = target.entry(family.name).or_insert_with(|| (family, BTreeMap::new()));
         let labels = if by_labels.contains_key(&labels) || series < options.max_series {
@@ -189,7 +258,7 @@ fn group(rows: &[HistRecord], options: &Options) -> Grouped {
             labels
         } else {
             grouped.folded += 1;
-            ("_other".into(), "_other".into(), None)
+            Labels::folded()
         };
         by_labels.entry(labels).or_default().add(row);
     }
@@ -202,12 +271,18 @@ fn escape(value: &str) -> String {
 }
 
 /// A stage series' labels as `name="value"` pairs.
-fn label_pairs(family: &Family, (pool, class, vdev): &Labels) -> String {
-    let mut parts = vec![format!("pool=\"{}\"", escape(pool))];
-    if !class.is_empty() {
-        parts.push(format!("{}=\"{}\"", family.class_label, escape(class)));
+fn label_pairs(family: &Family, labels: &Labels) -> String {
+    let mut parts = vec![format!("pool=\"{}\"", escape(&labels.pool))];
+    if !labels.class.is_empty() {
+        parts.push(format!("{}=\"{}\"", family.class_label, escape(&labels.class)));
     }
-    if let Some(vdev) = vdev {
+    if let Some(top) = &labels.top_vdev {
+        parts.push(format!("top_vdev=\"{}\"", escape(top)));
+    }
+    if let Some(class) = &labels.vdev_class {
+        parts.push(format!("vdev_class=\"{}\"", escape(class)));
+    }
+    if let Some(vdev) = labels.vdev {
         parts.push(format!("vdev_guid=\"{vdev}\""));
     }
     parts.join(",")
@@ -221,14 +296,14 @@ fn label_text(family: &Family, labels: &Labels, extra: &str) -> String {
 
 /// Renders the whole exposition: the stages' rows, the request layer's, and
 /// zprof's health.
-pub fn render(rows: &[HistRecord], requests: &[RequestRecord], health: &Health, options: &Options) -> String {
-    let mut grouped = group(rows, options);
+pub fn render(scrape: &Scrape, options: &Options) -> String {
+    let mut grouped = group(scrape, options);
     let mut out = String::new();
     for (family, by_labels) in grouped.timed.values() {
         histogram_family(&mut out, family, by_labels);
     }
     let used: usize = grouped.timed.values().chain(grouped.counted.values()).map(|(_, l)| l.len()).sum();
-    request_families(&mut out, requests, options.max_series.saturating_sub(used).max(1), &mut grouped.folded, options);
+    request_families(&mut out, &scrape.requests, options.max_series.saturating_sub(used).max(1), &mut grouped.folded, options);
     for (family, by_labels) in grouped.counted.values() {
         let name = format!("zfs_{}_events", family.name);
         counter_head(&mut out, &name, &format!("{} (counted at entry, not timed)", family.help), options);
@@ -237,7 +312,7 @@ pub fn render(rows: &[HistRecord], requests: &[RequestRecord], health: &Health, 
         }
     }
     bytes_families(&mut out, &grouped, options);
-    health_families(&mut out, health, grouped.folded, options);
+    health_families(&mut out, &scrape.health, grouped.folded, options);
     if options.openmetrics {
         out.push_str("# EOF\n");
     }
@@ -410,7 +485,7 @@ mod tests {
     #[test]
     fn each_histogram_is_cumulative_and_ends_at_its_count_and_sum() {
         let rec = captured();
-        let text = render(&rec.histograms, &[], &Health::default(), &options());
+        let text = render(&Scrape::of_recording(&rec), &options());
         let commits: Vec<&HistRecord> = rec.histograms.iter().filter(|h| h.stage == "zil_commit").collect();
         assert!(!commits.is_empty(), "the capture has commits");
         let count: u64 = commits.iter().map(|h| h.count).sum();
@@ -447,7 +522,7 @@ mod tests {
             max_ns: 1 << 20,
             buckets: vec![[below, 1], [low, 1]],
         };
-        let text = render(&[row], &[], &Health::default(), &options());
+        let text = render(&Scrape { rows: vec![row], ..Scrape::default() }, &options());
         let le = |shift: u32| sample(&text, &format!("zfs_zil_commit_duration_seconds_bucket{{pool=\"p\",le=\"{}\"}}", (1u64 << shift) as f64 * 1e-9));
         assert_eq!(le(19), 0.0);
         assert_eq!(le(20), 1.0);
@@ -458,7 +533,7 @@ mod tests {
     fn series_beyond_the_limit_are_folded_and_counted() {
         let rec = captured();
         let limited = Options { max_series: 3, ..options() };
-        let text = render(&rec.histograms, &[], &Health::default(), &limited);
+        let text = render(&Scrape { requests: vec![], ..Scrape::of_recording(&rec) }, &limited);
         let folded = sample(&text, "zprof_series_folded ");
         assert!(folded > 0.0, "the capture has more than 3 series");
         assert!(text.contains("pool=\"_other\""), "{text}");
@@ -475,7 +550,7 @@ mod tests {
     #[test]
     fn requests_are_exported_per_layer_operation_and_dataset() {
         let rec = captured();
-        let text = render(&rec.histograms, &rec.requests, &Health::default(), &options());
+        let text = render(&Scrape::of_recording(&rec), &options());
         // The guest's zvol rq/v1 writes, summed over processes and flags.
         let writes: Vec<_> = rec.requests.iter().filter(|r| r.layer == "zvol" && r.op == "write" && r.dataset == "rq/v1").collect();
         assert!(!writes.is_empty(), "the capture has zvol writes");
@@ -489,7 +564,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped_and_openmetrics_ends_with_eof() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        let text = render(&captured().histograms, &[], &Health::default(), &Options { openmetrics: true, ..options() });
+        let text = render(&Scrape::of_recording(&captured()), &Options { openmetrics: true, ..options() });
         assert!(text.ends_with("# EOF\n"));
         assert!(text.contains("# TYPE zprof_lost_events counter"), "OpenMetrics names a counter family without _total");
     }

@@ -193,7 +193,7 @@ fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestO
 }
 
 /// Members zprof needs, as (struct, member) pairs, in `Offsets` field order.
-const NEEDED: [(&str, &str); 19] = [
+const NEEDED: [(&str, &str); 23] = [
     ("zio", "io_type"),
     ("zio", "io_priority"),
     ("zio", "io_spa"),
@@ -213,13 +213,17 @@ const NEEDED: [(&str, &str); 19] = [
     ("vdev", "vdev_islog"),
     ("vdev", "vdev_children"),
     ("zio", "io_private"),
+    ("vdev", "vdev_id"),
+    ("vdev", "vdev_alloc_bias"),
+    ("vdev", "vdev_ops"),
+    ("vdev_ops", "vdev_op_type"),
 ];
 
 /// Builds `Offsets` (and the values by name) from a lookup; names the first
 /// member it cannot find.
 fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMap<String, u32>), String> {
     let (values, named) = look_up_all(&NEEDED, lookup)?;
-    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children, zio_private] =
+    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children, zio_private, vdev_id, vdev_alloc_bias, vdev_ops, vdev_op_type] =
         values;
     let offsets = Offsets {
         valid: 1,
@@ -242,6 +246,10 @@ fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMa
         vdev_islog,
         vdev_children,
         zio_private,
+        vdev_id,
+        vdev_alloc_bias,
+        vdev_ops,
+        vdev_op_type,
     };
     Ok((offsets, named))
 }

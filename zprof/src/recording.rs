@@ -84,6 +84,26 @@ pub struct Recording {
     /// Slow requests beyond the number a recording keeps.
     #[serde(default)]
     pub slow_requests_dropped: u64,
+    /// Where each leaf vdev with I/O sits: its top-level vdev and allocation
+    /// class, as read from ZFS's vdev tree. Absent in older recordings.
+    #[serde(default)]
+    pub vdevs: Vec<VdevRecord>,
+}
+
+/// A leaf vdev's place in its pool, read from ZFS's own vdev tree.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VdevRecord {
+    /// Pool name.
+    pub pool: String,
+    /// The leaf's guid (the histograms' `vdev`).
+    pub guid: u64,
+    /// Its top-level vdev, named as zpool_influxdb names vdevs: type and
+    /// index ("raidz-0", "mirror-1"; a single disk is "disk-2" or "file-2").
+    pub top_vdev: String,
+    /// The top-level vdev's guid (`zpool status -g`).
+    pub top_guid: u64,
+    /// Allocation class: normal, log, special, dedup or cache.
+    pub class: String,
 }
 
 /// The machine's CPU time counters (/proc/stat's first line), in ticks.
@@ -552,6 +572,7 @@ impl Recording {
             offcpu: None,
             slow_requests: vec![],
             slow_requests_dropped: 0,
+            vdevs: vec![],
         }
     }
 

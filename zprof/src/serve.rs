@@ -139,13 +139,13 @@ async fn answer(session: &mut Session, mut stream: TcpStream, options: &Options)
         Some(r) if r.method != "GET" && r.method != "HEAD" => ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_owned()),
         Some(r) if r.path == "/metrics" || r.path.starts_with("/metrics?") => {
             let options = Options { openmetrics: r.openmetrics, ..*options };
-            let (rows, requests, health) = session.live()?;
+            let scrape = session.live()?;
             let content_type = if r.openmetrics {
                 "application/openmetrics-text; version=1.0.0; charset=utf-8"
             } else {
                 "text/plain; version=0.0.4; charset=utf-8"
             };
-            let body = exposition::render(&rows, &requests, &health, &options);
+            let body = exposition::render(&scrape, &options);
             ("200 OK", content_type, if r.method == "HEAD" { String::new() } else { body })
         }
         Some(r) if r.path == "/" => ("200 OK", "text/plain", "zprof serve: the stages are at /metrics\n".to_owned()),

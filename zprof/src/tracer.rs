@@ -25,7 +25,7 @@ use aya::{
     },
 };
 use zprof_common::{
-    Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, PoolName, RequestKey, RequestStart,
+    Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, LeafPlace, PoolName, RequestKey, RequestStart,
     SlowRequest, Stage, TxgEvent, counter,
 };
 
@@ -34,8 +34,8 @@ use crate::{
     elf, openzfs,
     offsets::FoundOffsets,
     recording::{
-        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, sparse_buckets,
-        stage_name,
+        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, VdevRecord,
+        sparse_buckets, stage_name,
     },
     recording::{CpuProfile, CpuStack, OffCpuProfile},
     stacks::{self, StackDrains},
@@ -784,13 +784,42 @@ impl Session {
         Ok(histograms)
     }
 
+    /// Where each leaf with a vdev row sits (top-level vdev, allocation
+    /// class), from what the probes read of ZFS's vdev tree; a leaf whose
+    /// rows show it to be a cache device is in class "cache".
+    fn vdev_places(&self, names: &BTreeMap<u64, String>, histograms: &[HistRecord]) -> anyhow::Result<Vec<VdevRecord>> {
+        let Some(map) = self.ebpf.map("LEAF_PLACES") else { return Ok(Vec::new()) };
+        let places: BpfHashMap<_, u64, LeafPlace> = BpfHashMap::try_from(map)?;
+        let with_rows: std::collections::BTreeSet<u64> = histograms.iter().map(|h| h.vdev).filter(|v| *v != 0).collect();
+        let caches: std::collections::BTreeSet<u64> =
+            histograms.iter().filter(|h| h.vdev != 0 && h.class & zprof_common::VDEV_CACHE_DEVICE != 0).map(|h| h.vdev).collect();
+        let mut records: Vec<VdevRecord> = places
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(guid, _)| with_rows.contains(guid))
+            .map(|(guid, place)| {
+                let end = place.top_type.iter().position(|b| *b == 0).unwrap_or(place.top_type.len());
+                VdevRecord {
+                    pool: pool_label(names, place.pool),
+                    guid,
+                    top_vdev: zfs_names::top_vdev(&String::from_utf8_lossy(&place.top_type[..end]), place.top_id),
+                    top_guid: place.top_guid,
+                    class: zfs_names::allocation_class(place.alloc_bias, place.is_log != 0, caches.contains(&guid)),
+                }
+            })
+            .collect();
+        records.sort_by(|a, b| (&a.pool, &a.top_vdev, a.guid).cmp(&(&b.pool, &b.top_vdev, b.guid)));
+        Ok(records)
+    }
+
     /// What `zprof serve` reads at each scrape: the stage rows so far
     /// (cumulative, see [`Session::live_rows`]: an exporter keeps no per-event
     /// state, so its memory stays flat however long it runs), the request
     /// layer's rows, and zprof's health.
-    pub fn live(&mut self) -> anyhow::Result<(Vec<HistRecord>, Vec<RequestRecord>, crate::exposition::Health)> {
+    pub fn live(&mut self) -> anyhow::Result<crate::exposition::Scrape> {
         let started = Instant::now();
         let rows = self.live_rows()?;
+        let vdevs = self.vdev_places(&self.pool_names()?, &rows)?;
         let (requests, _, _) = self.requests()?;
         let c = self.counters()?;
         let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
@@ -808,7 +837,7 @@ impl Session {
             resident_bytes: resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
         };
-        Ok((rows, requests, health))
+        Ok(crate::exposition::Scrape { rows, requests, vdevs, health })
     }
 
     /// What the recording says of the traced build.
@@ -863,6 +892,7 @@ impl Session {
             offcpu: None,
             slow_requests: Vec::new(),
             slow_requests_dropped: 0,
+            vdevs: Vec::new(),
         }
     }
 
@@ -883,6 +913,7 @@ impl Session {
         let names = self.pool_names()?;
         let pool_name = |spa: u64| pool_label(&names, spa);
         let histograms = self.histogram_records(&names)?;
+        let vdevs = self.vdev_places(&names, &histograms)?;
         let c = self.counters()?;
         let (mut requests, mut slow_requests, requests_in_flight) = self.requests()?;
         slow_requests.sort_by_key(|r| std::cmp::Reverse(r.duration_ns));
@@ -963,6 +994,7 @@ impl Session {
             offcpu,
             slow_requests,
             slow_requests_dropped: self.slow_requests_dropped,
+            vdevs,
         })
     }
 }

@@ -30,6 +30,29 @@ const CHECKSUM: &[&str] = &[
     "blake3",
 ];
 
+/// vdev_alloc_bias_t (unchanged from 2.1 to 2.3): a top-level vdev's
+/// allocation class, as `zpool status` heads its sections (without the "s").
+const ALLOC_BIAS: &[&str] = &["normal", "log", "special", "dedup"];
+
+/// The allocation class of a leaf: its top-level vdev's bias, "log" for a
+/// log vdev whatever its bias says (a pool from before allocation classes),
+/// "cache" for a cache device (which has no bias).
+pub fn allocation_class(bias: u32, is_log: bool, is_cache: bool) -> String {
+    match ALLOC_BIAS.get(bias as usize) {
+        _ if is_cache => "cache".into(),
+        Some(&"normal") if is_log => "log".into(),
+        Some(name) => (*name).into(),
+        None => format!("bias-{bias}"),
+    }
+}
+
+/// A top-level vdev's name as zpool_influxdb gives it: its type and index
+/// ("raidz-0", "mirror-1"; a single disk or file is "disk-2", "file-2").
+pub fn top_vdev(vdev_type: &str, id: u64) -> String {
+    let vdev_type = if vdev_type.is_empty() { "vdev" } else { vdev_type };
+    format!("{vdev_type}-{id}")
+}
+
 /// zio_priority_t, with the names `zpool iostat -l` uses for its columns.
 const PRIORITY: &[&str] = &[
     "sync read",
@@ -96,6 +119,19 @@ pub fn io_class_is_write(class: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocation_classes_and_top_level_vdevs() {
+        assert_eq!(allocation_class(0, false, false), "normal");
+        assert_eq!(allocation_class(1, true, false), "log");
+        assert_eq!(allocation_class(0, true, false), "log", "a log vdev without a bias");
+        assert_eq!(allocation_class(2, false, false), "special");
+        assert_eq!(allocation_class(3, false, false), "dedup");
+        assert_eq!(allocation_class(0, false, true), "cache");
+        assert_eq!(allocation_class(7, false, false), "bias-7");
+        assert_eq!(top_vdev("raidz", 0), "raidz-0");
+        assert_eq!(top_vdev("", 3), "vdev-3");
+    }
 
     #[test]
     fn compression_names() {

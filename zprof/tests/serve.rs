@@ -295,8 +295,79 @@ fn a_kernel_recordings_exposition_passes_promtool() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/guest-2.1.11-requests.json");
     let rec: zprof::recording::Recording = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let options = zprof::exposition::Options { per_vdev: true, max_series: 5000, openmetrics: false };
-    let text = zprof::exposition::render(&rec.histograms, &rec.requests, &zprof::exposition::Health::default(), &options);
+    let text = zprof::exposition::render(&zprof::exposition::Scrape::of_recording(&rec), &options);
     assert!(text.contains("zfs_request_duration_seconds_count{layer=\"zvol\",op=\"write\",dataset=\"rq/v1\"}"), "{text}");
     let (checked, said) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).output_with_stdin(&text);
     assert!(checked.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+}
+
+/// One leaf's place: (top-level vdev, allocation class).
+type Place = (String, String);
+
+/// Every leaf vdev row is labelled with its top-level vdev and allocation
+/// class as the pool itself has them (the lab reads them from its vdev tree:
+/// a mirror, a special vdev, a log vdev and a cache device), in serve's
+/// exposition (`--per-vdev`) and in record's recording, on each release.
+#[test]
+fn leaf_rows_carry_their_top_level_vdev_and_allocation_class_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let dir = scratch("zprof-serve-vdevs", &release.version);
+        let mut serve = zprof()
+            .args(["serve", "--per-vdev", "--target", &format!("libzpool={}", release.libzpool.display()), "--listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let line = line_with(&mut serve, "serving http://");
+        let exporter: SocketAddr = line.rsplit("http://").next().unwrap().trim_end_matches("/metrics").parse().unwrap();
+        let reaper = Reaper(vec![serve]);
+        let recording = dir.join("rec.json");
+        let layout = ["--layout", "mirror:2", "--logs", "1", "--specials", "1", "--caches", "1", "--arc-max", "64m"];
+        let job = ["--job", "name=m,rw=randrw,bs=8k,size=32m,runtime=3,fsync=4"];
+        let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &[&layout[..], &job[..]].concat());
+        let pool = lab["jobs"][0]["pool"]["name"].as_str().unwrap().to_owned();
+        let truth: std::collections::BTreeMap<u64, Place> = lab["jobs"][0]["leaves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| (l["guid"].as_u64().unwrap(), (l["top_vdev"].as_str().unwrap().to_owned(), l["vdev_class"].as_str().unwrap().to_owned())))
+            .collect();
+        let classes: std::collections::BTreeSet<&str> = truth.values().map(|(_, class)| class.as_str()).collect();
+        assert_eq!(classes.into_iter().collect::<Vec<_>>(), ["cache", "log", "normal", "special"], "the lab's leaves: {truth:?}");
+
+        let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+        let recorded: std::collections::BTreeMap<u64, Place> = rec["vdevs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["pool"] == pool.as_str())
+            .map(|v| (v["guid"].as_u64().unwrap(), (v["top_vdev"].as_str().unwrap().to_owned(), v["class"].as_str().unwrap().to_owned())))
+            .collect();
+        assert_eq!(recorded, truth, "record's leaves of {pool} (OpenZFS {})", release.version);
+
+        let (status, exposition) = get(exporter, "/metrics", None).unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        let exported = exported_places(&exposition, &pool);
+        eprintln!("OpenZFS {}: {pool}'s leaves as exported: {exported:?}", release.version);
+        assert_eq!(exported, truth, "serve's leaves of {pool} (OpenZFS {})", release.version);
+        drop(reaper);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// The leaves of `pool` in an exposition's vdev_total series: guid -> place
+/// (a leaf in two places would be a wrong label, and fails here).
+fn exported_places(exposition: &str, pool: &str) -> std::collections::BTreeMap<u64, Place> {
+    let label = |line: &str, name: &str| {
+        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(line[start..start + line[start..].find('"')?].to_owned())
+    };
+    let mut places = std::collections::BTreeMap::new();
+    for line in exposition.lines().filter(|l| l.starts_with("zfs_vdev_total_duration_seconds_count{") && l.contains(&format!("pool=\"{pool}\""))) {
+        let guid: u64 = label(line, "vdev_guid").unwrap_or_else(|| panic!("no vdev_guid: {line}")).parse().unwrap();
+        let place = (label(line, "top_vdev").unwrap_or_else(|| panic!("no top_vdev: {line}")), label(line, "vdev_class").unwrap_or_else(|| panic!("no vdev_class: {line}")));
+        let known = places.entry(guid).or_insert_with(|| place.clone());
+        assert_eq!(*known, place, "leaf {guid} in two places: {line}");
+    }
+    places
 }
