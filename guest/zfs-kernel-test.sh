@@ -17,6 +17,8 @@
 #   /results/detach.txt          kprobes registered after each zprof exit
 #   /results/kprobe-multi/       rec-0.json, rec-1.json: no workload, perf-event
 #                                kprobes and kprobe_multi links (their attach/detach)
+#   /results/serve/              zprof serve's scrapes before and after an fsync job
+#                                (before.prom, after.prom), fio.json, its exit status
 set -u
 RUNTIME=8
 ONLY=
@@ -334,6 +336,33 @@ wait_tracing $d/zprof-1.err
 echo "multi-during: $(kprobes_left)" >> $R/detach.txt
 wait $pid || fail "zprof with ZPROF_KPROBE_MULTI=1: $(cat $d/zprof-1.err)"
 echo "multi-after: $(kprobes_left)" >> $R/detach.txt
+fi
+
+if [ "$SECTIONS" = all ]; then
+step "serve: scraped before and after an fsync job, then SIGTERM"
+# The exporter as a fleet runs it: every process, on loopback; scraped with
+# busybox's wget. The host checks the scrapes (xtask/src/guest/check.rs).
+d=$R/serve
+mkdir -p $d
+ip link set lo up || fail "ip link set lo up"
+make_pool srv raidz1 log off files
+fio $(job srv) --create_only=1 > /dev/null 2>&1
+zpool sync srv
+zprof serve --target kernel --per-vdev --listen 127.0.0.1:9929 2> $d/serve.err &
+pid=$!
+for i in $(seq 1 120); do
+    grep -q "serving http" $d/serve.err && break
+    sleep 1
+done
+wget -q -O $d/before.prom http://127.0.0.1:9929/metrics || fail "scrape before: $(cat $d/serve.err)"
+fio $(job srv) --runtime=4 --time_based --output-format=json --output=$d/fio.json > /dev/null 2>&1 || fail "fio on srv"
+wget -q -O $d/after.prom http://127.0.0.1:9929/metrics || fail "scrape after: $(cat $d/serve.err)"
+echo "serve-during: $(kprobes_left)" >> $R/detach.txt
+kill -TERM $pid
+wait $pid
+echo $? > $d/exit
+echo "serve-after: $(kprobes_left)" >> $R/detach.txt
+destroy_pool srv
 fi
 
 cat $R/detach.txt

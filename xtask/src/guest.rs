@@ -24,6 +24,7 @@
 mod build;
 mod check;
 mod check_requests;
+mod check_serve;
 mod cpio;
 mod run;
 

@@ -346,8 +346,9 @@ pub mod counter {
     pub const REQUEST_FOLDED: u32 = 12;
     /// A request's start could not be kept (request in-flight map full).
     pub const REQUEST_START_FULL: u32 = 13;
-    /// A dataset or dsl_dir name could not be kept (name map full): the
-    /// request still counts, under its dataset's address.
+    /// A dataset, dsl_dir or gone pool's name could not be kept (name map
+    /// full): the request still counts, under its dataset's address; a gone
+    /// pool's rows under its spa_t address.
     pub const NAME_MAP_FULL: u32 = 14;
     /// A file request returned without a start (attached mid-call, or the
     /// start was lost).
@@ -462,6 +463,18 @@ pub struct LeafPlace {
 /// Leaves whose place LEAF_PLACES keeps (least recently used evicted: a
 /// leaf's next I/O puts it back).
 pub const LEAF_PLACES_TRACKED: u32 = 4096;
+
+/// A pool exported or destroyed (spa_remove), in the GONE_POOLS map keyed by
+/// its spa_t address: its name stays known for the rows it left, and a
+/// long-running exporter forgets those rows a while after `removed_ns`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct GonePool {
+    /// bpf_ktime_get_ns() at spa_remove.
+    pub removed_ns: u64,
+    /// Its name, NUL-terminated.
+    pub name: [u8; 64],
+}
 
 /// Pool name as read from spa_t (spa_name is its first member).
 #[repr(C)]
@@ -881,6 +894,7 @@ mod pod {
     unsafe impl aya::Pod for super::TxgEvent {}
     unsafe impl aya::Pod for super::PoolName {}
     unsafe impl aya::Pod for super::LeafPlace {}
+    unsafe impl aya::Pod for super::GonePool {}
     unsafe impl aya::Pod for super::Offsets {}
     unsafe impl aya::Pod for super::Config {}
     unsafe impl aya::Pod for super::Semantics {}

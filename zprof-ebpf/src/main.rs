@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    InFlightKey, LEAF_PLACES_TRACKED, LZ4_CLASS_ZSTD_EARLY_ABORT, LeafPlace, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
+    GonePool, InFlightKey, LEAF_PLACES_TRACKED, LZ4_CLASS_ZSTD_EARLY_ABORT, LeafPlace, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
     ZIO_WINDOW, counter, hist_bucket,
 };
 
@@ -972,6 +972,31 @@ fn learn_pool_name(spa: u64) {
     }
 }
 
+/// Pools exported or destroyed, with their names (see [`GonePool`]).
+#[map]
+static GONE_POOLS: HashMap<u64, GonePool> = HashMap::with_max_entries(256, 0);
+
+/// spa_remove(spa_t *spa): the pool is gone (exported or destroyed). Its name
+/// moves to GONE_POOLS, so that a pool created later at the same address
+/// learns its own name, and its commit window is dropped.
+fn spa_remove_entry(ctx: &ProbeContext) {
+    if !wanted(false) {
+        return;
+    }
+    let spa = arg(ctx, 0);
+    if spa == 0 {
+        return;
+    }
+    learn_pool_name(spa);
+    let Some(name) = (unsafe { POOL_NAMES.get(&spa) }) else { return };
+    let gone = GonePool { removed_ns: unsafe { bpf_ktime_get_ns() }, name: name.name };
+    if GONE_POOLS.insert(&spa, &gone, 0).is_err() {
+        bump(counter::NAME_MAP_FULL);
+    }
+    let _ = POOL_NAMES.remove(&spa);
+    let _ = COMMITS.remove(&spa);
+}
+
 /// spa_sync(spa_t *spa, uint64_t txg): also learns the pool's name.
 fn spa_sync_entry(ctx: &ProbeContext) {
     if !wanted(false) {
@@ -1540,6 +1565,7 @@ entry_programs! {
     zil_commit_entry_k, zil_commit_entry_u => zil_commit_entry;
     timed_wait_entry_k, timed_wait_entry_u => timed_wait_entry;
     spa_sync_entry_k, spa_sync_entry_u => spa_sync_entry;
+    spa_remove_entry_k, spa_remove_entry_u => spa_remove_entry;
     txg_wait_entry_k, txg_wait_entry_u => txg_wait_entry;
     tx_assign_entry_k, tx_assign_entry_u => tx_assign_entry;
     tx_wait_entry_k, tx_wait_entry_u => tx_wait_entry;

@@ -85,6 +85,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("zil", "zil_commit: the fsync / O_SYNC path"),
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
     ("dedup", "ddt_lookup per deduped block and ddt_sync per txg: what dedup costs"),
+    ("pools", "spa_remove: pools exported or destroyed, named in the rows they left and forgotten by serve and top"),
 ];
 
 /// Groups with no probe point on libzpool, and why (shown by `zprof probes`).
@@ -206,6 +207,7 @@ pub const POINTS: &[ProbePoint] = &[
     point("dedup", "ddt_lookup", "ddt_lookup_entry", Some("ddt_lookup_return"), Both, Primary),
     point("dedup", "ddt_sync", "ddt_sync_entry", Some("ddt_sync_return"), Both, Primary),
     point("txg", "txg_wait_synced", "txg_wait_entry", Some("txg_wait_return"), Both, Primary),
+    point("pools", "spa_remove", "spa_remove_entry", None, Both, Primary),
 ];
 
 /// Whether a point applies to the kernel (`true`) or libzpool (`false`) target.

@@ -70,6 +70,19 @@ pub struct LiveArgs {
     /// Leave these stage groups out (as record --skip).
     #[arg(long, value_delimiter = ',', value_parser = parse_group)]
     pub skip: Vec<String>,
+    /// How long an exported or destroyed pool's series stay after its export
+    /// (so that every scraper sees their last values), then they end.
+    #[arg(long, default_value = "5m", value_parser = parse_forget_after)]
+    pub forget_after: Duration,
+}
+
+/// How long a gone pool's rows stay: from 1 s to a day.
+fn parse_forget_after(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(86_400) {
+        return Err(format!("--forget-after {s} is outside 1s..24h"));
+    }
+    Ok(d)
 }
 
 /// A refresh interval: a duration from 100 ms to an hour.

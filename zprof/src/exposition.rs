@@ -152,6 +152,8 @@ pub struct Health {
     pub resident_bytes: u64,
     /// Time to read the maps for this scrape.
     pub collect_seconds: f64,
+    /// Exported or destroyed pools whose rows were dropped.
+    pub pools_forgotten: u64,
 }
 
 /// Rendering choices.
@@ -452,6 +454,13 @@ fn health_families(out: &mut String, health: &Health, folded: usize, options: &O
     gauge(out, "zprof_attach_seconds", "time from loading the probes to all attached", &[(String::new(), health.attach_seconds)]);
     gauge(out, "zprof_resident_memory_bytes", "zprof's resident memory", &[(String::new(), health.resident_bytes as f64)]);
     gauge(out, "zprof_collect_seconds", "time this scrape took to read the in-kernel maps", &[(String::new(), health.collect_seconds)]);
+    counter(
+        out,
+        "zprof_pools_forgotten",
+        "exported or destroyed pools whose series ended (--forget-after after their export)",
+        &[(String::new(), health.pools_forgotten)],
+        options,
+    );
     gauge(out, "zprof_series_folded", "stage series beyond --max-series, folded into their family's \"_other\" series", &[(String::new(), folded as f64)]);
 }
 

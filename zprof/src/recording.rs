@@ -339,7 +339,7 @@ impl Losses {
             ("requests not timed (start map full)".to_owned(), self.request_start_full),
             ("file requests ended without a start".to_owned(), self.request_end_without_start),
             ("requests in flight at detach".to_owned(), self.requests_in_flight_at_end),
-            ("dataset names not kept (name map full)".to_owned(), self.name_map_full),
+            ("dataset or gone pool names not kept (name map full)".to_owned(), self.name_map_full),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)

@@ -49,7 +49,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<i32> {
 /// streams): what the long-running views (`serve`, `top`) read.
 pub(crate) fn attach_everywhere(args: &LiveArgs) -> anyhow::Result<Session> {
     let (target, found) = prepare(&args.target, &target::Traced { command: None, pid: None })?;
-    Session::start(
+    let mut session = Session::start(
         target,
         found,
         &SessionOptions {
@@ -63,7 +63,9 @@ pub(crate) fn attach_everywhere(args: &LiveArgs) -> anyhow::Result<Session> {
             slower_than: None,
             request_rows: 1024,
         },
-    )
+    )?;
+    session.forget_pools_after(args.forget_after);
+    Ok(session)
 }
 
 async fn run(mut session: Session, listener: std::net::TcpListener, address: std::net::SocketAddr, options: Options) -> anyhow::Result<i32> {

@@ -10,7 +10,7 @@
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     path::Path,
-    time::{Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use anyhow::{Context as _, anyhow};
@@ -25,7 +25,7 @@ use aya::{
     },
 };
 use zprof_common::{
-    Config, DatasetInfo, DirName, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, LeafPlace, PoolName, RequestKey, RequestStart,
+    Config, DatasetInfo, DirName, GonePool, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, LeafPlace, PoolName, RequestKey, RequestStart,
     SlowRequest, Stage, TxgEvent, counter,
 };
 
@@ -117,6 +117,11 @@ pub struct Session {
     /// Drains the stack maps of CPU samples and off-CPU time every 250 ms,
     /// on its own thread (none without either).
     drainer: Option<stacks::Drainer>,
+    /// Gone pools whose rows [`Session::forget_gone_pools`] dropped.
+    pools_forgotten: u64,
+    /// How long after its export a pool's rows stay in the live views
+    /// (`None`: for ever, as a recording keeps them).
+    forget_pools_after: Option<Duration>,
 }
 
 /// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
@@ -490,6 +495,8 @@ impl Session {
             sample_hz: options.sample_hz,
             filtered: filter,
             drainer,
+            pools_forgotten: 0,
+            forget_pools_after: None,
         })
     }
 
@@ -692,16 +699,60 @@ impl Session {
         Ok(out)
     }
 
+    /// Pool names by spa_t address: the pools that are there, and those
+    /// exported or destroyed since (their rows stay until forgotten); a live
+    /// pool wins an address a gone one had.
     fn pool_names(&self) -> anyhow::Result<BTreeMap<u64, String>> {
-        let map: BpfHashMap<_, u64, PoolName> =
-            BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
+        let c_text = |bytes: &[u8]| {
+            let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+            String::from_utf8_lossy(&bytes[..end]).into_owned()
+        };
         let mut out = BTreeMap::new();
-        for item in map.iter() {
+        let gone: BpfHashMap<_, u64, GonePool> =
+            BpfHashMap::try_from(self.ebpf.map("GONE_POOLS").ok_or_else(|| anyhow!("GONE_POOLS missing"))?)?;
+        for item in gone.iter() {
+            let (spa, pool) = item?;
+            out.insert(spa, c_text(&pool.name));
+        }
+        let live: BpfHashMap<_, u64, PoolName> =
+            BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
+        for item in live.iter() {
             let (spa, name) = item?;
-            let end = name.name.iter().position(|b| *b == 0).unwrap_or(name.name.len());
-            out.insert(spa, String::from_utf8_lossy(&name.name[..end]).into_owned());
+            out.insert(spa, c_text(&name.name));
         }
         Ok(out)
+    }
+
+    /// Drops the rows of pools exported or destroyed at least `after` ago
+    /// (their histograms and leaf places), so that a long-running exporter
+    /// does not keep every pool a host ever had: their series end in
+    /// Prometheus. Returns how many pools were forgotten.
+    fn forget_gone_pools(&mut self, after: Duration) -> anyhow::Result<u64> {
+        let now = monotonic_ns();
+        let mut gone: BpfHashMap<_, u64, GonePool> =
+            BpfHashMap::try_from(self.ebpf.map_mut("GONE_POOLS").ok_or_else(|| anyhow!("GONE_POOLS missing"))?)?;
+        let due: Vec<u64> =
+            gone.iter().filter_map(Result::ok).filter(|(_, p)| now.saturating_sub(p.removed_ns) >= after.as_nanos() as u64).map(|(spa, _)| spa).collect();
+        for spa in &due {
+            let _ = gone.remove(spa);
+        }
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let mut hist: PerCpuHashMap<_, HistKey, Hist> =
+            PerCpuHashMap::try_from(self.ebpf.map_mut("HIST").ok_or_else(|| anyhow!("HIST missing"))?)?;
+        let rows: Vec<HistKey> = hist.keys().filter_map(Result::ok).filter(|k| due.contains(&k.pool)).collect();
+        for key in &rows {
+            let _ = hist.remove(key);
+        }
+        let mut places: BpfHashMap<_, u64, LeafPlace> =
+            BpfHashMap::try_from(self.ebpf.map_mut("LEAF_PLACES").ok_or_else(|| anyhow!("LEAF_PLACES missing"))?)?;
+        let leaves: Vec<u64> = places.iter().filter_map(Result::ok).filter(|(_, p)| due.contains(&p.pool)).map(|(guid, _)| guid).collect();
+        for guid in &leaves {
+            let _ = places.remove(guid);
+        }
+        self.pools_forgotten += due.len() as u64;
+        Ok(due.len() as u64)
     }
 
     /// The request rows, with dataset names and cgroup paths, and the
@@ -836,8 +887,15 @@ impl Session {
             attach_seconds: self.attach_ms / 1e3,
             resident_bytes: resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
+            pools_forgotten: self.pools_forgotten,
         };
         Ok(crate::exposition::Scrape { rows, requests, vdevs, health })
+    }
+
+    /// Makes the live views ([`Session::live_rows`]) forget the rows of a
+    /// pool exported or destroyed `after` ago.
+    pub fn forget_pools_after(&mut self, after: Duration) {
+        self.forget_pools_after = Some(after);
     }
 
     /// What the recording says of the traced build.
@@ -855,6 +913,9 @@ impl Session {
     /// The stage rows so far (cumulative), the ring buffer's events drained
     /// and dropped: what `zprof top` reads each interval.
     pub fn live_rows(&mut self) -> anyhow::Result<Vec<HistRecord>> {
+        if let Some(after) = self.forget_pools_after {
+            self.forget_gone_pools(after)?;
+        }
         self.drain_events();
         self.txg_events.clear();
         self.slow_requests.clear();

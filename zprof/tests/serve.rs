@@ -307,24 +307,42 @@ type Place = (String, String);
 /// Every leaf vdev row is labelled with its top-level vdev and allocation
 /// class as the pool itself has them (the lab reads them from its vdev tree:
 /// a mirror, a special vdev, a log vdev and a cache device), in serve's
-/// exposition (`--per-vdev`) and in record's recording, on each release.
+/// exposition (`--per-vdev`) and in record's recording, on each release; and
+/// once the pool is exported serve forgets its series (`--forget-after`).
 #[test]
-fn leaf_rows_carry_their_top_level_vdev_and_allocation_class_on_each_release() {
+fn leaf_rows_carry_their_top_level_vdev_and_class_and_gone_pools_are_forgotten_on_each_release() {
     require_root();
     for release in lab_releases() {
         let dir = scratch("zprof-serve-vdevs", &release.version);
+        let target = format!("libzpool={}", release.libzpool.display());
         let mut serve = zprof()
-            .args(["serve", "--per-vdev", "--target", &format!("libzpool={}", release.libzpool.display()), "--listen", "127.0.0.1:0"])
+            .args(["serve", "--per-vdev", "--forget-after", "2s", "--target", &target, "--listen", "127.0.0.1:0"])
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let line = line_with(&mut serve, "serving http://");
         let exporter: SocketAddr = line.rsplit("http://").next().unwrap().trim_end_matches("/metrics").parse().unwrap();
         let reaper = Reaper(vec![serve]);
+        // Scraped every 300 ms while the lab runs: the pool's rows end soon
+        // after it is exported.
+        let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let scraper = {
+            let running = running.clone();
+            std::thread::spawn(move || {
+                let mut scrapes = Vec::new();
+                while running.load(std::sync::atomic::Ordering::Relaxed) {
+                    scrapes.push(get(exporter, "/metrics", None).unwrap().1);
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                scrapes
+            })
+        };
         let recording = dir.join("rec.json");
         let layout = ["--layout", "mirror:2", "--logs", "1", "--specials", "1", "--caches", "1", "--arc-max", "64m"];
         let job = ["--job", "name=m,rw=randrw,bs=8k,size=32m,runtime=3,fsync=4"];
         let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &[&layout[..], &job[..]].concat());
+        running.store(false, std::sync::atomic::Ordering::Relaxed);
+        let scrapes = scraper.join().unwrap();
         let pool = lab["jobs"][0]["pool"]["name"].as_str().unwrap().to_owned();
         let truth: std::collections::BTreeMap<u64, Place> = lab["jobs"][0]["leaves"]
             .as_array()
@@ -345,11 +363,24 @@ fn leaf_rows_carry_their_top_level_vdev_and_allocation_class_on_each_release() {
             .collect();
         assert_eq!(recorded, truth, "record's leaves of {pool} (OpenZFS {})", release.version);
 
-        let (status, exposition) = get(exporter, "/metrics", None).unwrap();
-        assert!(status.contains(" 200 "), "{status}");
-        let exported = exported_places(&exposition, &pool);
+        // The last scrape with the pool's leaves: they had all done I/O by then.
+        let last = scrapes.iter().rev().find(|s| !exported_places(s, &pool).is_empty()).expect("no scrape with the pool's leaves");
+        let exported = exported_places(last, &pool);
         eprintln!("OpenZFS {}: {pool}'s leaves as exported: {exported:?}", release.version);
         assert_eq!(exported, truth, "serve's leaves of {pool} (OpenZFS {})", release.version);
+
+        let started = Instant::now();
+        let forgotten = loop {
+            let (_, text) = get(exporter, "/metrics", None).unwrap();
+            if !text.contains(&format!("pool=\"{pool}\"")) {
+                break text;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "{pool}'s series still exported 20 s after the lab ended");
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        let count = forgotten.lines().find_map(|l| l.strip_prefix("zprof_pools_forgotten_total ")).unwrap();
+        assert!(count.parse::<u64>().unwrap() >= 1, "the pool was forgotten, but zprof_pools_forgotten_total is {count}");
+        eprintln!("{pool}'s series ended {:.1} s after the lab's run (--forget-after 2s)", started.elapsed().as_secs_f64());
         drop(reaper);
         std::fs::remove_dir_all(dir).unwrap();
     }

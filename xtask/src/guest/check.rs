@@ -115,9 +115,13 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             Ok(line) => writeln!(summary, "  kprobe_multi: {line}")?,
             Err(e) => failures.push(format!("kprobe_multi: {e:#}")),
         }
+        match super::check_serve::check_serve(&results.join("serve")) {
+            Ok(line) => writeln!(summary, "  serve: {line}")?,
+            Err(e) => failures.push(format!("serve: {e:#}")),
+        }
     } else {
         let btf_only: Vec<&str> = CONFIGS.iter().filter(|c| !VARIANT_CONFIGS.contains(c)).copied().collect();
-        writeln!(summary, "  sigterm, kprobe_multi, off-cpu, {}: run with the BTF variant", btf_only.join(", "))?;
+        writeln!(summary, "  sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant", btf_only.join(", "))?;
     }
     let functions = std::fs::read_to_string(results.join("zfs-functions.txt")).unwrap_or_default();
     writeln!(summary, "  kallsyms: {} zfs.ko functions; {}", functions.lines().count(), kallsyms_report(&functions))?;
@@ -282,6 +286,10 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
     );
     match compare_arc(&rec, dir) {
+        Ok(text) => write!(line, "; {text}")?,
+        Err(e) => bad.push(format!("{e:#}")),
+    }
+    match super::check_serve::check_places(&rec, dir, variant) {
         Ok(text) => write!(line, "; {text}")?,
         Err(e) => bad.push(format!("{e:#}")),
     }
