@@ -154,6 +154,36 @@ pub struct Health {
     pub collect_seconds: f64,
     /// Exported or destroyed pools whose rows were dropped.
     pub pools_forgotten: u64,
+    /// The module's tunables of [`TUNABLES`] as read at this scrape (kernel
+    /// only: libzpool's live in each process).
+    pub tunables: Vec<(&'static Tunable, f64)>,
+}
+
+/// A module parameter worth setting a stage against.
+#[derive(Debug)]
+pub struct Tunable {
+    /// Its name under /sys/module/zfs/parameters.
+    pub parameter: &'static str,
+    /// The gauge it is exported as.
+    pub metric: &'static str,
+    /// The gauge's HELP text.
+    pub help: &'static str,
+}
+
+/// The tunables `serve` exports (the dashboard draws spa_sync against the
+/// first; the write throttle starts from the second).
+pub const TUNABLES: &[Tunable] = &[
+    Tunable { parameter: "zfs_txg_timeout", metric: "zfs_txg_timeout_seconds", help: "zfs_txg_timeout: the longest a txg stays open" },
+    Tunable { parameter: "zfs_dirty_data_max", metric: "zfs_dirty_data_max_bytes", help: "zfs_dirty_data_max: dirty data a pool may hold before writers wait" },
+];
+
+/// Reads [`TUNABLES`] from a module's parameters directory; those absent or
+/// unreadable are left out.
+pub fn read_tunables(parameters: &std::path::Path) -> Vec<(&'static Tunable, f64)> {
+    TUNABLES
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(parameters.join(t.parameter)).ok()?.trim().parse().ok().map(|v| (t, v)))
+        .collect()
 }
 
 /// Rendering choices.
@@ -454,6 +484,9 @@ fn health_families(out: &mut String, health: &Health, folded: usize, options: &O
     gauge(out, "zprof_attach_seconds", "time from loading the probes to all attached", &[(String::new(), health.attach_seconds)]);
     gauge(out, "zprof_resident_memory_bytes", "zprof's resident memory", &[(String::new(), health.resident_bytes as f64)]);
     gauge(out, "zprof_collect_seconds", "time this scrape took to read the in-kernel maps", &[(String::new(), health.collect_seconds)]);
+    for (tunable, value) in &health.tunables {
+        gauge(out, tunable.metric, tunable.help, &[(String::new(), *value)]);
+    }
     counter(
         out,
         "zprof_pools_forgotten",
@@ -568,6 +601,19 @@ mod tests {
         let bytes: u64 = writes.iter().map(|r| r.bytes).sum();
         assert_eq!(sample(&text, &format!("zfs_request_duration_seconds_count{labels}")), count as f64);
         assert_eq!(sample(&text, &format!("zfs_request_bytes_total{labels}")), bytes as f64);
+    }
+
+    #[test]
+    fn tunables_are_read_where_present() {
+        let dir = std::env::temp_dir().join(format!("zprof-tunables-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("zfs_txg_timeout"), "7\n").unwrap();
+        let read = read_tunables(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(read.iter().map(|(t, v)| (t.metric, *v)).collect::<Vec<_>>(), [("zfs_txg_timeout_seconds", 7.0)]);
+        let health = Health { tunables: read, ..Health::default() };
+        let text = render(&Scrape { health, ..Scrape::default() }, &options());
+        assert_eq!(sample(&text, "zfs_txg_timeout_seconds "), 7.0);
     }
 
     #[test]

@@ -391,7 +391,10 @@ fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, Strin
         return Err(format!("{} is absent: zfs.ko was built without BTF (dkms builds usually are)", module_btf.display()));
     };
     let base = std::fs::read(vmlinux_btf).map_err(|e| format!("cannot read {}: {e}", vmlinux_btf.display()))?;
-    let structs = ["zio", "vdev", "zilog", "dsl_pool", "objset", "dmu_tx"];
+    // Every struct a member of NEEDED is in, from the one list.
+    let mut structs: Vec<&str> = NEEDED.iter().map(|(structure, _)| *structure).collect();
+    structs.sort_unstable();
+    structs.dedup();
     let found = btf::struct_offsets(&split, Some(&base), &structs).map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
     let (offsets, values) = build(|s, m| found.get(s).and_then(|members| members.get(m)).copied())
         .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;

@@ -888,6 +888,10 @@ impl Session {
             resident_bytes: resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
             pools_forgotten: self.pools_forgotten,
+            tunables: match self.target.kind {
+                TargetKind::Kernel => crate::exposition::read_tunables(Path::new("/sys/module/zfs/parameters")),
+                TargetKind::Libzpool => Vec::new(),
+            },
         };
         Ok(crate::exposition::Scrape { rows, requests, vdevs, health })
     }

@@ -20,7 +20,12 @@
 //!   while it runs, so the check can fail);
 //! - the same points attach through kprobe_multi links (ZPROF_KPROBE_MULTI=1)
 //!   as through perf-event kprobes, or zprof falls back where the kernel has
-//!   no fprobe; both attach and detach times are reported.
+//!   no fprobe; both attach and detach times are reported;
+//! - `zprof serve` on the kernel (check_serve.rs).
+//!
+//! The BTF variant runs every section; the nobtf variant the two pool
+//! configurations and the request layer; the headers variant, whose offsets
+//! must equal the BTF's member by member, one configuration.
 
 use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
@@ -43,6 +48,10 @@ const CONFIGS: [&str; 4] = ["rz1-off", "rz1-log-zstd", "mir-lz4", "mir-log-off"]
 /// Those it runs for the variants (`--sections=variant`): a log vdev, zstd,
 /// lz4 and loop devices between them.
 const VARIANT_CONFIGS: [&str; 2] = ["rz1-log-zstd", "mir-lz4"];
+
+/// The one it runs where only the offsets' source differs from the BTF run
+/// (`--sections=offsets`; those offsets are compared with BTF's apart).
+const OFFSETS_CONFIGS: [&str; 1] = ["rz1-log-zstd"];
 
 /// Percentiles compared with `zpool iostat -w`.
 const PERCENTILES: [f64; 3] = [0.50, 0.90, 0.99];
@@ -80,13 +89,19 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
     let mut summary = String::new();
     // The script says which sections it ran (`--sections`; older results ran all).
     let sections = std::fs::read_to_string(results.join("sections")).unwrap_or_else(|_| "all".into());
-    let all_sections = sections.trim() != "variant";
+    let all_sections = !["variant", "offsets"].contains(&sections.trim());
+    let offsets_only = sections.trim() == "offsets";
+    let configs: &[&str] = match sections.trim() {
+        "variant" => &VARIANT_CONFIGS,
+        "offsets" => &OFFSETS_CONFIGS,
+        _ => &CONFIGS,
+    };
 
     match check_probes(&read_json(&results.join("probes.json"))?, variant) {
         Ok(line) => writeln!(summary, "  probes: {line}")?,
         Err(e) => failures.push(format!("probes: {e:#}")),
     }
-    for config in if all_sections { &CONFIGS[..] } else { &VARIANT_CONFIGS[..] } {
+    for config in configs {
         match check_config(&results.join(config), variant) {
             Ok(line) => writeln!(summary, "  {config}: {line}")?,
             Err(e) => failures.push(format!("{config}: {e:#}")),
@@ -98,9 +113,13 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             Err(e) => failures.push(format!("off-cpu: {e:#}")),
         }
     }
-    match super::check_requests::check_requests(&results.join("requests"), variant) {
-        Ok(line) => writeln!(summary, "  requests: {line}")?,
-        Err(e) => failures.push(format!("requests: {e:#}")),
+    if offsets_only {
+        writeln!(summary, "  requests, {}: run with the BTF and nobtf variants", VARIANT_CONFIGS[1])?;
+    } else {
+        match super::check_requests::check_requests(&results.join("requests"), variant) {
+            Ok(line) => writeln!(summary, "  requests: {line}")?,
+            Err(e) => failures.push(format!("requests: {e:#}")),
+        }
     }
     match check_detach(&std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?, all_sections) {
         Ok(line) => writeln!(summary, "  detach: {line}")?,

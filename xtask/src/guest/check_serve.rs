@@ -7,7 +7,8 @@
 //!   others); `promtool check metrics` passes on its scrape;
 //! - the zil_commit calls it exported for the pool between the two scrapes
 //!   equal fio's fsyncs, within [`FIO_ALLOWANCE`];
-//! - it names the traced release as verified and lost nothing;
+//! - it names the traced release as verified, exports the module's
+//!   zfs_txg_timeout and zfs_dirty_data_max, and lost nothing;
 //! - its leaf series carry the pool's layout: the four raidz leaves under
 //!   raidz-0 in the normal class, the log file under file-1 in the log class,
 //!   with the job's sync writes;
@@ -147,6 +148,12 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
     let info = after.iter().find(|s| s.name == "zprof_build_info").ok_or_else(|| anyhow!("no zprof_build_info"))?;
     let label = |name: &str| info.labels.get(name).map(String::as_str).unwrap_or("");
     ensure!(label("target") == "kernel" && label("zfs_status") == "verified", "zprof_build_info: {:?}", info.labels);
+    let tunable = |name: &str| after.iter().find(|s| s.name == name).map(|s| s.value);
+    let (timeout, dirty_max) = (tunable("zfs_txg_timeout_seconds"), tunable("zfs_dirty_data_max_bytes"));
+    ensure!(
+        timeout.is_some_and(|t| t > 0.0) && dirty_max.is_some_and(|d| d > 0.0),
+        "the module's tunables are not exported: zfs_txg_timeout_seconds {timeout:?}, zfs_dirty_data_max_bytes {dirty_max:?}"
+    );
     let lost: Vec<String> =
         after.iter().filter(|s| s.name == "zprof_lost_events_total" && s.value != 0.0).map(|s| format!("{:?} {}", s.labels, s.value)).collect();
     ensure!(lost.is_empty(), "lost events: {}", lost.join(", "));
