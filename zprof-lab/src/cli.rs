@@ -27,9 +27,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a pool, run jobs one after another on it, report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run a named scenario (several pools and jobs) and explain what to look at.
-    Scenario(ScenarioArgs),
+    Scenario(Box<ScenarioArgs>),
 }
 
 /// Output format.

@@ -32,6 +32,7 @@ pub mod symbols;
 pub mod sync_path;
 pub mod target;
 pub mod top;
+pub mod top_vdevs;
 pub mod tracer;
 pub mod zfs_names;
 pub mod zvol_blocks;

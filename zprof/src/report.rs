@@ -59,6 +59,9 @@ pub struct Report {
     pub slow_requests_total: u64,
     /// Stage rows in pipeline order.
     pub rows: Vec<Row>,
+    /// Leaf I/O per top-level vdev and allocation class (empty when every
+    /// pool is one normal top-level vdev).
+    pub top_vdevs: Vec<crate::top_vdevs::TopVdevRow>,
     /// Loss counters that are not zero.
     pub losses: Vec<(String, u64)>,
     /// Probe points not attached, with reasons.
@@ -275,6 +278,7 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         slow_requests: recording.slow_requests.iter().take(SLOW_SHOWN).cloned().collect(),
         slow_requests_total: recording.slow_requests.len() as u64 + recording.slow_requests_dropped,
         rows,
+        top_vdevs: crate::top_vdevs::rows(recording),
         losses: losses_with_samples(recording),
         unavailable: recording
             .probes
@@ -456,6 +460,9 @@ pub fn render_table(report: &Report) -> String {
         let _ = writeln!(out, "INFLT: mean number in the stage at once (its time over the wall time); per leaf vdev on vdev rows");
     }
     let _ = writeln!(out);
+    if !report.top_vdevs.is_empty() {
+        crate::top_vdevs::render(&mut out, &report.top_vdevs);
+    }
     if report.losses.is_empty() {
         let _ = writeln!(out, "lost events: none");
     } else {
