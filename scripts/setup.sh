@@ -16,8 +16,9 @@ fi
 # zfs-dkms only for its headers (/usr/src/zfs-*/include has sys/zfs_ioctl.h, which
 # libzfslinux-dev lacks): zprof's offsets check compiles against them.
 # prometheus (with promtool) for the tests of `zprof serve`, its own service not
-# started (see below); tmux drives `zprof top` in its test.
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus tmux)
+# started (see below), and python3-prometheus-client, whose OpenMetrics parser
+# checks serve's OpenMetrics; tmux drives `zprof top` in its test.
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

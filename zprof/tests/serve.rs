@@ -2,7 +2,8 @@
 //! `cargo xtask setup` installs), both on loopback, with a scrape every second,
 //! while the lab runs fsync writes and then throttled async writes under
 //! `zprof record`:
-//! - `promtool check metrics` passes on the exposition;
+//! - `promtool check metrics` passes on the exposition, and the OpenMetrics
+//!   one parses with the Prometheus Python client's strict parser;
 //! - Prometheus's count of zil_commit calls for the lab's pool equals
 //!   record's, and the lab's own count within 2;
 //! - its p50 (`histogram_quantile`, on the cumulative buckets and on their
@@ -212,6 +213,9 @@ fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
     assert!(checked.success() && said.trim().is_empty(), "promtool check metrics: {said}");
     let (_, openmetrics) = get(exporter, "/metrics", Some("application/openmetrics-text; version=1.0.0")).unwrap();
     assert!(openmetrics.ends_with("# EOF\n"), "OpenMetrics when asked");
+    let (parsed, said) = Command::new("/usr/bin/python3").args(["-c", OPENMETRICS_PARSER]).stdin(Stdio::piped()).output_with_stdin(&openmetrics);
+    assert!(parsed.success(), "the OpenMetrics parser of python3-prometheus-client: {said}");
+    eprintln!("OpenMetrics exposition parsed by python3-prometheus-client: {}", said.trim());
 
     let mut serve = reaper.0.remove(0);
     // SAFETY: kill on our own child.
@@ -258,6 +262,15 @@ fn monitoring_expressions_return_data(prometheus: SocketAddr) {
     eprintln!("{} dashboard and recording-rule expressions returned data", expressions.len());
 }
 
+/// The strict OpenMetrics parser of the Prometheus project's Python client
+/// (Debian's python3-prometheus-client, which the set-up installs): it
+/// refuses a missing `# EOF`, a counter sample without `_total`, buckets out
+/// of order, a histogram without its `+Inf` bucket.
+const OPENMETRICS_PARSER: &str = "import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
+families = list(parse(sys.stdin.read()))
+print(len(families), 'families,', sum(len(f.samples) for f in families), 'samples')";
+
 /// Runs a command with `input` on its stdin: (status, stdout and stderr).
 trait OutputWithStdin {
     fn output_with_stdin(&mut self, input: &str) -> (std::process::ExitStatus, String);
@@ -299,6 +312,11 @@ fn a_kernel_recordings_exposition_passes_promtool() {
     assert!(text.contains("zfs_request_duration_seconds_count{layer=\"zvol\",op=\"write\",dataset=\"rq/v1\"}"), "{text}");
     let (checked, said) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).output_with_stdin(&text);
     assert!(checked.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+    let openmetrics = zprof::exposition::render(&zprof::exposition::Scrape::of_recording(&rec), &zprof::exposition::Options { openmetrics: true, ..options });
+    let (parsed, said) = Command::new("/usr/bin/python3").args(["-c", OPENMETRICS_PARSER]).stdin(Stdio::piped()).output_with_stdin(&openmetrics);
+    assert!(parsed.success(), "the OpenMetrics parser of python3-prometheus-client: {said}");
+    let (_, said) = Command::new("/usr/bin/python3").args(["-c", OPENMETRICS_PARSER]).stdin(Stdio::piped()).output_with_stdin(openmetrics.trim_end_matches("# EOF\n"));
+    assert!(said.contains("EOF"), "the parser can fail: without # EOF it says {said}");
 }
 
 /// One leaf's place: (top-level vdev, allocation class).
