@@ -40,8 +40,10 @@ const HOSTILE_NUMBERS: &[&str] =
     &["0", "-1", "-0.0", "1e308", "1e999", "-1e999", "18446744073709551615", "18446744073709551616", "9007199254740993", "0.5", "1e-320", "4294967296"];
 const JSON_BYTES: &[u8] = b"{}[]\",:-.eE0123456789 \\nulltruefalse";
 
+/// Mutations per input: 1,000 by default, about a minute of the debug build
+/// for the recording (CI's run stays under its time budget); more by hand.
 fn runs() -> usize {
-    std::env::var("ZPROF_FUZZ_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+    std::env::var("ZPROF_FUZZ_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
 }
 
 /// One mutation of `text`.
