@@ -622,20 +622,23 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
         class |= VDEV_CACHE_DEVICE;
     }
     let queue = delta.saturating_sub(delay);
-    learn_leaf_place(zio.vd, guid, zio.spa);
+    // Read once: the leaf's place and the commit's log test both need it.
+    let top = leaf_top(zio.vd);
+    learn_leaf_place(top, guid, zio.spa);
     // ZIO_TYPE_WRITE at ZIO_PRIORITY_SYNC_WRITE: a log block write (or another
     // sync write) that a commit in progress may be waiting for.
     if zio.io_type == 2 && zio.priority == 1 {
-        charge_commit_write(zio.spa, zio.vd, delta);
+        charge_commit_write(zio.spa, top, delta);
     }
     record(&stage_key(Stage::VdevTotal, class, zio.spa, guid), delta, zio.size, 0);
     record(&stage_key(Stage::VdevDisk, class, zio.spa, guid), delay, zio.size, 0);
     record(&stage_key(Stage::VdevQueue, class, zio.spa, guid), queue, zio.size, 0);
 }
 
-/// Charges a leaf sync write to the pool's commit in progress, if any.
+/// Charges a leaf sync write (on the top-level vdev `top`) to the pool's
+/// commit in progress, if any.
 #[inline(always)]
-fn charge_commit_write(pool: u64, vd: u64, total_ns: u64) {
+fn charge_commit_write(pool: u64, top: u64, total_ns: u64) {
     let Some(window) = COMMITS.get_ptr_mut(&pool) else { return };
     let window = unsafe { &mut *window };
     if window.active == 0 {
@@ -645,7 +648,6 @@ fn charge_commit_write(pool: u64, vd: u64, total_ns: u64) {
     if total_ns > window.max_write_ns {
         window.max_write_ns = total_ns;
     }
-    let top = member_u64(vd, &CONFIG.offsets.vdev_top);
     if member_u32(top, &CONFIG.offsets.vdev_islog) != 0 {
         window.to_log = 1;
     }
@@ -656,17 +658,21 @@ fn charge_commit_write(pool: u64, vd: u64, total_ns: u64) {
 #[map]
 static LEAF_PLACES: LruHashMap<u64, LeafPlace> = LruHashMap::with_max_entries(LEAF_PLACES_TRACKED, 0);
 
-/// Reads a leaf's top-level vdev (guid, index, type, allocation bias) the
-/// first time the leaf is seen, and again if its top-level vdev changed:
-/// one pointer read and one lookup per leaf I/O otherwise.
+/// A leaf's top-level vdev; a cache device (or a spare) is its own.
 #[inline(always)]
-fn learn_leaf_place(vd: u64, guid: u64, pool: u64) {
-    let o = &CONFIG.offsets;
-    // A cache device (or a spare) is its own top-level vdev.
-    let top = match member_u64(vd, &o.vdev_top) {
+fn leaf_top(vd: u64) -> u64 {
+    match member_u64(vd, &CONFIG.offsets.vdev_top) {
         0 => vd,
         top => top,
-    };
+    }
+}
+
+/// Reads a leaf's top-level vdev `top` (guid, index, type, allocation bias)
+/// the first time the leaf is seen, and again if its top-level vdev changed:
+/// one lookup per leaf I/O otherwise.
+#[inline(always)]
+fn learn_leaf_place(top: u64, guid: u64, pool: u64) {
+    let o = &CONFIG.offsets;
     if unsafe { LEAF_PLACES.get(&guid) }.is_some_and(|known| known.top == top) {
         return;
     }

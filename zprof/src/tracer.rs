@@ -703,22 +703,18 @@ impl Session {
     /// exported or destroyed since (their rows stay until forgotten); a live
     /// pool wins an address a gone one had.
     fn pool_names(&self) -> anyhow::Result<BTreeMap<u64, String>> {
-        let c_text = |bytes: &[u8]| {
-            let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
-            String::from_utf8_lossy(&bytes[..end]).into_owned()
-        };
         let mut out = BTreeMap::new();
         let gone: BpfHashMap<_, u64, GonePool> =
             BpfHashMap::try_from(self.ebpf.map("GONE_POOLS").ok_or_else(|| anyhow!("GONE_POOLS missing"))?)?;
         for item in gone.iter() {
             let (spa, pool) = item?;
-            out.insert(spa, c_text(&pool.name));
+            out.insert(spa, requests::c_string(&pool.name));
         }
         let live: BpfHashMap<_, u64, PoolName> =
             BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
         for item in live.iter() {
             let (spa, name) = item?;
-            out.insert(spa, c_text(&name.name));
+            out.insert(spa, requests::c_string(&name.name));
         }
         Ok(out)
     }
@@ -848,15 +844,12 @@ impl Session {
             .iter()
             .filter_map(Result::ok)
             .filter(|(guid, _)| with_rows.contains(guid))
-            .map(|(guid, place)| {
-                let end = place.top_type.iter().position(|b| *b == 0).unwrap_or(place.top_type.len());
-                VdevRecord {
-                    pool: pool_label(names, place.pool),
-                    guid,
-                    top_vdev: zfs_names::top_vdev(&String::from_utf8_lossy(&place.top_type[..end]), place.top_id),
-                    top_guid: place.top_guid,
-                    class: zfs_names::allocation_class(place.alloc_bias, place.is_log != 0, caches.contains(&guid)),
-                }
+            .map(|(guid, place)| VdevRecord {
+                pool: pool_label(names, place.pool),
+                guid,
+                top_vdev: zfs_names::top_vdev(&requests::c_string(&place.top_type), place.top_id),
+                top_guid: place.top_guid,
+                class: zfs_names::allocation_class(place.alloc_bias, place.is_log != 0, caches.contains(&guid)),
             })
             .collect();
         records.sort_by(|a, b| (&a.pool, &a.top_vdev, a.guid).cmp(&(&b.pool, &b.top_vdev, b.guid)));
@@ -869,8 +862,8 @@ impl Session {
     /// layer's rows, and zprof's health.
     pub fn live(&mut self) -> anyhow::Result<crate::exposition::Scrape> {
         let started = Instant::now();
-        let rows = self.live_rows()?;
-        let vdevs = self.vdev_places(&self.pool_names()?, &rows)?;
+        let (names, rows) = self.named_live_rows()?;
+        let vdevs = self.vdev_places(&names, &rows)?;
         let (requests, _, _) = self.requests()?;
         let c = self.counters()?;
         let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
@@ -917,6 +910,12 @@ impl Session {
     /// The stage rows so far (cumulative), the ring buffer's events drained
     /// and dropped: what `zprof top` reads each interval.
     pub fn live_rows(&mut self) -> anyhow::Result<Vec<HistRecord>> {
+        Ok(self.named_live_rows()?.1)
+    }
+
+    /// [`Session::live_rows`] with the pool names they were labelled by
+    /// (for the leaf places of the same scrape: the maps read once).
+    fn named_live_rows(&mut self) -> anyhow::Result<(BTreeMap<u64, String>, Vec<HistRecord>)> {
         if let Some(after) = self.forget_pools_after {
             self.forget_gone_pools(after)?;
         }
@@ -924,7 +923,8 @@ impl Session {
         self.txg_events.clear();
         self.slow_requests.clear();
         let names = self.pool_names()?;
-        self.histogram_records(&names)
+        let rows = self.histogram_records(&names)?;
+        Ok((names, rows))
     }
 
     /// A recording of `seconds` made of `histograms` (rows of an interval, as
