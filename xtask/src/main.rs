@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod guest;
+mod ledger;
 mod soak;
 mod soak_serve;
 
@@ -92,6 +93,8 @@ fn with_cargo_bin_path(cmd: &mut Command) -> &mut Command {
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(workspace_root());
+    // The tests' ledger of retries, unchecked bounds and known misses (see ledger.rs).
+    cmd.env("ZPROF_TEST_LEDGER", ledger::path());
     with_cargo_bin_path(&mut cmd);
     cmd
 }
@@ -182,6 +185,7 @@ fn demo(runtime: u32) -> anyhow::Result<()> {
 
 fn test() -> anyhow::Result<()> {
     setup()?;
+    ledger::reset()?;
     // The integration tests drive the real binaries of both packages.
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
@@ -199,6 +203,7 @@ fn test() -> anyhow::Result<()> {
     if let Err(err) = &kernel {
         eprintln!("xtask: the kernel-target (guest) tests failed: {err:#}");
     }
+    eprintln!("xtask: {}", ledger::summary());
     kernel.and(tests)
 }
 

@@ -80,6 +80,9 @@ pub struct PoolArgs {
     /// headroom and prefetch limits so that a short run warms them.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
     pub caches: u32,
+    /// Size of each cache device's file (default: --vdev-size); at least 64m.
+    #[arg(long, value_parser = parse_vdev_size)]
+    pub cache_size: Option<u64>,
     /// Model of the cache devices (same syntax).
     #[arg(long, default_value = "ssd", value_parser = parse_model)]
     pub cache_model: ModelParams,
@@ -303,6 +306,7 @@ impl PoolArgs {
             logs: self.logs,
             log_model: self.log_model.clone(),
             caches: self.caches,
+            cache_size: self.cache_size,
             cache_model: self.cache_model.clone(),
             specials: self.specials,
             special_model: self.special_model.clone(),

@@ -350,6 +350,9 @@ pub struct PoolConfig {
     pub log_model: ModelParams,
     /// Number of cache devices (L2ARC), each one file.
     pub caches: u32,
+    /// Size of each cache device's file (None: `vdev_size`), so that a cache
+    /// smaller than the data can be measured.
+    pub cache_size: Option<u64>,
     /// Model of the cache devices.
     pub cache_model: ModelParams,
     /// Number of special allocation class vdevs, each one file.
@@ -498,11 +501,13 @@ impl<'lab> Pool<'lab> {
             start: counters(),
             info_done: None,
         };
-        for f in &files {
+        let first_cache = files.len() - cfg.caches as usize;
+        for (i, f) in files.iter().enumerate() {
             crash_cleanup::add_file(f);
             let file = std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
             pool.files.push(f.clone());
-            file.set_len(cfg.vdev_size).with_context(|| format!("sizing {}", f.display()))?;
+            let size = if i >= first_cache { cfg.cache_size.unwrap_or(cfg.vdev_size) } else { cfg.vdev_size };
+            file.set_len(size).with_context(|| format!("sizing {}", f.display()))?;
         }
         let cpaths: Vec<CString> =
             files.iter().map(|f| CString::new(f.to_string_lossy().as_bytes())).collect::<Result<_, _>>()?;

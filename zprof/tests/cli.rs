@@ -7,14 +7,14 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
+    process::{Output, Stdio},
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
 
 mod common;
-use common::{HostSteal, LabRelease, explain_json, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof, zprof_on_lab};
+use common::{LabRelease, explain_json, first_json, lab_binary, lab_releases, require_root, stage_count, stage_field, stderr, zprof, zprof_on_lab};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("zprof-test", name)
@@ -26,11 +26,16 @@ fn kernel_target_without_kprobes_exits_2_naming_them() {
     let output = zprof().args(["probes", "--target", "kernel"]).output().unwrap();
     let err = stderr(&output);
     if Path::new("/sys/bus/event_source/devices/kprobe/type").exists() {
-        eprintln!("this kernel has kprobes; checking only that a missing zfs module is named");
-        if !Path::new("/sys/module/zfs").exists() {
-            assert_eq!(output.status.code(), Some(2), "{err}");
-            assert!(err.contains("no zfs module is loaded"), "{err}");
+        // The guest rig (cargo xtask guest test) checks the kernel target
+        // where kprobes exist; here only the missing module can be checked.
+        let why = "this kernel has kprobes, so the one-line refusal without them cannot be seen";
+        if Path::new("/sys/module/zfs").exists() {
+            common::ledger::cannot_check("kernel_target_without_kprobes", "refusal", &format!("{why}, and a zfs module is loaded"));
+            return;
         }
+        common::ledger::cannot_check("kernel_target_without_kprobes", "refusal", why);
+        assert_eq!(output.status.code(), Some(2), "{err}");
+        assert!(err.contains("no zfs module is loaded"), "{err}");
         return;
     }
     assert_eq!(output.status.code(), Some(2), "{err}");
@@ -359,181 +364,6 @@ fn perf_event_uprobes_still_work() {
 fn sigkill_leaves_no_probe_attached() {
     require_root();
     stop_and_check_detached(libc::SIGKILL);
-}
-
-/// How zprof learns about the workload in a SLOG case: `run` reads the lab's
-/// JSON, `record` has only its own measurements (as when it attaches).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
-    Run,
-    Record,
-}
-
-/// Runs the lab's fsync=1 job on raidz3 of 8 emulated HDDs under zprof, with
-/// or without one ssd log vdev; returns the recording and the lab's JSON.
-fn fsync_on_raidz3(dir: &Path, lab: &Path, logs: u32, bs: &str, mode: Mode, tag: &str) -> (PathBuf, Value) {
-    let recording = dir.join(format!("logs{logs}-{bs}-{mode:?}{tag}.json"));
-    let (logs, job) = (logs.to_string(), format!("name=fsync,rw=randwrite,bs={bs},fsync=1,runtime=3"));
-    let args = ["--layout", "raidz3:8", "--vdev-model", "hdd", "--log-model", "ssd", "--volblocksize", bs, "--logs", &logs, "--job", &job];
-    let lab_json = zprof_on_lab(if mode == Mode::Run { "run" } else { "record" }, lab, dir, &recording, &args);
-    (recording, lab_json)
-}
-
-/// Two busy loops, one per core of this machine, for as long as it lives.
-struct CpuLoad(Vec<std::process::Child>);
-
-impl CpuLoad {
-    fn start() -> CpuLoad {
-        CpuLoad((0..2).map(|_| Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()).collect())
-    }
-}
-
-impl Drop for CpuLoad {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// One SLOG case: the what-if from the run without a log device against the
-/// lab's measured rate with one. Returns both recordings, the prediction and
-/// the measured rate.
-/// One SLOG case: the recordings without and with the log device, the
-/// what-if's prediction, the rate measured with it, and the share of CPU time
-/// the hypervisor took during that measured run.
-struct SlogCase {
-    without: PathBuf,
-    with: PathBuf,
-    predicted: f64,
-    measured: f64,
-    steal: f64,
-}
-
-fn slog_case(dir: &Path, lab: &Path, bs: &str, mode: Mode, loaded: bool) -> SlogCase {
-    let load = loaded.then(CpuLoad::start);
-    let tag = if loaded { "-loaded" } else { "" };
-    let (without, _) = fsync_on_raidz3(dir, lab, 0, bs, mode, tag);
-    let steal = HostSteal::start();
-    let (with, lab_with) = fsync_on_raidz3(dir, lab, 1, bs, mode, tag);
-    let steal = steal.share();
-    drop(load);
-    let measured = lab_with["jobs"][0]["write"]["iops"].as_f64().unwrap();
-    // The log device as ZFS saw it in the lab (its model's latency where the
-    // host can deliver it; see the lab's device times).
-    let log = lab_with["jobs"][0]["leaves"].as_array().unwrap().iter().find(|l| l["is_log"] == true).expect("no log leaf");
-    let mean = |sum: &str, n: &str| log["device"][sum].as_f64().unwrap() / log["device"][n].as_f64().unwrap().max(1.0) / 1e3;
-    let what_if = format!("slog={:.0}us,flush={:.0}us", mean("io_ns", "ios"), mean("flush_ns", "flushes"));
-    eprintln!("{bs} {mode:?}: the lab's log device as ZFS saw it: {what_if}");
-    let findings = explain_json(&without, &["--what-if", &what_if]);
-    assert_eq!(findings[0]["kind"], "sync_write_bound", "first finding ({bs}, {mode:?}): {}", findings[0]);
-    let what_if = findings.iter().find(|f| f["kind"] == "slog_what_if").expect("no slog what-if finding");
-    if loaded {
-        assert!(what_if["missing"].to_string().contains("upper bound"), "{what_if:#}");
-    }
-    let predicted = what_if["figures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f[0].as_str().unwrap().starts_with("predicted_ops_"))
-        .map(|f| f[1].as_f64().unwrap())
-        .unwrap();
-    SlogCase { without, with, predicted, measured, steal }
-}
-
-/// Steal over which a missed SLOG case earns a further try: at 1,200-1,800
-/// commits/s the run with the log device is bound by CPU, and the what-if
-/// predicts for the CPUs of the run without it (the local CI check of
-/// 3242bcc missed by 31-43% at 32k while the host's steal rose).
-const STEAL_EXCUSES_A_MISS: f64 = 0.05;
-
-/// The SLOG what-if from a run without a log device predicts the lab's measured
-/// rate with one within 30%, from the benchmark's JSON (run) and from zprof's
-/// own measurements alone (record), at 4k and 32k, and with both cores loaded;
-/// `compare` shows where the time went.
-#[test]
-fn slog_prediction_matches_the_lab_and_compare_explains_it_on_each_release() {
-    require_root();
-    for release in lab_releases() {
-        eprintln!("OpenZFS {}", release.version);
-        slog_prediction_matches_the_lab_and_compare_explains_it(&release.version, &release.lab);
-    }
-}
-
-fn slog_prediction_matches_the_lab_and_compare_explains_it(version: &str, lab: &Path) {
-    let dir = scratch(&format!("slog-{version}"));
-    let cases = [("4k", Mode::Run, false), ("4k", Mode::Record, false), ("32k", Mode::Run, false), ("32k", Mode::Record, false), ("4k", Mode::Record, true)];
-    let bound = 0.30;
-    let mut failures = Vec::new();
-    let mut first = None;
-    for (bs, mode, loaded) in cases {
-        let case = format!("{bs} {mode:?}{}", if loaded { " with both cores loaded" } else { "" });
-        // With both cores loaded the finding says its prediction is an upper
-        // bound (ZFS's threads compete harder for CPUs at the higher commit
-        // rate): 2.1.11 meets 30% there too; 2.3.2 came out 65% high (issue
-        // 12, open), so there it is held to being an upper bound (30% of
-        // noise allowed below) and within 2.5x.
-        let within = |predicted: f64, measured: f64| {
-            if loaded && !version.starts_with("2.1") {
-                measured <= predicted * (1.0 + bound) && predicted <= measured * 2.5
-            } else {
-                (predicted - measured).abs() / measured <= bound
-            }
-        };
-        // A case that misses gets one more try: the prediction rests on a few
-        // seconds of a 65 IOPS run without the log device, whose own-time
-        // figure moves by tens of percent between runs on this shared VM
-        // (2.3.2's 4k run came out 36% high once, then 2-13% in three runs).
-        // A miss while the hypervisor took more than STEAL_EXCUSES_A_MISS of
-        // the CPUs earns one try more: the bound is not loosened.
-        let mut attempts = Vec::new();
-        let mut tries = 2;
-        while attempts.len() < tries {
-            let SlogCase { without, with, predicted, measured, steal } = slog_case(&dir, lab, bs, mode, loaded);
-            eprintln!(
-                "| {version} | {case} | {predicted:.0} | {measured:.0} | {:+.0}% | steal {:.1}% |",
-                (predicted / measured - 1.0) * 100.0,
-                steal * 100.0
-            );
-            attempts.push(format!("predicted {predicted:.0}/s vs measured {measured:.0}/s (steal {:.1}%)", steal * 100.0));
-            first.get_or_insert((without, with));
-            if within(predicted, measured) {
-                attempts.clear();
-                break;
-            }
-            if steal > STEAL_EXCUSES_A_MISS {
-                tries = 3;
-            }
-        }
-        if !attempts.is_empty() {
-            failures.push(format!("{case}: {}", attempts.join(", then ")));
-        }
-    }
-    assert!(failures.is_empty(), "SLOG what-if off by more than {:.0}%: {failures:?}", bound * 100.0);
-    let (without, with) = first.unwrap();
-
-    let output = zprof().arg("compare").arg(&without).arg(&with).output().unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let table = String::from_utf8_lossy(&output.stdout);
-    let line = |stage: &str, detail: &str| {
-        table.lines().find(|l| l.starts_with(stage) && l.contains(detail)).unwrap_or_else(|| panic!("no {stage} {detail} row:\n{table}")).to_owned()
-    };
-    assert!(line("zil_log_write", "main pool").contains("gone"), "{table}");
-    assert!(line("zil_log_write", "log vdev").contains("new"), "{table}");
-    assert!(table.contains("slog_what_if"), "the what-if finding changes: {table}");
-    // zil_commit latency falls by the factor the lab's IOPS rise.
-    let (a, b): (Value, Value) = (
-        serde_json::from_str(&std::fs::read_to_string(&without).unwrap()).unwrap(),
-        serde_json::from_str(&std::fs::read_to_string(&with).unwrap()).unwrap(),
-    );
-    let commit_mean = |r: &Value| stage_field(r, "zil_commit", "total_ns") as f64 / stage_count(r, "zil_commit") as f64;
-    let lab_iops = |r: &Value| r["benchmark"]["jobs"][0]["write"]["iops"].as_f64().unwrap();
-    let latency_factor = commit_mean(&a) / commit_mean(&b);
-    let iops_factor = lab_iops(&b) / lab_iops(&a);
-    eprintln!("zil_commit mean fell {latency_factor:.1}x, the lab's IOPS rose {iops_factor:.1}x");
-    assert!((latency_factor / iops_factor - 1.0).abs() <= 0.25, "commit {latency_factor:.1}x vs IOPS {iops_factor:.1}x");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// `zprof run` reads fio's own JSON result (fio on a plain file here: the

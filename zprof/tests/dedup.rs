@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_releases, require_root, stage_count, zprof_on_lab};
+use common::{explain_json, figure, lab_releases, require_root, stage_count, stage_field, zprof_on_lab};
 
 fn args(dedup: &str) -> Vec<&str> {
     vec![
@@ -24,6 +24,8 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
     require_root();
     for release in lab_releases() {
         let dir = common::scratch("zprof-dedup", &release.version);
+        // ddt_sync's share of txg sync, from each recording's own stages.
+        let mut table_sync_share = Vec::new();
         for dedup in ["on", "off"] {
             let recording = dir.join(format!("dedup-{dedup}.json"));
             let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &args(dedup));
@@ -31,6 +33,7 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
             let findings = explain_json(&recording, &[]);
             let finding = findings.iter().find(|f| f["kind"] == "dedup");
             let lookups = stage_count(&rec, "ddt_lookup");
+            table_sync_share.push(stage_field(&rec, "ddt_sync", "total_ns") as f64 / stage_field(&rec, "spa_sync", "total_ns").max(1) as f64);
             // ddt_sync runs at every txg, dedup or not: the report shows it only beside lookups.
             let report = common::zprof().arg("report").arg(&recording).output().unwrap();
             let shows_table_sync = String::from_utf8_lossy(&report.stdout).contains("dedup table sync");
@@ -49,7 +52,7 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
                 assert!(lookups >= writes, "one lookup per block written at least: {lookups} for {writes} writes");
                 let f = finding.unwrap_or_else(|| panic!("no dedup finding: {findings:#?}"));
                 let share = figure(f, "ddt_sync_share");
-                assert!(share > 0.0 && share < 1.0, "{f:#}");
+                assert!((share - table_sync_share[0]).abs() < 1e-9, "the finding's share is the recording's: {f:#}");
                 assert!(f["title"].as_str().unwrap().contains("of txg sync"), "{f:#}");
             } else {
                 assert_eq!(lookups, 0, "no dataset dedups");
@@ -57,6 +60,11 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
                 assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
             }
         }
+        // The table's sync writes the job's new entries with dedup on; off,
+        // ddt_sync only finds an empty table at each txg.
+        let (on, off) = (table_sync_share[0], table_sync_share[1]);
+        eprintln!("{}: dedup table sync {:.2}% of txg sync with dedup, {:.2}% without", release.version, on * 100.0, off * 100.0);
+        assert!(on > 5.0 * off && on < 1.0, "dedup table sync: {on:.4} of txg sync with dedup, {off:.4} without");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

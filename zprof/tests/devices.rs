@@ -1,17 +1,22 @@
 //! The lab's flash models as ZFS sees them, measured through zprof's vdev
 //! disk stage (io_delay): a 4k read on the ssd model takes its nominal
 //! latency within 10% where the host's own floor (measured with no model) is
-//! low, plus what of the floor the model cannot hide where it is not; the
-//! nvme model's nominal 17 us is below what this host can deliver (its
-//! thread hand-offs), so ZFS sees the host's floor, and the test says so. The
-//! lab's own account of the same reads agrees with zprof's. Needs root.
+//! low, plus what of the floor the model cannot hide where it is not. Where
+//! the floor is so high that a model adding nothing would look the same (the
+//! nvme model's nominal 17 us on a VM whose floor is 30-43 us), the case is
+//! recorded in the test ledger as one this host cannot check, not passed.
+//! The lab's own account of the same reads agrees with zprof's. Needs root.
 
 use std::path::Path;
 
 use serde_json::Value;
 
 mod common;
-use common::{lab_releases, require_root, zprof_on_lab};
+use common::{
+    lab_releases,
+    ledger::{self, Attempts},
+    require_root, zprof_on_lab,
+};
 
 /// Nominal latency of a 4k I/O: access latency plus transfer, in us.
 fn nominal_us(access_us: f64, rate_mib_s: f64) -> f64 {
@@ -50,63 +55,102 @@ fn read_latency_us(dir: &Path, lab: &Path, model: &str) -> ReadRun {
     ReadRun { sync_reads: mean_us(&["sync read"]), all_reads: mean_us(&["sync read", "async read"]), lab: lab_us }
 }
 
+/// The models: name, access latency (us) and transfer rate (MiB/s) as
+/// zprof-lab/src/model.rs gives them.
+const MODELS: [(&str, f64, f64); 2] = [("ssd", 60.0, 500.0), ("nvme", 15.0, 2000.0)];
+
+const TEST: &str = "flash_models_give_their_nominal_latency";
+
+/// Tries per model: the host's floor drifts within seconds, so a run the
+/// floor makes uncheckable, or a miss, gets one more (both are in the ledger).
+const TRIES: usize = 2;
+
 #[test]
 fn flash_models_give_their_nominal_latency_where_the_host_can() {
     require_root();
+    let mut failures = Vec::new();
     for release in lab_releases() {
         let dir = common::scratch("zprof-devices", &release.version);
         // The host's floor (model "none") drifts within seconds (30-43 us on
-        // this VM; 25-38 us within one test on a loaded day, when measuring
-        // it only before and after all runs failed with the old and the new
-        // zprof alike), so it is measured around every model run, and each
-        // run is judged against the higher of the two floors around it.
-        let mut floors = vec![read_latency_us(&dir, &release.lab, "none").sync_reads];
-        let mut runs = Vec::new();
-        for (model, nominal) in [("ssd", nominal_us(60.0, 500.0)), ("nvme", nominal_us(15.0, 2000.0))] {
-            for _ in 0..2 {
+        // the AMD VM; 25-38 us within one test on a loaded day), so it is
+        // measured around every model run, and each run is judged against
+        // the higher of the two floors around it.
+        let mut floor_before = read_latency_us(&dir, &release.lab, "none").sync_reads;
+        for (model, access_us, rate) in MODELS {
+            let nominal = nominal_us(access_us, rate);
+            let case = format!("{} {model} 4k read, nominal {nominal:.1} us", release.version);
+            let mut attempts = Attempts::new(TEST, &case, TRIES);
+            for _ in 0..TRIES {
                 let run = read_latency_us(&dir, &release.lab, model);
-                floors.push(read_latency_us(&dir, &release.lab, "none").sync_reads);
-                let floor = floors[floors.len() - 2].max(floors[floors.len() - 1]);
-                runs.push((model, nominal, run, floor));
+                let floor_after = read_latency_us(&dir, &release.lab, "none").sync_reads;
+                let floor = floor_before.max(floor_after);
+                floor_before = floor_after;
+                let shown = format!(
+                    "zprof {:.1} us ({:.1} over all reads), the lab {:.1} us, host floor {floor:.1} us",
+                    run.sync_reads, run.all_reads, run.lab
+                );
+                eprintln!("{case}: {shown}");
+                assert_lab_agrees(&case, &run);
+                match bound(nominal, floor) {
+                    Some((low, high)) => {
+                        attempts.attempt(run.sync_reads >= low && run.sync_reads <= high, format!("{shown}; bound {low:.1}..{high:.1} us"))
+                    }
+                    // A model that adds nothing would look the same here.
+                    None => ledger::cannot_check(TEST, &case, &format!("{shown}: the floor is above 3/4 of the model's latency")),
+                }
+                if !attempts.again() {
+                    break;
+                }
+            }
+            if attempts.tried() > 0 {
+                failures.extend(attempts.verdict().err());
             }
         }
-        for (model, nominal) in [("ssd", nominal_us(60.0, 500.0)), ("nvme", nominal_us(15.0, 2000.0))] {
-            let mine: Vec<(&ReadRun, f64)> = runs.iter().filter(|r| r.0 == model).map(|r| (&r.2, r.3)).collect();
-            // Never below 90% of its nominal. Above: within 10% on a quiet
-            // host, whose floor (30-43 us on this VM) the model's learnt
-            // hand-off lag hides. A floor beyond half the nominal is more
-            // than the lag can hide, and the excess adds to what ZFS sees
-            // (ssd, 67.8 us nominal, on a host of 45-66 us floors: 77-95 us,
-            // with the lab's own figures within 1 us of zprof's). Where the
-            // floor is above three quarters of the nominal, ZFS sees the
-            // floor plus at most the model's own latency (its timer thread's
-            // wake-up is not free on a busy host: 2.3.2's nvme runs sat 8-16
-            // us over a 34 us floor). Judged by the better of two runs.
-            let fits = |&(run, floor): &(&ReadRun, f64)| {
-                let upper = if floor > 0.75 * nominal {
-                    floor + nominal * 1.2
-                } else {
-                    nominal * 1.1 + (floor - nominal / 2.0).max(0.0)
-                };
-                run.sync_reads >= nominal * 0.9 && run.sync_reads <= upper
-            };
-            // The lab's own account (the same io_delay span, over every read
-            // of the job) agrees with zprof's over every read: the job's 4k
-            // sync reads and ZFS's own prefetch of larger blocks (2.3.2's
-            // 157 async reads at 287 us beside 19,891 sync ones at 40 us put
-            // the mean of all at 42 us: a CI check compared the lab's 43.8 us
-            // with the sync reads' 37.8). The lab's clock stops in
-            // vdev_queue_io_done, a few microseconds after io_delay's end, so
-            // they may differ by that: 10% or 5 us.
-            let agrees = |&(run, _): &(&ReadRun, f64)| (run.lab - run.all_reads).abs() < (0.10 * run.all_reads).max(5.0);
-            eprintln!(
-                "{} {model}: 4k sync read through zprof's vdev disk stage (all reads), the lab's own figure of all reads and the host floor around each run: {}; nominal {nominal:.1} us",
-                release.version,
-                mine.iter().map(|(r, f)| format!("{:.1} ({:.1} all reads)/{:.1}/{f:.1} us", r.sync_reads, r.all_reads, r.lab)).collect::<Vec<_>>().join(", ")
-            );
-            assert!(mine.iter().any(fits), "{model}: no run within its nominal {nominal:.1} us (or the floor plus the model where the floor is above it): {mine:?}");
-            assert!(mine.iter().any(agrees), "{model}: the lab's figures disagree with zprof's in every run: {mine:?}");
-        }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+    assert!(failures.is_empty(), "a flash model missed its nominal latency: {failures:?}");
+}
+
+/// Where a 4k read of a model of `nominal` us must land on a host whose own
+/// floor (no model) is `floor` us, or `None` where the floor hides the model.
+///
+/// Never below 90% of its nominal. Above: within 10% on a quiet host, whose
+/// floor the model's learnt hand-off lag hides. A floor beyond half the
+/// nominal is more than the lag can hide, and the excess adds to what ZFS
+/// sees (ssd, 67.8 us nominal, on a host of 45-66 us floors: 77-95 us, with
+/// the lab's own figures within 1 us of zprof's). Above three quarters of
+/// the nominal, a model that delays nothing would land in any bound that a
+/// working model is sure to meet (the floor itself is within 10% of 0.9 x
+/// the nominal), so the run cannot be checked on this host.
+fn bound(nominal: f64, floor: f64) -> Option<(f64, f64)> {
+    (floor <= 0.75 * nominal).then(|| (nominal * 0.9, nominal * 1.1 + (floor - nominal / 2.0).max(0.0)))
+}
+
+/// The lab's own account (the same io_delay span, over every read of the
+/// job) agrees with zprof's over every read: the job's 4k sync reads and
+/// ZFS's own prefetch of larger blocks (2.3.2's 157 async reads at 287 us
+/// beside 19,891 sync ones at 40 us put the mean of all at 42 us). The lab's
+/// clock stops in vdev_queue_io_done, a few microseconds after io_delay's
+/// end, so they may differ by that: 10% or 5 us. Two clocks of the same
+/// reads: every run, not the better of two.
+fn assert_lab_agrees(case: &str, run: &ReadRun) {
+    assert!(
+        (run.lab - run.all_reads).abs() < (0.10 * run.all_reads).max(5.0),
+        "{case}: the lab's figure of its reads ({:.1} us) disagrees with zprof's ({:.1} us)",
+        run.lab,
+        run.all_reads
+    );
+}
+
+#[test]
+fn the_bound_refuses_a_model_that_adds_nothing() {
+    // A model that adds nothing reads at the host's floor.
+    for (_, access_us, rate) in MODELS {
+        let nominal = nominal_us(access_us, rate);
+        for floor in [0.1, 0.3, 0.5, 0.7].map(|f| f * nominal) {
+            let (low, high) = bound(nominal, floor).unwrap();
+            assert!(!(floor >= low && floor <= high), "floor {floor:.1} us passes the bound of {nominal:.1} us");
+        }
+        assert_eq!(bound(nominal, 0.8 * nominal), None);
     }
 }

@@ -8,13 +8,15 @@ use std::{
 
 use serde_json::Value;
 
+pub mod ledger;
+
 /// The zprof binary of this build.
 pub fn zprof() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zprof"))
 }
 
 /// The workspace's target directory, where cargo put every binary.
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
 }
 
