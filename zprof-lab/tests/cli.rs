@@ -2,8 +2,12 @@
 //! or two each) and check its JSON, its exit codes and that it cleans up.
 //! They need root-free libzpool only (no kernel module), as the lab itself.
 
+use std::io::BufRead as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use zprof_lab::report::Report;
 
@@ -136,7 +140,7 @@ fn bad_input_exits_2_and_leaves_nothing() {
 #[test]
 fn sigint_stops_reports_and_cleans_up() {
     let dir = scratch("sigint");
-    let child = lab()
+    let mut child = lab()
         .args(["run", "--vdev-size", "1g", "--output-format", "json", "--dir"])
         .arg(&dir)
         .args(["--job", "name=long,rw=randwrite,bs=4k,size=16m,runtime=60"])
@@ -144,13 +148,8 @@ fn sigint_stops_reports_and_cleans_up() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the pool exists, then interrupt.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while entries(&dir) == 0 || std::fs::read_dir(&dir).unwrap().flatten().all(|e| entries(&e.path()) < 2) {
-        assert!(std::time::Instant::now() < deadline, "pool never appeared");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Interrupt mid-job: once the job has written.
+    wait_for_job_data(&mut child, &dir);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -158,7 +157,8 @@ fn sigint_stops_reports_and_cleans_up() {
     let r: Report = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r.interrupted && r.jobs[0].interrupted);
     assert!(r.jobs[0].write.total_ios > 0);
-    assert!(r.jobs[0].runtime_ms < 30_000);
+    // Stopped by the signal, not by its runtime=60.
+    assert!(r.jobs[0].runtime_ms < 60_000, "the job ran {} ms: its whole runtime", r.jobs[0].runtime_ms);
     assert_eq!(entries(&dir), 0, "files removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -252,7 +252,7 @@ fn abort_removes_the_work_directory() {
     // libzpool aborts the process on a failed assertion; the lab's handler must still
     // remove the vdev files and the work directory (and the process still die of SIGABRT).
     let dir = scratch("abort");
-    let child = lab()
+    let mut child = lab()
         .args(["run", "--vdev-size", "1g", "--logs", "1", "--output-format", "json", "--dir"])
         .arg(&dir)
         .args(["--job", "name=long,rw=randwrite,bs=4k,size=16m,runtime=60"])
@@ -260,12 +260,8 @@ fn abort_removes_the_work_directory() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while entries(&dir) == 0 || std::fs::read_dir(&dir).unwrap().flatten().all(|e| entries(&e.path()) < 3) {
-        assert!(std::time::Instant::now() < deadline, "pool never appeared");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Abort mid-job (the pool with its data and log files in use): once the job has written.
+    wait_for_job_data(&mut child, &dir);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGABRT) };
     let out = child.wait_with_output().unwrap();
@@ -284,38 +280,159 @@ fn abort_removes_the_work_directory() {
 fn a_suspended_pool_is_abandoned_on_a_second_signal() {
     assert!(unsafe { libc::geteuid() } == 0, "this test mounts a tmpfs: run it as root (cargo xtask test does)");
     let dir = scratch("suspended");
-    let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", "size=40m", "tmpfs"]).arg(&dir).status().unwrap();
-    assert!(mounted.success(), "mount tmpfs on {}", dir.display());
-    let child = lab()
-        .args(["run", "--vdev-size", "1g", "--dir"])
-        .arg(&dir)
-        .args(["--job", "name=fill,rw=write,bs=1m,size=512m,runtime=60"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the tmpfs to fill (the pool then suspends), then interrupt twice.
-    let full = || {
-        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        unsafe { libc::statvfs(c.as_ptr(), &mut st) == 0 && st.f_bavail * st.f_frsize < 1 << 20 }
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !full() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    // Declared before the lab: dropped after it (the lab is killed first).
+    let _tmpfs = Tmpfs::mount(&dir, "40m");
+    let mut lab = KillOnDrop(
+        lab()
+            .args(["run", "--vdev-size", "1g", "--dir"])
+            .arg(&dir)
+            .args(["--job", "name=fill,rw=write,bs=1m,size=512m,runtime=60"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let err = StderrLog::start(&mut lab.0);
+    // The pool's own word (libzpool's warning), and the full tmpfs that caused it:
+    // without them the signals below would test the ordinary stop.
+    err.wait_for(&mut lab.0, "has encountered an uncorrectable I/O failure and has been suspended", GUARD);
+    let free = free_bytes(&dir);
+    assert!(free < 1 << 20, "the pool suspended with {free} bytes free on its 40 MiB tmpfs: {}", err.text());
+    let pid = lab.0.id() as i32;
+    signal_and_wait_delivered(pid, libc::SIGINT);
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let status = wait_exit(&mut lab.0, GUARD, &err);
+    let err = err.text();
+    assert_eq!(status.code(), Some(130), "{err}");
+    // The second signal, not the 60 s stop watchdog, abandoned the pool.
+    assert!(err.contains("stopping at once (a second signal); removed the work directory"), "{err}");
+    assert_eq!(entries(&dir), 0, "files left in the work directory: {err}");
+}
+
+/// Far above how long any step here takes: past it a test fails on a hang
+/// instead of waiting forever. Not a speed bound.
+const GUARD: Duration = Duration::from_secs(120);
+
+/// Waits until the job's data has reached the vdev files under `dir`: more
+/// than 8 MiB allocated in them (a new pool takes about 2 MiB; the job's first
+/// txg, within about 5 s, writes its 16 MiB). The job has then written.
+fn wait_for_job_data(child: &mut Child, dir: &Path) {
+    let deadline = Instant::now() + GUARD;
+    while allocated_bytes(dir) <= 8 << 20 {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the lab exited ({status}) before its job's data reached its vdev files");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the job's data never reached the vdev files in {GUARD:?} ({} bytes allocated)", allocated_bytes(dir));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let pid = child.id() as i32;
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    unsafe { libc::kill(pid, libc::SIGINT) };
-    let started = std::time::Instant::now();
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    let left = entries(&dir);
-    let _ = Command::new("umount").arg(&dir).status();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}: {err}", started.elapsed());
-    assert_eq!(out.status.code(), Some(130), "{err}");
-    assert_eq!(left, 0, "files left in the work directory: {err}");
+}
+
+/// Bytes allocated on disk to the files of the work directories under `dir`.
+fn allocated_bytes(dir: &Path) -> u64 {
+    let files = std::fs::read_dir(dir).into_iter().flatten().flatten().flat_map(|w| std::fs::read_dir(w.path()).into_iter().flatten().flatten());
+    files.filter_map(|f| f.metadata().ok()).map(|m| m.blocks() * 512).sum()
+}
+
+/// Free bytes of the file system holding `dir` (statvfs).
+fn free_bytes(dir: &Path) -> u64 {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs {}", dir.display());
+    st.f_bavail * st.f_frsize
+}
+
+/// Sends `signal` to `pid` and waits until it left the process's pending set:
+/// the handler took it, so a second one is a second signal, not merged into
+/// the first while still pending.
+fn signal_and_wait_delivered(pid: i32, signal: i32) {
+    let bit = 1u64 << (signal - 1);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+        field("ShdPnd:").unwrap_or(0) | field("SigPnd:").unwrap_or(0)
+    };
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, signal) };
+    let deadline = Instant::now() + GUARD;
+    while pending() & bit != 0 {
+        assert!(Instant::now() < deadline, "signal {signal} to pid {pid} still pending after {GUARD:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for `child` to exit, for at most `limit`.
+fn wait_exit(child: &mut Child, limit: Duration, err: &StderrLog) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the lab still ran {limit:?} after the second SIGINT: {}", err.text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A child's stderr, read on a thread as it comes, for the test to wait on.
+struct StderrLog(Arc<Mutex<String>>);
+
+impl StderrLog {
+    fn start(child: &mut Child) -> StderrLog {
+        let text = Arc::new(Mutex::new(String::new()));
+        let pipe = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+        let sink = Arc::clone(&text);
+        std::thread::spawn(move || {
+            for line in pipe.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        StderrLog(text)
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Waits for `needle` on the child's stderr, for at most `limit`.
+    fn wait_for(&self, child: &mut Child, needle: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.text().contains(needle) {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the lab exited ({status}) without saying {needle:?}: {}", self.text());
+            }
+            assert!(Instant::now() < deadline, "the lab did not say {needle:?} in {limit:?}: {}", self.text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A child killed (and reaped) when dropped: a failed assertion must not
+/// leave the lab running on the tmpfs.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A tmpfs mounted on a directory, unmounted and the directory removed when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().unwrap();
+        assert!(mounted.success(), "mount tmpfs on {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

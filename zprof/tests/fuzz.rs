@@ -182,6 +182,11 @@ fn mutated_fio_output_never_panics() {
             Some(benchmark) => Ok(Some(explain::render(&[], Some(&benchmark)))),
             None => Err("not a benchmark".into()),
         });
-        eprintln!("{file}: {} runs, {accepted} accepted, {refused} refused, 0 panics, slowest {slowest:?}", runs());
+        // Both must be a real share: a parser that refused every input (or
+        // took every one) would pass the panic and rendering checks untested.
+        let counts = format!("{file}: {} runs, {accepted} accepted and rendered, {refused} refused", runs());
+        assert!(accepted * 10 >= runs(), "{counts}: at least a tenth must be accepted");
+        assert!(refused * 10 >= runs(), "{counts}: at least a tenth must be refused");
+        eprintln!("{counts}, 0 panics, slowest {slowest:?}");
     }
 }
