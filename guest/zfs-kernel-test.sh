@@ -156,13 +156,17 @@ zvol_device() {
 }
 
 # run_zvol_rmw DIR: 4k writes on a zvol of 64k blocks whose data the ARC does
-# not keep (primarycache=metadata): each write reads its block first.
+# not keep (primarycache=metadata): each write reads its block first. The ARC's
+# kstats around fio (DIR/rmw-kstats) count those reads for the host's check of
+# explain's figures, independently of zprof.
 run_zvol_rmw() {
     zfs create -V 64M -o volblocksize=64k -o primarycache=metadata rq/v3 || fail "zfs create rq/v3"
     v3=$(zvol_device 131072)
     fio --name=fill --filename=$v3 --rw=write --bs=1M --size=32m --direct=1 >> $1/fio-layout.txt 2>&1 || fail "fio fill $v3"
     zpool sync rq
-    zprof record --target kernel -o $1/rmw.json -- fio --name=rmw --filename=$v3 --rw=randwrite --bs=4k --size=32m \
+    mkdir -p $1/rmw-kstats
+    zprof record --target kernel -o $1/rmw.json -- iostat-around.sh rq $1/rmw-kstats \
+        fio --name=rmw --filename=$v3 --rw=randwrite --bs=4k --size=32m \
         --direct=1 --runtime=$RUNTIME --time_based --output-format=json --output=$1/fio-rmw.json \
         > $1/rmw-report.txt 2> $1/rmw.err || fail "zprof record (zvol rmw): $(cat $1/rmw.err)"
     echo "rmw: $(kprobes_left)" >> $R/detach.txt

@@ -15,12 +15,17 @@
 //!   no BTF but the offsets `zprof offsets` compiles from the module's build
 //!   tree, as on a dkms host; neither) and check what zprof measured against fio
 //!   and `zpool iostat`, and the headers' offsets against the BTF's ([`check`]).
+//!   A boot that dies before the script starts ([`run::BootFailure`]) is tried
+//!   once more, and both attempts go to the test ledger, so a retry is seen.
+//! - `guest boots`: boot each image many times with a trivial command and
+//!   count the boots that reach it without kernel trouble ([`boots`]).
 //!
 //! The cache (`$ZPROF_GUEST_CACHE`, else `~/.cache/zprof-guest`) holds only
 //! generated or downloaded files; nothing from Debian or OpenZFS enters the repo.
 //! zprof and the guest scripts travel in a small cpio appended at boot, so a
 //! change to zprof never rebuilds the big initramfs.
 
+mod boots;
 mod build;
 mod check;
 mod check_requests;
@@ -51,6 +56,9 @@ pub enum GuestCommand {
     /// Build if needed, run the kernel-target test on each variant (BTF, headers,
     /// none), and check zprof's figures against fio and `zpool iostat`.
     Test(TestArgs),
+    /// Boot each image (each combination's btf and nobtf modules) --count times
+    /// with a trivial command; fail if any boot does not reach it cleanly.
+    Boots(boots::BootsArgs),
     /// Check the results of an earlier run of the test script again (no boot).
     Check {
         /// The run's results directory (e.g. target/guest/default-2.1.11/test-btf/results).
@@ -235,6 +243,7 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
             Ok(())
         }
         GuestCommand::Test(args) => test(&args),
+        GuestCommand::Boots(args) => boots::boots(&args),
         GuestCommand::Check { results, variant } => {
             eprintln!("xtask: guest check, {variant}:\n{}", check::check(&results, variant)?);
             Ok(())
@@ -293,13 +302,22 @@ fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artif
                 Variant::Nobtf => command.push("--sections=variant".to_owned()),
             }
         }
-        let outcome = match run::run(artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps) {
-            Ok(outcome) => outcome,
+        let case = format!("{name} {variant} boot");
+        let attempt = || run::run(artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps);
+        let outcome = match run_retrying_boot(&case, &out.join("console.log"), attempt) {
+            Ok((outcome, None)) => outcome,
+            Ok((outcome, Some(first))) => {
+                summaries.push(format!("{name} {variant}: booted at the second attempt; the first: {first}"));
+                outcome
+            }
             Err(err) => {
                 failures.push(format!("{name} {variant}: the guest run failed: {err:#} (console log in {})", out.display()));
                 continue;
             }
         };
+        if !outcome.trouble.is_empty() {
+            summaries.push(format!("{name} {variant}: KERNEL TROUBLE in the console or dmesg: {}", outcome.trouble.join(" | ")));
+        }
         if outcome.status != 0 {
             let output = std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
             let lines: Vec<&str> = output.lines().collect();
@@ -323,6 +341,62 @@ fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artif
             Err(err) => failures.push(format!("{name} headers against btf: {err:#}")),
         }
     }
+}
+
+/// Runs `attempt` (a guest run), and once more if it failed with a
+/// [`run::BootFailure`]: the boot died before the command started, which
+/// emulation can cause on its own. A failure of the command is returned as it
+/// is, never retried. Every attempt is recorded in the test ledger as `case`
+/// (pass: the boot reached the command), so a retried boot shows as miss then
+/// pass, or as two misses. Returns the first attempt's failure with a pass
+/// after a retry.
+fn run_retrying_boot(
+    case: &str,
+    console: &Path,
+    mut attempt: impl FnMut() -> anyhow::Result<run::Outcome>,
+) -> anyhow::Result<(run::Outcome, Option<String>)> {
+    let first = match attempt_once(case, 1, console, attempt()) {
+        Ok(result) => return result.map(|outcome| (outcome, None)),
+        Err(first) => first_line(&first),
+    };
+    eprintln!("xtask: guest: {case}: {first}; booting once more");
+    match attempt_once(case, 2, console, attempt()) {
+        Ok(result) => result.map(|outcome| (outcome, Some(first))),
+        Err(second) => Err(second.context(format!("the boot failed twice (the first time: {first})"))),
+    }
+}
+
+/// Records attempt `n` in the ledger; `Err` if it was a boot failure (its
+/// console copied beside the run directory, which the next attempt replaces).
+fn attempt_once(case: &str, n: u32, console: &Path, result: anyhow::Result<run::Outcome>) -> Result<anyhow::Result<run::Outcome>, anyhow::Error> {
+    let err = match result {
+        Ok(outcome) => {
+            crate::ledger::record("guest", case, "pass", &format!("attempt {n}: booted to the command, done after {:.1?}", outcome.done_after));
+            return Ok(Ok(outcome));
+        }
+        Err(err) => err,
+    };
+    if err.downcast_ref::<run::BootFailure>().is_none() {
+        // Not retried: the command started (then failed), or the run could not
+        // be set up at all (no boot to judge).
+        let text = std::fs::read_to_string(console).unwrap_or_default();
+        if run::started_command(&text) {
+            crate::ledger::record("guest", case, "pass", &format!("attempt {n}: booted to the command, which failed after it"));
+        }
+        return Ok(Err(err));
+    }
+    // target/guest/COMBINATION/test-VARIANT-failed-boot-N.log.
+    let run_dir = console.parent().unwrap_or_else(|| Path::new("."));
+    let name = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let kept = run_dir.with_file_name(format!("{name}-failed-boot-{n}.log"));
+    let _ = std::fs::copy(console, &kept);
+    crate::ledger::record("guest", case, "miss", &format!("attempt {n}: {} (console kept in {})", first_line(&err), kept.display()));
+    Err(err)
+}
+
+/// The first line of an error's message (a BootFailure's ends with the console's tail).
+fn first_line(err: &anyhow::Error) -> String {
+    format!("{err}").lines().next().unwrap_or_default().to_owned()
 }
 
 /// Where run outputs go: `<target dir>/guest/COMBINATION/NAME` (replaced on

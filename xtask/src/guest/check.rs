@@ -151,6 +151,17 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
     }
 }
 
+/// A ledger case's prefix for results under `dir`: the combination and the
+/// run, "6.12-2.3.2 test-btf" for target/guest/6.12-2.3.2/test-btf/results/...
+/// (the checks know only the directory they judge).
+pub(super) fn case_prefix(dir: &Path) -> String {
+    let parts: Vec<String> = dir.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    match parts.iter().rposition(|p| p == "results") {
+        Some(i) if i >= 2 => format!("{} {}", parts[i - 2], parts[i - 1]),
+        _ => dir.display().to_string(),
+    }
+}
+
 /// Which of [`STATIC_FUNCTIONS`] kallsyms has, by exact name or only as a
 /// compiler clone (`zvol_write.isra.0`: GCC changed its arguments, so a probe on
 /// it would misread them).
@@ -555,7 +566,7 @@ fn zil_blocks_issued(dir: &Path) -> anyhow::Result<u64> {
 
 /// The sum of kstat counters `stats` in DIR/KSTAT-after.txt less
 /// DIR/KSTAT-before.txt (lines `name type value`).
-fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
+pub(super) fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
     let count = |name: &str| -> anyhow::Result<u64> {
         let text = std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
         let mut total = 0;
@@ -714,6 +725,13 @@ fn check_sigterm(dir: &Path) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ledger_case_names_the_combination_and_the_run() {
+        let dir = Path::new("/w/target/guest/6.12-2.3.2/test-btf/results/requests");
+        assert_eq!(case_prefix(dir), "6.12-2.3.2 test-btf");
+        assert_eq!(case_prefix(Path::new("elsewhere/requests")), "elsewhere/requests");
+    }
 
     /// The shape of OpenZFS 2.1's `zpool iostat -w POOL` (rows 8.. cut for brevity,
     /// so the row-count check is relaxed through a longer copy below).

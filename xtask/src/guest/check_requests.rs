@@ -10,7 +10,13 @@
 //!   neighbouring power of two for file requests. A zvol row starts where
 //!   zfs.ko receives the bio, fio's clat around the system call (pinning pages,
 //!   the block layer, the wake-up after completion), so zvol rows are lower by
-//!   that: at most two powers of two, never above.
+//!   that: at most two powers of two, never above. Where fio's own p50 is more
+//!   than 4x its minimum, the guest's wait for a CPU dominates fio's figure and
+//!   the closeness cannot be judged from it: the test ledger says so
+//!   (cannot-check, with the figures), and only the bounds that still hold are
+//!   checked.
+//! - zvol read-modify-write: explain's bytes read per byte written against the
+//!   ARC's own miss counters and fio's bytes written, not zprof's recording.
 //!
 //! Without offsets (nobtf) there are no dataset names and no zvol rows: file
 //! rows are checked by process and operation, and the zvol points must say
@@ -89,6 +95,15 @@ fn has_sync_flag(row: &Value) -> bool {
     row["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "sync"))
 }
 
+/// How zprof's p50 compares with fio's figures.
+#[derive(Debug, PartialEq)]
+enum Latency {
+    Fits,
+    Misses,
+    /// The bound cannot be judged from fio's figures: why, measured.
+    CannotCheck(String),
+}
+
 /// Whether zprof's p50 (a power of two) fits fio's figures for a request of
 /// `layer`.
 ///
@@ -100,17 +115,30 @@ fn has_sync_flag(row: &Value) -> bool {
 /// and at most two powers of two below. The wake-up waits for a CPU, and on
 /// a loaded 2-vCPU guest that wait can dwarf ZFS's part: a CI run measured
 /// fio's p50 zvol write at 16.3 ms against zprof's 1-2 ms (local runs: fio's
-/// 1.6-2.1 ms). The fastest system call waited least, so where fio's p50 is
-/// more than 4x its own minimum, zprof's p50 is held within two powers of two
-/// of that minimum instead.
-fn latency_close(layer: &str, ours: Option<usize>, theirs: &FioFigures) -> bool {
-    let (Some(a), Some(p50)) = (ours, theirs.p50) else { return false };
+/// 1.6-2.1 ms, 3x its minimum). Where fio's p50 is more than 4x its minimum,
+/// fio's p50 says how long the guest waited, not how long ZFS took: the
+/// two-powers bound cannot be judged, and only what holds whatever the wait
+/// is checked (not above fio's p50, not more than two powers below fio's
+/// fastest call, which waited least).
+fn latency_close(layer: &str, ours: Option<usize>, theirs: &FioFigures) -> Latency {
+    let (Some(a), Some(p50)) = (ours, theirs.p50) else { return Latency::Misses };
     let b = log2(p50);
+    let fits = |ok: bool| if ok { Latency::Fits } else { Latency::Misses };
     if layer == "file" {
-        return a.abs_diff(b) <= 1;
+        return fits(a.abs_diff(b) <= 1);
     }
-    let waited = theirs.min.filter(|&min| p50 > 4 * min);
-    a <= b && (b - a <= 2 || waited.is_some_and(|min| a + 2 >= log2(min)))
+    if a > b {
+        return Latency::Misses;
+    }
+    match theirs.min.filter(|&min| p50 > 4 * min) {
+        None => fits(b - a <= 2),
+        Some(min) if a + 2 < log2(min) => Latency::Misses,
+        Some(min) => Latency::CannotCheck(format!(
+            "fio's p50 {p50} ns is {:.1}x its minimum {min} ns: the guest's wait for a CPU dominates fio's latency, \
+             so zprof's p50 2^{a} ns was only checked below fio's p50 and within two powers of fio's minimum",
+            p50 as f64 / min as f64
+        )),
+    }
 }
 
 fn log2(ns: u64) -> usize {
@@ -119,6 +147,7 @@ fn log2(ns: u64) -> usize {
 
 /// Checks the requests run in `dir`; returns what was measured.
 pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
+    let case = super::check::case_prefix(dir);
     let rec = read_json(&dir.join("rec.json"))?;
     let fio_a = read_json(&dir.join("fio-a.json"))?;
     let fio_b = read_json(&dir.join("fio-b.json"))?;
@@ -148,7 +177,12 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
                 bad.push(format!("{} {direction}: zprof counted {count} {op} requests, fio {expected}", job.name));
             }
             let ours = percentile_bucket(&hist, 0.5);
-            if !latency_close(job.layer, ours, &theirs) {
+            let verdict = latency_close(job.layer, ours, &theirs);
+            if let Latency::CannotCheck(why) = &verdict {
+                crate::ledger::record("guest", &format!("{case} {} {direction} p50", job.name), "cannot-check", why);
+                figures.push(format!("{} {direction}: p50 closeness cannot be checked ({why})", job.name));
+            }
+            if verdict == Latency::Misses {
                 bad.push(format!(
                     "{} {direction}: p50 in 2^{ours:?} ns, fio's {:?} ns in 2^{:?} (its minimum {:?} ns)",
                     job.name,
@@ -271,19 +305,13 @@ fn check_slow_requests(rec: &Value) -> anyhow::Result<String> {
 
 /// The fsync job's time off the CPU in zil_commit (rz1-off, recorded with
 /// --off-cpu) and on it (the CPU samples), against the zil_commit time zprof
-/// measured with its probes: the two make the whole within 10%, plus three
-/// standard errors of the sampled part (about 100 samples at 99 Hz in 8 s:
-/// one standard error is 10 samples, 2% of the commits' time; six variants
-/// measured 91-96%, and one CI run 89.6% with 100 samples).
+/// measured with its probes: see [`offcpu_within`].
 pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rec.json"))?;
     ensure!(dir.join("offcpu.svg").is_file(), "no off-CPU flame graph was drawn");
     let stacks = rec["offcpu"]["stacks"].as_array().ok_or_else(|| anyhow!("no off-CPU profile in the recording"))?;
-    let off_cpu_us: u64 = stacks
-        .iter()
-        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]")))
-        .map(|s| s["count"].as_u64().unwrap_or(0))
-        .sum();
+    let in_commit = |s: &&Value| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]"));
+    let off_cpu_us: u64 = stacks.iter().filter(in_commit).map(|s| s["count"].as_u64().unwrap_or(0)).sum();
     let commit_us: u64 = rec["histograms"]
         .as_array()
         .into_iter()
@@ -303,30 +331,51 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
         .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x.as_str().is_some_and(|x| x.starts_with("zil_commit")))))
         .map(|s| s["count"].as_u64().unwrap_or(0))
         .sum();
-    let on_cpu_us = on_cpu_samples * 1_000_000 / hz;
-    ensure!(commit_us > 0, "no zil_commit time to compare with");
-    let ratio = (off_cpu_us + on_cpu_us) as f64 / commit_us as f64;
     let runnable_us: u64 = stacks
         .iter()
-        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]") && f.last().is_some_and(|x| x.as_str().is_some_and(|x| x.starts_with("[runnable")))))
+        .filter(in_commit)
+        .filter(|s| s["frames"].as_array().and_then(|f| f.last()).and_then(Value::as_str).is_some_and(|x| x.starts_with("[runnable")))
         .map(|s| s["count"].as_u64().unwrap_or(0))
         .sum();
-    let sampling_error = 3.0 * (on_cpu_samples as f64).sqrt() * 1e6 / hz as f64 / commit_us as f64;
-    let bound = 0.1 + sampling_error;
-    ensure!(
-        (1.0 - bound..=1.0 + bound).contains(&ratio),
-        "off CPU in zil_commit {off_cpu_us} us + on CPU (sampled, {on_cpu_samples} samples) {on_cpu_us} us, zil_commit took {commit_us} us \
-         ({ratio:.3}x, allowed 1 +- {bound:.3})"
-    );
+    let (ratio, on_cpu_us) = offcpu_within(off_cpu_us, on_cpu_samples, hz, commit_us)?;
     Ok(format!(
         "in zil_commit off CPU {off_cpu_us} us (runnable {runnable_us} us) + on CPU {on_cpu_us} us (sampled) = {:.1}% of the {commit_us} us measured",
         ratio * 100.0
     ))
 }
 
+/// Time off the CPU in zil_commit (measured at each switch) plus time on it
+/// (`samples` at `hz`) against zil_commit's own time: (the ratio, the on-CPU
+/// us). The two parts lie inside the commits, so their sum may exceed the
+/// whole only by the samples' error (three standard errors: about 100 samples
+/// at 99 Hz in 8 s, one standard error 10 samples, 2% of the commits' time).
+/// Below, it may also fall short by 10%: the part neither sees (six variants
+/// measured 91-96%, one CI run 89.6% with 100 samples). An off-CPU profile
+/// that lost the commits' waits, or counted a wait twice, is outside both.
+fn offcpu_within(off_cpu_us: u64, samples: u64, hz: u64, commit_us: u64) -> anyhow::Result<(f64, u64)> {
+    ensure!(commit_us > 0, "no zil_commit time to compare with");
+    let on_cpu_us = samples * 1_000_000 / hz;
+    let ratio = (off_cpu_us + on_cpu_us) as f64 / commit_us as f64;
+    let sampling_error = 3.0 * (samples as f64).sqrt() * 1e6 / hz as f64 / commit_us as f64;
+    let (low, high) = (1.0 - 0.1 - sampling_error, 1.0 + sampling_error);
+    ensure!(
+        (low..=high).contains(&ratio),
+        "off CPU in zil_commit {off_cpu_us} us + on CPU (sampled, {samples} samples) {on_cpu_us} us, zil_commit took {commit_us} us \
+         ({ratio:.3}x, allowed {low:.3}..{high:.3})"
+    );
+    Ok((ratio, on_cpu_us))
+}
+
+/// The rmw zvol's volblocksize (the guest script's `zfs create -o volblocksize=64k`).
+const RMW_BLOCK: u64 = 64 << 10;
+/// The largest block a metadata read can be (an indirect block, 128k).
+const METADATA_BLOCK_MAX: u64 = 128 << 10;
+
 /// 4k writes on a 64k zvol whose data the ARC does not keep: the zvol's
-/// writes equal fio's, and explain names read-modify-write with the reads
-/// the run made per byte written.
+/// writes equal fio's, and explain names read-modify-write with the reads the
+/// run made per byte written, which must agree with what ZFS's own counters
+/// say: the ARC's data misses (each a 64k block read from disk) and metadata
+/// misses between the kstat snapshots around fio, over fio's bytes written.
 fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rmw.json"))?;
     let fio = read_json(&dir.join("fio-rmw.json"))?;
@@ -337,8 +386,11 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
         return Ok("rmw: no zvol rows without offsets, and no finding".into());
     }
     let expected = fio_figures(&fio, "rmw", "write")?.count;
+    let fio_bytes = fio_written_bytes(&fio, "rmw")?;
     let (count, _) = zprof_rows(&rec, |r| r["layer"] == "zvol" && r["op"] == "write");
     ensure!(count.abs_diff(expected) <= 2, "rmw: zprof counted {count} zvol writes, fio {expected}");
+    let written = zvol_write_bytes(&rec);
+    ensure!(written.abs_diff(fio_bytes) <= 2 * 4096, "rmw: zprof's zvol writes hold {written} bytes, fio wrote {fio_bytes}");
     let finding = finding.ok_or_else(|| anyhow!("rmw: explain names no zvol read-modify-write"))?;
     let title = finding["title"].as_str().unwrap_or("");
     let figure = |name: &str| {
@@ -346,19 +398,58 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     };
     let (per_byte, per_write) = (figure("read_bytes_per_written_byte"), figure("block_reads_per_write"));
     ensure!(title.contains("read-modify-write"), "rmw: the finding does not name read-modify-write: {title}");
-    // The figure is the run's: the blocks read from disk over the zvol's bytes written.
-    let block_reads: Vec<&Value> =
-        rec["histograms"].as_array().into_iter().flatten().filter(|h| h["stage"] == "block_read").collect();
-    let read_bytes: u64 = block_reads.iter().map(|h| h["bytes"].as_u64().unwrap_or(0)).sum();
-    let reads: u64 = block_reads.iter().map(|h| h["count"].as_u64().unwrap_or(0)).sum();
-    let written: u64 = zvol_write_bytes(&rec);
-    let recomputed = read_bytes as f64 / written.max(1) as f64;
-    ensure!((per_byte - recomputed).abs() <= recomputed * 0.01, "rmw: the finding says {per_byte:.3} bytes per byte, the recording {recomputed:.3}");
+    let kstats = dir.join("rmw-kstats");
+    let data = super::check::kstat_delta(&kstats, "arc", &["demand_data_misses", "prefetch_data_misses"])?;
+    let metadata = super::check::kstat_delta(&kstats, "arc", &["demand_metadata_misses", "prefetch_metadata_misses"])?;
+    let reads = rmw_figures_agree(per_byte, per_write, RmwCounters { data, metadata, fio_bytes, fio_writes: expected })?;
     // The ARC keeps none of the zvol's data (primarycache=metadata): each of
     // the 512 64k blocks of the 32 MiB region is read at least once. Writes to
     // a block already dirty in the open txg share its read.
-    ensure!(reads >= 512, "rmw: only {reads} blocks read for 512 blocks written into");
-    Ok(format!("rmw: {count}/{expected} writes; {reads} blocks read, {per_write:.2} per write, {per_byte:.2} bytes read per byte written: {title}"))
+    ensure!(data >= 512, "rmw: the ARC missed only {data} data blocks for 512 blocks written into");
+    Ok(format!(
+        "rmw: {count}/{expected} writes; {per_write:.2} block reads per write, {per_byte:.2} bytes read per byte written \
+         ({reads}; arcstats: {data} data + {metadata} metadata misses, fio {fio_bytes} bytes): {title}"
+    ))
+}
+
+/// fio's bytes written by `job`.
+fn fio_written_bytes(fio: &Value, job: &str) -> anyhow::Result<u64> {
+    let entry = fio["jobs"].as_array().into_iter().flatten().find(|j| j["jobname"] == job);
+    entry.and_then(|j| j["write"]["io_bytes"].as_u64()).ok_or_else(|| anyhow!("fio's job {job} has no write io_bytes"))
+}
+
+/// What ZFS and fio counted around the rmw run.
+struct RmwCounters {
+    /// ARC misses of data blocks (each read a 64k block from disk).
+    data: u64,
+    /// ARC misses of metadata (each at most a 128k block).
+    metadata: u64,
+    fio_bytes: u64,
+    fio_writes: u64,
+}
+
+/// explain's two figures against the counters: bytes read per byte written
+/// between the data misses' 64k blocks and those plus the metadata's largest
+/// blocks, block reads per write against all misses. zprof's window holds the
+/// snapshots' (it records the script that takes them), so it may see a few
+/// more: 1%, at least 20 blocks. Returns the expected ranges, for the summary.
+fn rmw_figures_agree(per_byte: f64, per_write: f64, c: RmwCounters) -> anyhow::Result<String> {
+    let slack = (c.data / 100).max(20);
+    let written = c.fio_bytes.max(1) as f64;
+    let bytes_low = (c.data * RMW_BLOCK) as f64 / written;
+    let bytes_high = (c.data * RMW_BLOCK + c.metadata * METADATA_BLOCK_MAX + slack * RMW_BLOCK) as f64 / written;
+    let writes = c.fio_writes.max(1) as f64;
+    let (reads_low, reads_high) = ((c.data + c.metadata) as f64 / writes, (c.data + c.metadata + slack) as f64 / writes);
+    let fits = |v: f64, low: f64, high: f64| v >= low * 0.999 && v <= high * 1.001;
+    ensure!(
+        fits(per_byte, bytes_low, bytes_high),
+        "rmw: explain says {per_byte:.3} bytes read per byte written; the ARC's misses and fio's bytes make {bytes_low:.3}..{bytes_high:.3}"
+    );
+    ensure!(
+        fits(per_write, reads_low, reads_high),
+        "rmw: explain says {per_write:.3} block reads per write; the ARC's misses and fio's writes make {reads_low:.3}..{reads_high:.3}"
+    );
+    Ok(format!("expected {bytes_low:.2}..{bytes_high:.2} bytes and {reads_low:.2}..{reads_high:.2} reads"))
 }
 
 #[cfg(test)]
@@ -371,27 +462,61 @@ mod tests {
     #[test]
     fn a_zvol_request_is_never_above_fio_and_at_most_two_powers_below() {
         // zprof measured 2^19 there.
-        assert!(latency_close("zvol", Some(19), &LOCAL_ZVOL_WRITES));
-        assert!(latency_close("zvol", Some(20), &LOCAL_ZVOL_WRITES));
-        assert!(!latency_close("zvol", Some(21), &LOCAL_ZVOL_WRITES), "above fio's p50");
-        assert!(!latency_close("zvol", Some(17), &LOCAL_ZVOL_WRITES), "fio's p50 is 3x its minimum: no wait outside ZFS to excuse");
-        assert!(!latency_close("zvol", None, &LOCAL_ZVOL_WRITES));
+        assert_eq!(latency_close("zvol", Some(19), &LOCAL_ZVOL_WRITES), Latency::Fits);
+        assert_eq!(latency_close("zvol", Some(20), &LOCAL_ZVOL_WRITES), Latency::Fits);
+        assert_eq!(latency_close("zvol", Some(21), &LOCAL_ZVOL_WRITES), Latency::Misses, "above fio's p50");
+        assert_eq!(latency_close("zvol", Some(17), &LOCAL_ZVOL_WRITES), Latency::Misses, "fio's p50 is 3x its minimum: no wait outside ZFS to excuse");
+        assert_eq!(latency_close("zvol", None, &LOCAL_ZVOL_WRITES), Latency::Misses);
     }
 
     #[test]
-    fn a_wait_for_a_cpu_is_judged_by_fios_fastest_call() {
+    fn a_wait_for_a_cpu_makes_the_closeness_uncheckable_but_not_the_outer_bounds() {
         // The same calls, each after a 15 ms wait for a CPU but the fastest.
         let waited = FioFigures { p50: Some(2_088_960 + 15_000_000), ..LOCAL_ZVOL_WRITES };
-        assert!(latency_close("zvol", Some(19), &waited));
-        assert!(!latency_close("zvol", Some(16), &waited), "more than two powers below fio's minimum");
+        let Latency::CannotCheck(why) = latency_close("zvol", Some(19), &waited) else { panic!("a CPU wait is judged") };
+        assert!(why.contains("25.7x its minimum 664630 ns"), "{why}");
+        assert_eq!(latency_close("zvol", Some(16), &waited), Latency::Misses, "more than two powers below fio's minimum");
+        assert_eq!(latency_close("zvol", Some(25), &waited), Latency::Misses, "above fio's p50");
     }
 
     #[test]
     fn a_file_request_is_in_fios_power_of_two_or_a_neighbour() {
         // a-fs-fsync writes in the same run: zprof 2^20, fio 1,286,144 ns.
         let fio = FioFigures { count: 113, p50: Some(1_286_144), min: Some(250_420) };
-        assert!(latency_close("file", Some(20), &fio));
-        assert!(latency_close("file", Some(21), &fio));
-        assert!(!latency_close("file", Some(18), &fio));
+        assert_eq!(latency_close("file", Some(20), &fio), Latency::Fits);
+        assert_eq!(latency_close("file", Some(21), &fio), Latency::Fits);
+        assert_eq!(latency_close("file", Some(18), &fio), Latency::Misses);
+    }
+
+    #[test]
+    fn off_cpu_and_on_cpu_time_must_make_the_commits_time() {
+        // Figures of the BTF runs' shape (not one run's): 8 s of commits, 100 samples at 99 Hz (1.01 s), 6.5 s off the CPU.
+        let (commit, samples, hz) = (8_000_000, 100, 99);
+        let (ratio, on) = offcpu_within(6_500_000, samples, hz, commit).unwrap();
+        assert_eq!(on, 1_010_101);
+        assert!((ratio - 0.939).abs() < 0.001, "{ratio}");
+        assert!(offcpu_within(0, samples, hz, commit).is_err(), "an off-CPU profile that lost the commits' waits");
+        assert!(offcpu_within(2 * 6_500_000, samples, hz, commit).is_err(), "each wait counted twice");
+        assert!(offcpu_within(7_500_000, samples, hz, commit).is_err(), "more than the whole beyond the samples' error");
+        assert!(offcpu_within(6_500_000, samples, hz, 0).is_err(), "nothing to compare with");
+    }
+
+    /// The README's guest run: 43,151 writes of 4k, 2,290 block reads (here
+    /// 2,288 data and 2 metadata misses), 0.85 bytes read per byte written.
+    fn rmw_counters() -> RmwCounters {
+        RmwCounters { data: 2_288, metadata: 2, fio_bytes: 43_151 * 4096, fio_writes: 43_151 }
+    }
+
+    #[test]
+    fn explains_rmw_figures_are_judged_by_the_arcs_misses_and_fios_bytes() {
+        let right_bytes = (2_288 * 65_536 + 2 * 16_384) as f64 / (43_151.0 * 4096.0);
+        let right_reads = 2_290.0 / 43_151.0;
+        assert!((right_bytes - 0.85).abs() < 0.01);
+        assert!(rmw_figures_agree(right_bytes, right_reads, rmw_counters()).is_ok());
+        // Formulas that would agree with themselves on the recording but not with ZFS:
+        assert!(rmw_figures_agree(right_reads, right_reads, rmw_counters()).is_err(), "reads per write given as bytes per byte");
+        assert!(rmw_figures_agree(right_bytes * 4096.0 / 65_536.0, right_reads, rmw_counters()).is_err(), "blocks counted as 4k");
+        assert!(rmw_figures_agree(right_bytes / 2.0, right_reads, rmw_counters()).is_err(), "bytes written counted twice");
+        assert!(rmw_figures_agree(right_bytes, right_reads * 2.0, rmw_counters()).is_err(), "block reads counted twice");
     }
 }
