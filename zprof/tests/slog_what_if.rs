@@ -81,13 +81,21 @@ const CASES: [Case; 6] = [
     case("raidz3:8", "4k", 1, "ssd", Mode::Run, true),
     case("raidz3:8", "32k", 1, "ssd", Mode::Record, true),
     case("raidz1:4", "16k", 1, "ssd", Mode::Record, false),
-    case("mirror:2", "4k", 2, "ssd", Mode::Run, false),
+    // Two writers: the what-if came out 3.7x the measured rate on 2.3.2
+    // (9,560/s predicted, 2,594/s measured, the log device delivered) and
+    // +20% on 2.1.11 when first run on this case.
+    Case {
+        known_miss: Some("issue 32: the SLOG what-if with two writers, 3.7x the measured rate on 2.3.2"),
+        ..case("mirror:2", "4k", 2, "ssd", Mode::Run, false)
+    },
     case("raidz2:6", "8k", 1, "nvme", Mode::Record, false),
     // With both cores busy the finding says its prediction is an upper
     // bound: ZFS's threads compete harder for the CPUs at the higher commit
-    // rate, which the run without the log device cannot show (issue 32: the
-    // share of non-device time kept swings with how busy the host is).
-    Case { loaded: true, known_miss: Some("issue 32: the non-device time kept swings with the host's load"), ..case("raidz3:8", "4k", 1, "ssd", Mode::Record, true) },
+    // rate, which the run without the log device cannot show. That claim is
+    // what is checked; how far above it lands (+22% to +67% on the Intel
+    // host, issue 32: the non-device time kept swings with the host's load)
+    // is in the ledger.
+    Case { loaded: true, ..case("raidz3:8", "4k", 1, "ssd", Mode::Record, true) },
 ];
 
 /// Within this share of the measured rate.
