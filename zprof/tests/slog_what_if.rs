@@ -271,7 +271,7 @@ fn run_case(dir: &Path, lab: &Path, case: &Case, name: &str, first: &mut Option<
             break;
         }
     }
-    if attempts.tried() == 0 { None } else { attempts.verdict().err() }
+    attempts.verdict().err()
 }
 
 /// `compare` of the run without the log device against the run with it
