@@ -13,7 +13,12 @@ use std::path::{Path, PathBuf};
 
 /// Symbols the executable defines to take the place of libzpool's (libzpool calls them
 /// through its PLT, so the executable's definition wins once it is in the dynamic table).
-const OVERRIDES: &[&str] = &["zio_delay_interrupt", "zfs_file_fsync", "zil_commit", "spa_sync"];
+const OVERRIDES: &[&str] = &[
+    "zio_delay_interrupt",
+    "zfs_file_fsync",
+    "zil_commit",
+    "spa_sync",
+];
 
 /// Where the headers and the library of one OpenZFS release are.
 struct Release {
@@ -25,22 +30,36 @@ struct Release {
 
 /// "2.3.2" -> 20302, the value zlab.c tests its API differences against.
 fn version_number(version: &str) -> u32 {
-    let mut parts = version.split(['.', '-', '~', '+']).map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor, patch) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let mut parts = version
+        .split(['.', '-', '~', '+'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor, patch) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
     major * 10000 + minor * 100 + patch
 }
 
 fn system_release() -> Release {
     for dir in ["/usr/include/libspl", "/usr/include/libzfs"] {
         if !Path::new(dir).is_dir() {
-            println!("cargo:warning={dir} is missing: install libzfslinux-dev (Debian contrib; cargo xtask setup does)");
+            println!(
+                "cargo:warning={dir} is missing: install libzfslinux-dev (Debian contrib; cargo xtask setup does)"
+            );
         }
     }
     let version = std::process::Command::new("dpkg-query")
         .args(["-W", "-f=${Version}", "libzfslinux-dev"])
         .output()
         .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).split(['-', '+', '~']).next().unwrap_or("").to_owned())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split(['-', '+', '~'])
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "2.1.11".to_owned());
     Release {
@@ -51,9 +70,12 @@ fn system_release() -> Release {
 }
 
 fn cached_release(version: &str) -> Release {
-    let cache = std::env::var_os("ZPROF_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/zprof")
-    });
+    let cache = std::env::var_os("ZPROF_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/zprof")
+        });
     let root = cache.join("openzfs").join(version).join("root");
     if !root.join("usr/include/libzfs").is_dir() {
         panic!(
@@ -61,11 +83,15 @@ fn cached_release(version: &str) -> Release {
             root.display()
         );
     }
-    let includes = ["usr/include/libspl", "usr/include/libzfs", "usr/include/libzpool"]
-        .iter()
-        .map(|d| root.join(d))
-        .filter(|d| d.is_dir())
-        .collect();
+    let includes = [
+        "usr/include/libspl",
+        "usr/include/libzfs",
+        "usr/include/libzpool",
+    ]
+    .iter()
+    .map(|d| root.join(d))
+    .filter(|d| d.is_dir())
+    .collect();
     let lib = root.join("lib/x86_64-linux-gnu");
     let name = std::fs::read_dir(&lib)
         .ok()
@@ -76,7 +102,11 @@ fn cached_release(version: &str) -> Release {
                 .min()
         })
         .unwrap_or_else(|| panic!("no libzpool.so.N in {}", lib.display()));
-    Release { version: version.to_owned(), includes, library: Some((lib, name)) }
+    Release {
+        version: version.to_owned(),
+        includes,
+        library: Some((lib, name)),
+    }
 }
 
 fn main() {
@@ -94,7 +124,10 @@ fn main() {
         build.include(dir);
     }
     build
-        .define("ZLAB_OPENZFS", version_number(&release.version).to_string().as_str())
+        .define(
+            "ZLAB_OPENZFS",
+            version_number(&release.version).to_string().as_str(),
+        )
         .define("_GNU_SOURCE", None)
         .define("_REENTRANT", None)
         .define("_FILE_OFFSET_BITS", "64")

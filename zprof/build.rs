@@ -15,33 +15,67 @@ const REMEDY: &str = "run `cargo xtask setup` (needs nightly rust-src and bpf-li
 
 fn main() -> anyhow::Result<()> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let workspace = manifest.parent().ok_or_else(|| anyhow!("no workspace root"))?;
+    let workspace = manifest
+        .parent()
+        .ok_or_else(|| anyhow!("no workspace root"))?;
     for dir in ["zprof-ebpf", "zprof-common"] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
     }
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").context("OUT_DIR not set")?);
     // OUT_DIR is <target>/[<triple>/]<profile>/build/zprof-<hash>/out.
-    let target = out_dir.ancestors().nth(4).ok_or_else(|| anyhow!("unexpected OUT_DIR {}", out_dir.display()))?;
+    let target = out_dir
+        .ancestors()
+        .nth(4)
+        .ok_or_else(|| anyhow!("unexpected OUT_DIR {}", out_dir.display()))?;
     let bpf_target_dir = target.join("bpf");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").context("CARGO_CFG_TARGET_ARCH not set")?;
     let mut cargo = Command::new("rustup");
-    cargo.args(["run", "nightly", "cargo", "build", "--package", "zprof-ebpf", "--bins", "--release"]);
-    cargo.args(["--target", "bpfel-unknown-none", "-Z", "build-std=core", "--target-dir"]).arg(&bpf_target_dir);
+    cargo.args([
+        "run",
+        "nightly",
+        "cargo",
+        "build",
+        "--package",
+        "zprof-ebpf",
+        "--bins",
+        "--release",
+    ]);
+    cargo
+        .args([
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--target-dir",
+        ])
+        .arg(&bpf_target_dir);
     cargo.current_dir(workspace);
     // As aya-build: the target architecture for the programs' cfg, debug
     // info, and BTF from bpf-linker.
-    cargo.env("CARGO_ENCODED_RUSTFLAGS", format!("--cfg=bpf_target_arch=\"{arch}\"\x1f-Cdebuginfo=2\x1f-Clink-arg=--btf"));
+    cargo.env(
+        "CARGO_ENCODED_RUSTFLAGS",
+        format!("--cfg=bpf_target_arch=\"{arch}\"\x1f-Cdebuginfo=2\x1f-Clink-arg=--btf"),
+    );
     // The outer build's compiler and wrapper are stable's, not nightly's.
     for key in ["RUSTC", "RUSTC_WORKSPACE_WRAPPER", "CARGO_TARGET_DIR"] {
         cargo.env_remove(key);
     }
-    let output = cargo.output().with_context(|| format!("cannot run rustup to build the eBPF programs; {REMEDY}"))?;
+    let output = cargo
+        .output()
+        .with_context(|| format!("cannot run rustup to build the eBPF programs; {REMEDY}"))?;
     let said = String::from_utf8_lossy(&output.stderr);
-    for line in said.lines().filter(|l| l.contains("warning") || l.contains("Compiling") || l.contains("Finished")) {
+    for line in said
+        .lines()
+        .filter(|l| l.contains("warning") || l.contains("Compiling") || l.contains("Finished"))
+    {
         println!("cargo:warning={line}");
     }
-    ensure!(output.status.success(), "building the eBPF programs failed; {REMEDY}:\n{said}");
+    ensure!(
+        output.status.success(),
+        "building the eBPF programs failed; {REMEDY}:\n{said}"
+    );
     let object = bpf_target_dir.join("bpfel-unknown-none/release/zprof");
-    std::fs::copy(&object, out_dir.join("zprof")).with_context(|| format!("copying {}", object.display()))?;
+    std::fs::copy(&object, out_dir.join("zprof"))
+        .with_context(|| format!("copying {}", object.display()))?;
     Ok(())
 }

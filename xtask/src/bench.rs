@@ -34,14 +34,27 @@ const JOBS: &[Job] = &[
     Job {
         name: "4k-async",
         what: "4k random async writes (the highest probe rate the lab produces)",
-        lab_args: &["run", "--layout", "stripe:1", "--job", "name=a,rw=randwrite,bs=4k,runtime=8"],
+        lab_args: &[
+            "run",
+            "--layout",
+            "stripe:1",
+            "--job",
+            "name=a,rw=randwrite,bs=4k,runtime=8",
+        ],
         rounds_factor: 2,
     },
     Job {
         name: "4k-fsync-hdd",
         what: "4k random writes, fsync=1, raidz1 of 3 emulated HDDs",
         lab_args: &[
-            "run", "--layout", "raidz1:3", "--vdev-model", "hdd", "--volblocksize", "4k", "--job",
+            "run",
+            "--layout",
+            "raidz1:3",
+            "--vdev-model",
+            "hdd",
+            "--volblocksize",
+            "4k",
+            "--job",
             "name=f,rw=randwrite,bs=4k,fsync=1,runtime=5",
         ],
         rounds_factor: 1,
@@ -50,7 +63,12 @@ const JOBS: &[Job] = &[
         name: "128k-zstd",
         what: "128k sequential writes, zstd-3, 50%-compressible data",
         lab_args: &[
-            "run", "--compression", "zstd-3", "--volblocksize", "128k", "--job",
+            "run",
+            "--compression",
+            "zstd-3",
+            "--volblocksize",
+            "128k",
+            "--job",
             "name=z,rw=write,bs=128k,runtime=5,buffer_compress_percentage=50",
         ],
         rounds_factor: 1,
@@ -100,7 +118,11 @@ fn median(values: Vec<f64>) -> f64 {
 
 /// The first JSON document in a run's stdout: the lab's (zprof or bpftrace print after it).
 fn first_json(text: &str) -> anyhow::Result<Value> {
-    let start = text.find("\n{").map(|i| i + 1).or_else(|| text.starts_with('{').then_some(0)).context("no JSON in the lab's output")?;
+    let start = text
+        .find("\n{")
+        .map(|i| i + 1)
+        .or_else(|| text.starts_with('{').then_some(0))
+        .context("no JSON in the lab's output")?;
     let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
     Ok(stream.next().context("no JSON document")??)
 }
@@ -118,26 +140,47 @@ pub struct BenchRelease {
 
 /// The system's release and every runnable release of scripts/openzfs-releases.
 pub fn releases(root: &Path, versions: &[String]) -> anyhow::Result<Vec<BenchRelease>> {
-    let system = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .context("libzpool.so.5 not found: run cargo xtask setup")?;
+    let system = [
+        "/lib/x86_64-linux-gnu/libzpool.so.5",
+        "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .context("libzpool.so.5 not found: run cargo xtask setup")?;
     let system_version = std::process::Command::new("dpkg-query")
         .args(["-W", "-f=${Version}", "libzpool5linux"])
         .output()
         .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).split(['-', '+', '~']).next().unwrap_or("").to_owned())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split(['-', '+', '~'])
+                .next()
+                .unwrap_or("")
+                .to_owned()
+        })
         .unwrap_or_default();
-    let mut out = vec![BenchRelease { version: system_version, lab: root.join("target/release/zprof-lab"), libzpool: system }];
+    let mut out = vec![BenchRelease {
+        version: system_version,
+        lab: root.join("target/release/zprof-lab"),
+        libzpool: system,
+    }];
     let cache = crate::setup_cache();
     for version in versions {
         let root_dir = cache.join("openzfs").join(version).join("root");
-        let libzpool = ["lib/x86_64-linux-gnu/libzpool.so.6", "usr/lib/x86_64-linux-gnu/libzpool.so.6"]
-            .iter()
-            .map(|p| root_dir.join(p))
-            .find(|p| p.exists())
-            .with_context(|| format!("OpenZFS {version}'s libzpool is not in {}: run cargo xtask setup", root_dir.display()))?;
+        let libzpool = [
+            "lib/x86_64-linux-gnu/libzpool.so.6",
+            "usr/lib/x86_64-linux-gnu/libzpool.so.6",
+        ]
+        .iter()
+        .map(|p| root_dir.join(p))
+        .find(|p| p.exists())
+        .with_context(|| {
+            format!(
+                "OpenZFS {version}'s libzpool is not in {}: run cargo xtask setup",
+                root_dir.display()
+            )
+        })?;
         out.push(BenchRelease {
             version: version.clone(),
             lab: root.join(format!("target/openzfs-{version}/release/zprof-lab")),
@@ -165,16 +208,33 @@ impl PeerFacts {
             .output()
             .context("running zprof probes")?;
         if !output.status.success() {
-            bail!("zprof probes on {}: {}", release.libzpool.display(), String::from_utf8_lossy(&output.stderr));
+            bail!(
+                "zprof probes on {}: {}",
+                release.libzpool.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
         let probes: Value = serde_json::from_slice(&output.stdout)?;
-        let version = probes["zfs_version"].as_str().unwrap_or(&release.version).to_owned();
+        let version = probes["zfs_version"]
+            .as_str()
+            .unwrap_or(&release.version)
+            .to_owned();
         let table_path = root.join(format!("zprof/offsets/libzpool-{version}-debian.json"));
-        let table: Value =
-            serde_json::from_str(&std::fs::read_to_string(&table_path).with_context(|| format!("reading {}", table_path.display()))?)?;
-        let leaf_flushes =
-            probes["probes"].as_array().into_iter().flatten().any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
-        Ok(PeerFacts { version, offsets: table["offsets"].clone(), probes, leaf_flushes })
+        let table: Value = serde_json::from_str(
+            &std::fs::read_to_string(&table_path)
+                .with_context(|| format!("reading {}", table_path.display()))?,
+        )?;
+        let leaf_flushes = probes["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["function"] == "zio_interrupt" && p["attached"] == true);
+        Ok(PeerFacts {
+            version,
+            offsets: table["offsets"].clone(),
+            probes,
+            leaf_flushes,
+        })
     }
 
     /// A peer script for this release: LIB, `@role@` (the function's start:
@@ -184,19 +244,28 @@ impl PeerFacts {
     fn render(&self, template: &str, libzpool: &Path) -> anyhow::Result<String> {
         let mut text: String = template
             .lines()
-            .filter(|l| !(l.ends_with("// flush:call") && self.leaf_flushes || l.ends_with("// flush:leaf") && !self.leaf_flushes))
+            .filter(|l| {
+                !(l.ends_with("// flush:call") && self.leaf_flushes
+                    || l.ends_with("// flush:leaf") && !self.leaf_flushes)
+            })
             .map(|l| format!("{l}\n"))
             .collect();
         text = text.replace("LIB", &libzpool.display().to_string());
         for probe in self.probes["probes"].as_array().into_iter().flatten() {
-            let (Some(role), Some(function)) = (probe["role"].as_str(), probe["function"].as_str()) else { continue };
+            let (Some(role), Some(function)) = (probe["role"].as_str(), probe["function"].as_str())
+            else {
+                continue;
+            };
             text = text.replace(&format!("@{role}@"), function);
         }
         for (member, value) in self.offsets.as_object().into_iter().flatten() {
             text = text.replace(&format!("@{member}@"), &value.to_string());
         }
         if let Some(left) = unfilled_placeholder(&text) {
-            bail!("bpftrace script for OpenZFS {}: zprof names nothing for {left}", self.version);
+            bail!(
+                "bpftrace script for OpenZFS {}: zprof names nothing for {left}",
+                self.version
+            );
         }
         Ok(text)
     }
@@ -205,13 +274,18 @@ impl PeerFacts {
 /// The first `@name@` left in a script's code, comments aside (bpftrace's own
 /// maps are `@name` followed by something other than `@`).
 fn unfilled_placeholder(text: &str) -> Option<String> {
-    text.lines().map(|line| line.split("//").next().unwrap_or("")).find_map(|code| {
-        code.match_indices('@').find_map(|(at, _)| {
-            let rest = &code[at + 1..];
-            let name_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).unwrap_or(rest.len());
-            (name_len > 0 && rest[name_len..].starts_with('@')).then(|| format!("@{}@", &rest[..name_len]))
+    text.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .find_map(|code| {
+            code.match_indices('@').find_map(|(at, _)| {
+                let rest = &code[at + 1..];
+                let name_len = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+                    .unwrap_or(rest.len());
+                (name_len > 0 && rest[name_len..].starts_with('@'))
+                    .then(|| format!("@{}@", &rest[..name_len]))
+            })
         })
-    })
 }
 
 fn run_once(
@@ -225,7 +299,12 @@ fn run_once(
     let lab = &release.lab;
     let zprof = root.join("target/release/zprof");
     let mut lab_args: Vec<String> = job.lab_args.iter().map(|s| s.to_string()).collect();
-    lab_args.extend(["--dir".into(), scratch.display().to_string(), "--output-format".into(), "json".into()]);
+    lab_args.extend([
+        "--dir".into(),
+        scratch.display().to_string(),
+        "--output-format".into(),
+        "json".into(),
+    ]);
     let recording_path = scratch.join("bench.zprof.json");
     let output = match mode {
         Mode::Alone => Command::new(lab).args(&lab_args).output(),
@@ -237,35 +316,67 @@ fn run_once(
             .args(&lab_args)
             .output(),
         Mode::Bpftrace | Mode::BpftraceSame => {
-            let command = std::iter::once(lab.display().to_string()).chain(lab_args.iter().cloned()).collect::<Vec<_>>().join(" ");
-            let script = if mode == Mode::Bpftrace { &scripts.0 } else { &scripts.1 };
-            Command::new("bpftrace").arg(script).arg("-c").arg(command).output()
+            let command = std::iter::once(lab.display().to_string())
+                .chain(lab_args.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let script = if mode == Mode::Bpftrace {
+                &scripts.0
+            } else {
+                &scripts.1
+            };
+            Command::new("bpftrace")
+                .arg(script)
+                .arg("-c")
+                .arg(command)
+                .output()
         }
     }
     .with_context(|| format!("running {} {}", job.name, mode.name()))?;
     if !output.status.success() {
-        bail!("{} under {} failed: {}", job.name, mode.name(), String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "{} under {} failed: {}",
+            job.name,
+            mode.name(),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let lab_json = first_json(&String::from_utf8_lossy(&output.stdout))?;
     let job_json = &lab_json["jobs"][0];
-    let iops = job_json["write"]["iops"].as_f64().unwrap_or(0.0) + job_json["read"]["iops"].as_f64().unwrap_or(0.0);
-    let ops = job_json["write"]["total_ios"].as_f64().unwrap_or(0.0) + job_json["read"]["total_ios"].as_f64().unwrap_or(0.0);
+    let iops = job_json["write"]["iops"].as_f64().unwrap_or(0.0)
+        + job_json["read"]["iops"].as_f64().unwrap_or(0.0);
+    let ops = job_json["write"]["total_ios"].as_f64().unwrap_or(0.0)
+        + job_json["read"]["total_ios"].as_f64().unwrap_or(0.0);
     let cpu_ns_per_op = job_json["cpu_ms"].as_f64().unwrap_or(f64::NAN) * 1e6 / ops.max(1.0);
     let recording = if mode == Mode::Zprof {
-        Some(serde_json::from_str(&std::fs::read_to_string(&recording_path)?)?)
+        Some(serde_json::from_str(&std::fs::read_to_string(
+            &recording_path,
+        )?)?)
     } else {
         None
     };
-    Ok(RunResult { mode, iops, cpu_ns_per_op, recording })
+    Ok(RunResult {
+        mode,
+        iops,
+        cpu_ns_per_op,
+        recording,
+    })
 }
 
 fn machine() -> Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
         .unwrap_or_default();
-    let kernel = Command::new("uname").arg("-r").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    let kernel = Command::new("uname")
+        .arg("-r")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
     json!({
         "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "cpu_model": cpu,
@@ -292,22 +403,40 @@ struct ZprofCosts {
 impl ZprofCosts {
     fn from_recording(recording: &Value) -> ZprofCosts {
         let duration = recording["duration_s"].as_f64().unwrap_or(1.0).max(1e-9);
-        let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
-        let runs: u64 = programs.iter().map(|p| p["run_count"].as_u64().unwrap_or(0)).sum();
-        let run_ns: u64 = programs.iter().map(|p| p["run_time_ns"].as_u64().unwrap_or(0)).sum();
+        let programs = recording["bpf_programs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let runs: u64 = programs
+            .iter()
+            .map(|p| p["run_count"].as_u64().unwrap_or(0))
+            .sum();
+        let run_ns: u64 = programs
+            .iter()
+            .map(|p| p["run_time_ns"].as_u64().unwrap_or(0))
+            .sum();
         let cost = &recording["self_cost"];
         let losses = &recording["losses"];
         ZprofCosts {
             events_per_s: runs as f64 / duration,
-            ns_per_event: if runs > 0 { run_ns as f64 / runs as f64 } else { 0.0 },
+            ns_per_event: if runs > 0 {
+                run_ns as f64 / runs as f64
+            } else {
+                0.0
+            },
             attach_ms: cost["attach_ms"].as_f64().unwrap_or(f64::NAN),
             detach_ms: cost["detach_ms"].as_f64().unwrap_or(f64::NAN),
             peak_rss_mib: cost["peak_rss_kib"].as_f64().unwrap_or(f64::NAN) / 1024.0,
             bpf_cpu_fraction: run_ns as f64 / 1e9 / duration,
-            lost_events: ["entry_map_full", "return_without_entry", "hist_map_full", "ringbuf_full"]
-                .iter()
-                .map(|k| losses[*k].as_u64().unwrap_or(0))
-                .sum(),
+            lost_events: [
+                "entry_map_full",
+                "return_without_entry",
+                "hist_map_full",
+                "ringbuf_full",
+            ]
+            .iter()
+            .map(|k| losses[*k].as_u64().unwrap_or(0))
+            .sum(),
             stacks_lost: recording["cpu"]["stack_lost"].as_u64().unwrap_or(0),
         }
     }
@@ -331,11 +460,19 @@ fn budget_lines(results: &Value) -> Vec<String> {
     let mut lines = vec!["budget:".to_owned()];
     for r in results.as_array().into_iter().flatten() {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-        let name = format!("{} {}", r["openzfs"].as_str().unwrap_or(""), r["job"].as_str().unwrap_or(""));
+        let name = format!(
+            "{} {}",
+            r["openzfs"].as_str().unwrap_or(""),
+            r["job"].as_str().unwrap_or("")
+        );
         match r["job"].as_str() {
             Some("4k-async") => {
                 let (zprof, naive) = (f("zprof_loss"), f("bpftrace_loss"));
-                lines.push(format!("  {name}: zprof {:.1}% <= 5%: {}", zprof * 100.0, verdict(zprof <= 0.05)));
+                lines.push(format!(
+                    "  {name}: zprof {:.1}% <= 5%: {}",
+                    zprof * 100.0,
+                    verdict(zprof <= 0.05)
+                ));
                 lines.push(format!(
                     "  {name}: zprof {:.1}% <= half of naive.bt's {:.1}%: {}",
                     zprof * 100.0,
@@ -343,24 +480,43 @@ fn budget_lines(results: &Value) -> Vec<String> {
                     verdict(zprof <= naive / 2.0)
                 ));
                 let lost = r["zprof_lost_events"].as_u64().unwrap_or(u64::MAX);
-                lines.push(format!("  {name}: {lost} events lost: {}", verdict(lost == 0)));
+                lines.push(format!(
+                    "  {name}: {lost} events lost: {}",
+                    verdict(lost == 0)
+                ));
             }
             Some("4k-fsync-hdd") => {
                 let zprof = f("zprof_loss");
-                lines.push(format!("  {name}: zprof {:.1}% <= 1%: {}", zprof * 100.0, verdict(zprof <= 0.01)));
+                lines.push(format!(
+                    "  {name}: zprof {:.1}% <= 1%: {}",
+                    zprof * 100.0,
+                    verdict(zprof <= 0.01)
+                ));
             }
             _ => {}
         }
         let total = f("zprof_attach_ms") + f("zprof_detach_ms");
-        lines.push(format!("  {name}: attach + detach {total:.0} ms < 1 s: {}", verdict(total < 1000.0)));
-        lines.push(format!("  {name}: peak RSS {:.0} MiB < 64 MiB: {}", f("zprof_peak_rss_mib"), verdict(f("zprof_peak_rss_mib") < 64.0)));
+        lines.push(format!(
+            "  {name}: attach + detach {total:.0} ms < 1 s: {}",
+            verdict(total < 1000.0)
+        ));
+        lines.push(format!(
+            "  {name}: peak RSS {:.0} MiB < 64 MiB: {}",
+            f("zprof_peak_rss_mib"),
+            verdict(f("zprof_peak_rss_mib") < 64.0)
+        ));
     }
     lines
 }
 
 /// Runs the benchmark; writes target/bench/bench.json and prints a table.
 /// Runs the benchmark on each release (`releases`), one after another.
-pub fn bench(root: &Path, pairs: usize, only: Option<&str>, releases: &[BenchRelease]) -> anyhow::Result<()> {
+pub fn bench(
+    root: &Path,
+    pairs: usize,
+    only: Option<&str>,
+    releases: &[BenchRelease],
+) -> anyhow::Result<()> {
     let out_dir = root.join("target/bench");
     std::fs::create_dir_all(&out_dir)?;
     let scratch: PathBuf = std::env::temp_dir().join(format!("zprof-bench-{}", std::process::id()));
@@ -393,7 +549,10 @@ fn bench_release(
 ) -> anyhow::Result<()> {
     let modes = MODES;
     for job in JOBS.iter().filter(|j| only.is_none_or(|o| o == j.name)) {
-        eprintln!("bench: OpenZFS {} {} ({}): warm-up", release.version, job.name, job.what);
+        eprintln!(
+            "bench: OpenZFS {} {} ({}): warm-up",
+            release.version, job.name, job.what
+        );
         for mode in modes {
             run_once(root, release, job, mode, scratch, scripts)?;
         }
@@ -401,24 +560,51 @@ fn bench_release(
         let rounds = pairs * job.rounds_factor;
         for round in 0..rounds {
             // Rotate the order so no mode always runs first after the others.
-            let order: Vec<Mode> = (0..modes.len()).map(|i| modes[(i + round) % modes.len()]).collect();
+            let order: Vec<Mode> = (0..modes.len())
+                .map(|i| modes[(i + round) % modes.len()])
+                .collect();
             let mut round_results = Vec::new();
             for mode in order {
                 let r = run_once(root, release, job, mode, scratch, scripts)?;
-                eprintln!("bench: {} {} round {} {:>8}: {:.0} ops/s", release.version, job.name, round + 1, mode.name(), r.iops);
+                eprintln!(
+                    "bench: {} {} round {} {:>8}: {:.0} ops/s",
+                    release.version,
+                    job.name,
+                    round + 1,
+                    mode.name(),
+                    r.iops
+                );
                 round_results.push(r);
             }
             runs.push(round_results);
         }
-        let by = |round: &[RunResult], mode: Mode| round.iter().find(|r| r.mode == mode).cloned().expect("every mode runs each round");
+        let by = |round: &[RunResult], mode: Mode| {
+            round
+                .iter()
+                .find(|r| r.mode == mode)
+                .cloned()
+                .expect("every mode runs each round")
+        };
         let ops = |mode: Mode| median(runs.iter().map(|r| by(r, mode).iops).collect());
         // Pairwise: each traced run against the unprobed run of the same round.
-        let losses = |mode: Mode| -> Vec<f64> { runs.iter().map(|r| 1.0 - by(r, mode).iops / by(r, Mode::Alone).iops).collect() };
-        let cpu_increases = |mode: Mode| -> Vec<f64> {
-            runs.iter().map(|r| by(r, mode).cpu_ns_per_op / by(r, Mode::Alone).cpu_ns_per_op - 1.0).collect()
+        let losses = |mode: Mode| -> Vec<f64> {
+            runs.iter()
+                .map(|r| 1.0 - by(r, mode).iops / by(r, Mode::Alone).iops)
+                .collect()
         };
-        let costs: Vec<ZprofCosts> =
-            runs.iter().filter_map(|r| by(r, Mode::Zprof).recording.map(|rec| ZprofCosts::from_recording(&rec))).collect();
+        let cpu_increases = |mode: Mode| -> Vec<f64> {
+            runs.iter()
+                .map(|r| by(r, mode).cpu_ns_per_op / by(r, Mode::Alone).cpu_ns_per_op - 1.0)
+                .collect()
+        };
+        let costs: Vec<ZprofCosts> = runs
+            .iter()
+            .filter_map(|r| {
+                by(r, Mode::Zprof)
+                    .recording
+                    .map(|rec| ZprofCosts::from_recording(&rec))
+            })
+            .collect();
         let pick = |f: fn(&ZprofCosts) -> f64| median(costs.iter().map(f).collect());
         let zprof_losses = losses(Mode::Zprof);
         results.push(json!({
@@ -464,7 +650,18 @@ fn print_results(out_dir: &Path, results: Vec<Value>) -> anyhow::Result<()> {
     println!(
         "{:<8} {:<18} {:>8} {:>15} {:>8} {:>8} {:>9} {:>9} {:>6} {:>4} {:>6} {:>6} {:>6}",
         "OpenZFS",
-        "job (rounds)", "alone/s", "zprof [p25,p75]", "naive.bt", "same.bt", "zprof cpu", "events/s", "ns/evt", "lost", "attach", "detach", "RSS"
+        "job (rounds)",
+        "alone/s",
+        "zprof [p25,p75]",
+        "naive.bt",
+        "same.bt",
+        "zprof cpu",
+        "events/s",
+        "ns/evt",
+        "lost",
+        "attach",
+        "detach",
+        "RSS"
     );
     for r in doc["results"].as_array().unwrap() {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
@@ -473,7 +670,12 @@ fn print_results(out_dir: &Path, results: Vec<Value>) -> anyhow::Result<()> {
             r["openzfs"].as_str().unwrap_or(""),
             format!("{} ({})", r["job"].as_str().unwrap_or(""), r["rounds"]),
             f("alone_ops"),
-            format!("{:.1}% [{:.1},{:.1}]", f("zprof_loss") * 100.0, f("zprof_loss_p25") * 100.0, f("zprof_loss_p75") * 100.0),
+            format!(
+                "{:.1}% [{:.1},{:.1}]",
+                f("zprof_loss") * 100.0,
+                f("zprof_loss_p25") * 100.0,
+                f("zprof_loss_p75") * 100.0
+            ),
             f("bpftrace_loss") * 100.0,
             f("bpftrace_same_loss") * 100.0,
             f("zprof_cpu_increase") * 100.0,

@@ -172,8 +172,14 @@ impl fmt::Display for Variant {
 /// than Debian 12's own (2.1.11) is fetched from the suite
 /// scripts/openzfs-releases names for it.
 pub const MATRIX: &[Combination] = &[
-    Combination { kernel: KernelChoice::Default, zfs: "2.1.11" },
-    Combination { kernel: KernelChoice::Series("6.12"), zfs: "2.3.2" },
+    Combination {
+        kernel: KernelChoice::Default,
+        zfs: "2.1.11",
+    },
+    Combination {
+        kernel: KernelChoice::Series("6.12"),
+        zfs: "2.3.2",
+    },
 ];
 
 /// A kernel and an OpenZFS release the guest boots.
@@ -205,10 +211,17 @@ impl Combination {
 
     /// The combination named `name` (for --combination).
     pub fn find(name: &str) -> anyhow::Result<Combination> {
-        MATRIX.iter().copied().find(|c| c.name() == name).ok_or_else(|| {
-            let names: Vec<String> = MATRIX.iter().map(Combination::name).collect();
-            anyhow::anyhow!("no guest combination '{name}': the matrix has {}", names.join(", "))
-        })
+        MATRIX
+            .iter()
+            .copied()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<String> = MATRIX.iter().map(Combination::name).collect();
+                anyhow::anyhow!(
+                    "no guest combination '{name}': the matrix has {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -219,17 +232,35 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
             for combination in args.combinations(true)? {
                 let started = Instant::now();
                 let artifacts = build::build(&args, combination)?;
-                eprintln!("xtask: guest: {} ready in {:.0?}: {}", combination.name(), started.elapsed(), artifacts.summary());
+                eprintln!(
+                    "xtask: guest: {} ready in {:.0?}: {}",
+                    combination.name(),
+                    started.elapsed(),
+                    artifacts.summary()
+                );
             }
             Ok(())
         }
         GuestCommand::Run(args) => {
             let combination = args.build.combinations(false)?[0];
             let artifacts = build::build(&args.build, combination)?;
-            let out = args.out.clone().unwrap_or_else(|| run_dir(combination, &format!("run-{}", args.variant)));
-            let command = if args.command.is_empty() { vec!["zfs-kernel-test.sh".to_owned()] } else { args.command };
-            let outcome =
-                run::run(&artifacts, args.variant, &command, &out, Duration::from_secs(args.timeout), run::Echo::All)?;
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| run_dir(combination, &format!("run-{}", args.variant)));
+            let command = if args.command.is_empty() {
+                vec!["zfs-kernel-test.sh".to_owned()]
+            } else {
+                args.command
+            };
+            let outcome = run::run(
+                &artifacts,
+                args.variant,
+                &command,
+                &out,
+                Duration::from_secs(args.timeout),
+                run::Echo::All,
+            )?;
             eprintln!(
                 "xtask: guest: exit status {} after {:.0?}; console log {}, results in {}",
                 outcome.status,
@@ -238,14 +269,20 @@ pub fn main(command: GuestCommand) -> anyhow::Result<()> {
                 outcome.results.display()
             );
             if outcome.status != 0 {
-                bail!("the guest command failed with exit status {}", outcome.status);
+                bail!(
+                    "the guest command failed with exit status {}",
+                    outcome.status
+                );
             }
             Ok(())
         }
         GuestCommand::Test(args) => test(&args),
         GuestCommand::Boots(args) => boots::boots(&args),
         GuestCommand::Check { results, variant } => {
-            eprintln!("xtask: guest check, {variant}:\n{}", check::check(&results, variant)?);
+            eprintln!(
+                "xtask: guest check, {variant}:\n{}",
+                check::check(&results, variant)?
+            );
             Ok(())
         }
     }
@@ -262,11 +299,18 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
         let artifacts = match build::build(&args.build, combination) {
             Ok(artifacts) => artifacts,
             Err(err) => {
-                failures.push(format!("{}: building the guest: {err:#}", combination.name()));
+                failures.push(format!(
+                    "{}: building the guest: {err:#}",
+                    combination.name()
+                ));
                 continue;
             }
         };
-        eprintln!("xtask: guest: {} built or checked in {:.0?}", combination.name(), built.elapsed());
+        eprintln!(
+            "xtask: guest: {} built or checked in {:.0?}",
+            combination.name(),
+            built.elapsed()
+        );
         test_combination(args, combination, &artifacts, &mut summaries, &mut failures);
     }
     for summary in &summaries {
@@ -280,7 +324,13 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
 }
 
 /// One combination's variants, and the headers' offsets against the BTF's.
-fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artifacts, summaries: &mut Vec<String>, failures: &mut Vec<String>) {
+fn test_combination(
+    args: &TestArgs,
+    combination: Combination,
+    artifacts: &Artifacts,
+    summaries: &mut Vec<String>,
+    failures: &mut Vec<String>,
+) {
     let name = combination.name();
     let variants: Vec<Variant> = match args.variant {
         Some(v) => vec![v],
@@ -289,7 +339,10 @@ fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artif
     let failed_before = failures.len();
     for &variant in &variants {
         let out = run_dir(combination, &format!("test-{variant}"));
-        let mut command = vec!["zfs-kernel-test.sh".to_owned(), format!("--runtime={}", args.runtime)];
+        let mut command = vec![
+            "zfs-kernel-test.sh".to_owned(),
+            format!("--runtime={}", args.runtime),
+        ];
         // SIGTERM, kprobe_multi links and serve do not depend on the offsets'
         // source: the BTF variant runs them for the kernel (about 50 s a
         // variant). The headers variant's offsets are checked equal to the
@@ -303,23 +356,41 @@ fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artif
             }
         }
         let case = format!("{name} {variant} boot");
-        let attempt = || run::run(artifacts, variant, &command, &out, Duration::from_secs(900), run::Echo::Steps);
+        let attempt = || {
+            run::run(
+                artifacts,
+                variant,
+                &command,
+                &out,
+                Duration::from_secs(900),
+                run::Echo::Steps,
+            )
+        };
         let outcome = match run_retrying_boot(&case, &out.join("console.log"), attempt) {
             Ok((outcome, None)) => outcome,
             Ok((outcome, Some(first))) => {
-                summaries.push(format!("{name} {variant}: booted at the second attempt; the first: {first}"));
+                summaries.push(format!(
+                    "{name} {variant}: booted at the second attempt; the first: {first}"
+                ));
                 outcome
             }
             Err(err) => {
-                failures.push(format!("{name} {variant}: the guest run failed: {err:#} (console log in {})", out.display()));
+                failures.push(format!(
+                    "{name} {variant}: the guest run failed: {err:#} (console log in {})",
+                    out.display()
+                ));
                 continue;
             }
         };
         if !outcome.trouble.is_empty() {
-            summaries.push(format!("{name} {variant}: KERNEL TROUBLE in the console or dmesg: {}", outcome.trouble.join(" | ")));
+            summaries.push(format!(
+                "{name} {variant}: KERNEL TROUBLE in the console or dmesg: {}",
+                outcome.trouble.join(" | ")
+            ));
         }
         if outcome.status != 0 {
-            let output = std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
+            let output =
+                std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
             let lines: Vec<&str> = output.lines().collect();
             failures.push(format!(
                 "{name} {variant}: the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
@@ -330,12 +401,21 @@ fn test_combination(args: &TestArgs, combination: Combination, artifacts: &Artif
             continue;
         }
         match check::check(&outcome.results, variant) {
-            Ok(summary) => summaries.push(format!("{name} {variant} ({:.0?} in the guest):\n{summary}", outcome.elapsed)),
-            Err(err) => failures.push(format!("{name} {variant}: {err:#} (results in {})", outcome.results.display())),
+            Ok(summary) => summaries.push(format!(
+                "{name} {variant} ({:.0?} in the guest):\n{summary}",
+                outcome.elapsed
+            )),
+            Err(err) => failures.push(format!(
+                "{name} {variant}: {err:#} (results in {})",
+                outcome.results.display()
+            )),
         }
     }
     let results = |v: Variant| run_dir(combination, &format!("test-{v}")).join("results");
-    if variants.contains(&Variant::Btf) && variants.contains(&Variant::Headers) && failures.len() == failed_before {
+    if variants.contains(&Variant::Btf)
+        && variants.contains(&Variant::Headers)
+        && failures.len() == failed_before
+    {
         match check::headers_match_btf(&results(Variant::Btf), &results(Variant::Headers)) {
             Ok(line) => summaries.push(format!("{name} headers against btf: {line}")),
             Err(err) => failures.push(format!("{name} headers against btf: {err:#}")),
@@ -362,16 +442,31 @@ fn run_retrying_boot(
     eprintln!("xtask: guest: {case}: {first}; booting once more");
     match attempt_once(case, 2, console, attempt()) {
         Ok(result) => result.map(|outcome| (outcome, Some(first))),
-        Err(second) => Err(second.context(format!("the boot failed twice (the first time: {first})"))),
+        Err(second) => {
+            Err(second.context(format!("the boot failed twice (the first time: {first})")))
+        }
     }
 }
 
 /// Records attempt `n` in the ledger; `Err` if it was a boot failure (its
 /// console copied beside the run directory, which the next attempt replaces).
-fn attempt_once(case: &str, n: u32, console: &Path, result: anyhow::Result<run::Outcome>) -> Result<anyhow::Result<run::Outcome>, anyhow::Error> {
+fn attempt_once(
+    case: &str,
+    n: u32,
+    console: &Path,
+    result: anyhow::Result<run::Outcome>,
+) -> Result<anyhow::Result<run::Outcome>, anyhow::Error> {
     let err = match result {
         Ok(outcome) => {
-            crate::ledger::record("guest", case, "pass", &format!("attempt {n}: booted to the command, done after {:.1?}", outcome.done_after));
+            crate::ledger::record(
+                "guest",
+                case,
+                "pass",
+                &format!(
+                    "attempt {n}: booted to the command, done after {:.1?}",
+                    outcome.done_after
+                ),
+            );
             return Ok(Ok(outcome));
         }
         Err(err) => err,
@@ -381,28 +476,52 @@ fn attempt_once(case: &str, n: u32, console: &Path, result: anyhow::Result<run::
         // be set up at all (no boot to judge).
         let text = std::fs::read_to_string(console).unwrap_or_default();
         if run::started_command(&text) {
-            crate::ledger::record("guest", case, "pass", &format!("attempt {n}: booted to the command, which failed after it"));
+            crate::ledger::record(
+                "guest",
+                case,
+                "pass",
+                &format!("attempt {n}: booted to the command, which failed after it"),
+            );
         }
         return Ok(Err(err));
     }
     // target/guest/COMBINATION/test-VARIANT-failed-boot-N.log.
     let run_dir = console.parent().unwrap_or_else(|| Path::new("."));
-    let name = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let kept = run_dir.with_file_name(format!("{name}-failed-boot-{n}.log"));
     let _ = std::fs::copy(console, &kept);
-    crate::ledger::record("guest", case, "miss", &format!("attempt {n}: {} (console kept in {})", first_line(&err), kept.display()));
+    crate::ledger::record(
+        "guest",
+        case,
+        "miss",
+        &format!(
+            "attempt {n}: {} (console kept in {})",
+            first_line(&err),
+            kept.display()
+        ),
+    );
     Err(err)
 }
 
 /// The first line of an error's message (a BootFailure's ends with the console's tail).
 fn first_line(err: &anyhow::Error) -> String {
-    format!("{err}").lines().next().unwrap_or_default().to_owned()
+    format!("{err}")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Where run outputs go: `<target dir>/guest/COMBINATION/NAME` (replaced on
 /// each run; a failed run's console log stays there for CI to keep).
 fn run_dir(combination: Combination, name: &str) -> PathBuf {
-    target_dir().join("guest").join(combination.name()).join(name)
+    target_dir()
+        .join("guest")
+        .join(combination.name())
+        .join(name)
 }
 
 /// Cargo's target directory, as cargo would choose it.
@@ -417,7 +536,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("ZPROF_GUEST_CACHE") {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/root".into());
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/root".into());
     home.join(".cache/zprof-guest")
 }
 
@@ -433,11 +554,21 @@ fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
 /// `ZPROF_SKIP_GUEST=1` skips it (saying so); CI never sets it.
 pub fn test_step() -> anyhow::Result<()> {
     if std::env::var_os("ZPROF_SKIP_GUEST").is_some_and(|v| v != "0") {
-        eprintln!("xtask: guest test SKIPPED because ZPROF_SKIP_GUEST is set: the kernel target was not tested");
+        eprintln!(
+            "xtask: guest test SKIPPED because ZPROF_SKIP_GUEST is set: the kernel target was not tested"
+        );
         return Ok(());
     }
     // A release zprof: under emulation a debug build's own work (draining and
     // naming stacks, writing the recording) doubled the matrix's time (421 s
     // against 235 s for one variant), far more than the release build costs.
-    test(&TestArgs { build: BuildArgs { release: true, zprof: None, combination: None }, runtime: 8, variant: None })
+    test(&TestArgs {
+        build: BuildArgs {
+            release: true,
+            zprof: None,
+            combination: None,
+        },
+        runtime: 8,
+        variant: None,
+    })
 }

@@ -29,14 +29,18 @@ pub fn reset() -> anyhow::Result<()> {
 
 /// Appends one line (`outcome`: pass, miss, cannot-check, expected-miss, unexpected-pass).
 pub fn record(test: &str, case: &str, outcome: &str, detail: &str) {
-    let line = serde_json::json!({ "test": test, "case": case, "outcome": outcome, "detail": detail });
+    let line =
+        serde_json::json!({ "test": test, "case": case, "outcome": outcome, "detail": detail });
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path())
         .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
     if let Err(err) = written {
-        eprintln!("xtask: cannot write the test ledger {}: {err}", path().display());
+        eprintln!(
+            "xtask: cannot write the test ledger {}: {err}",
+            path().display()
+        );
     }
 }
 
@@ -62,13 +66,17 @@ pub fn summary() -> String {
         let field = |k: &str| v[k].as_str().unwrap_or("?").to_owned();
         let entry = cases.entry((field("test"), field("case"))).or_default();
         entry.outcomes.push(field("outcome"));
-        entry.details.push(format!("{}: {}", field("outcome"), field("detail")));
+        entry
+            .details
+            .push(format!("{}: {}", field("outcome"), field("detail")));
     }
     let mut out = format!("test ledger ({}):\n", path().display());
     let (mut clean, mut retried, mut unchecked, mut known, mut failed) = (0, 0, 0, 0, 0);
     for ((test, case), lines) in &cases {
         let has = |o: &str| lines.outcomes.iter().any(|x| x == o);
-        let kind = if has("unexpected-pass") || (has("miss") && lines.outcomes.last().map(String::as_str) != Some("pass")) {
+        let kind = if has("unexpected-pass")
+            || (has("miss") && lines.outcomes.last().map(String::as_str) != Some("pass"))
+        {
             failed += 1;
             "FAILED"
         } else if has("cannot-check") {

@@ -67,12 +67,17 @@ enum Task {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_owned()
 }
 
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("xtask: {}", format!("{cmd:?}").replace('"', ""));
-    let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
     if !status.success() {
         bail!("{:?} failed with {status}", cmd.get_program());
     }
@@ -103,10 +108,18 @@ fn cargo() -> Command {
 /// version, use.
 fn release_lines() -> anyhow::Result<Vec<Vec<String>>> {
     let path = workspace_root().join("scripts/openzfs-releases");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
         .lines()
-        .map(|l| l.split('#').next().unwrap_or("").split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| {
+            l.split('#')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .filter(|f| f.len() >= 4)
         .collect())
 }
@@ -114,21 +127,31 @@ fn release_lines() -> anyhow::Result<Vec<Vec<String>>> {
 /// The cache scripts/setup.sh fills (`$ZPROF_CACHE`, else ~/.cache/zprof):
 /// the other OpenZFS releases, and the private apt lists of their suites.
 fn setup_cache() -> PathBuf {
-    std::env::var_os("ZPROF_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cache/zprof")
-    })
+    std::env::var_os("ZPROF_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                .join(".cache/zprof")
+        })
 }
 
 /// OpenZFS releases (beside the system's) whose libzpool loads here, from
 /// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
 fn runnable_releases() -> anyhow::Result<Vec<String>> {
-    Ok(release_lines()?.into_iter().filter(|f| f[3] == "run").map(|f| f[0].clone()).collect())
+    Ok(release_lines()?
+        .into_iter()
+        .filter(|f| f[3] == "run")
+        .map(|f| f[0].clone())
+        .collect())
 }
 
 /// The Debian suite and package version `scripts/openzfs-releases` gives for
 /// an OpenZFS release (None: not listed, so Debian 12's own).
 fn release_source(version: &str) -> anyhow::Result<Option<(String, String)>> {
-    Ok(release_lines()?.into_iter().find(|f| f[0] == version).map(|f| (f[1].clone(), f[2].clone())))
+    Ok(release_lines()?
+        .into_iter()
+        .find(|f| f[0] == version)
+        .map(|f| (f[1].clone(), f[2].clone())))
 }
 
 /// Builds zprof-lab against each runnable release, into `target/openzfs-VERSION`
@@ -138,7 +161,12 @@ fn build_release_labs(profile_release: bool) -> anyhow::Result<()> {
         let mut cmd = cargo();
         cmd.args(["build", "-p", "zprof-lab", "--bin", "zprof-lab"])
             .env("ZPROF_LAB_OPENZFS", &version)
-            .env("CARGO_TARGET_DIR", workspace_root().join("target").join(format!("openzfs-{version}")));
+            .env(
+                "CARGO_TARGET_DIR",
+                workspace_root()
+                    .join("target")
+                    .join(format!("openzfs-{version}")),
+            );
         if profile_release {
             cmd.arg("--release");
         }
@@ -156,7 +184,10 @@ fn bench_releases(only: Option<&str>) -> anyhow::Result<Vec<bench::BenchRelease>
             let known: Vec<String> = all.iter().map(|r| r.version.clone()).collect();
             let chosen: Vec<_> = all.into_iter().filter(|r| r.version == version).collect();
             if chosen.is_empty() {
-                bail!("--openzfs {version}: the benchmark runs on {}", known.join(", "));
+                bail!(
+                    "--openzfs {version}: the benchmark runs on {}",
+                    known.join(", ")
+                );
             }
             Ok(chosen)
         }
@@ -178,8 +209,19 @@ fn demo(runtime: u32) -> anyhow::Result<()> {
         .arg(&recording)
         .arg("--")
         .arg(&lab)
-        .args(["scenario", "fsync-collapse", "--runtime", &runtime.to_string(), "--output-format", "json"]))?;
-    eprintln!("xtask: the recording is {}; render it again with `zprof report {}`", recording.display(), recording.display());
+        .args([
+            "scenario",
+            "fsync-collapse",
+            "--runtime",
+            &runtime.to_string(),
+            "--output-format",
+            "json",
+        ]))?;
+    eprintln!(
+        "xtask: the recording is {}; render it again with `zprof report {}`",
+        recording.display(),
+        recording.display()
+    );
     Ok(())
 }
 
@@ -193,7 +235,10 @@ fn test() -> anyhow::Result<()> {
     // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
     // use). First, so that the test runner's summary is the last thing printed.
     let kernel = guest::test_step();
-    let nextest = Command::new("cargo").args(["nextest", "--version"]).output().map(|o| o.status.success());
+    let nextest = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .map(|o| o.status.success());
     let tests = if nextest.unwrap_or(false) {
         // One test at a time: the root tests share the machine's uprobes and 2 cores.
         run(cargo().args(["nextest", "run", "--no-fail-fast", "-j", "1"]))
@@ -213,14 +258,30 @@ fn main() -> ExitCode {
         Task::Setup => setup(),
         Task::Demo { runtime } => demo(runtime),
         Task::Test => test(),
-        Task::Bench { rounds, job, openzfs } => setup()
-            .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
+        Task::Bench {
+            rounds,
+            job,
+            openzfs,
+        } => setup()
+            .and_then(|()| {
+                run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))
+            })
             .and_then(|()| build_release_labs(true))
             .and_then(|()| bench_releases(openzfs.as_deref()))
-            .and_then(|releases| bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)),
+            .and_then(|releases| {
+                bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)
+            }),
         Task::Soak { minutes, serve } => setup()
-            .and_then(|()| run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"])))
-            .and_then(|()| if serve { soak_serve::soak_serve(&workspace_root(), minutes) } else { soak::soak(&workspace_root(), minutes) }),
+            .and_then(|()| {
+                run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))
+            })
+            .and_then(|()| {
+                if serve {
+                    soak_serve::soak_serve(&workspace_root(), minutes)
+                } else {
+                    soak::soak(&workspace_root(), minutes)
+                }
+            }),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
     };
     match result {

@@ -21,9 +21,28 @@ pub fn lab_args(minutes: u64, dir: &Path) -> Vec<String> {
     let job = format!(
         "name=mixed,rw=randrw,rwmixread=60,bs=8k,size=512m,fsync=16,buffer_compress_percentage=50,runtime={minutes}m"
     );
-    let args = ["run", "--layout", "raidz1:3", "--vdev-model", "ssd", "--logs", "1", "--compression", "lz4", "--vdev-size", "2g"];
+    let args = [
+        "run",
+        "--layout",
+        "raidz1:3",
+        "--vdev-model",
+        "ssd",
+        "--logs",
+        "1",
+        "--compression",
+        "lz4",
+        "--vdev-size",
+        "2g",
+    ];
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    args.extend(["--job".into(), job, "--dir".into(), dir.display().to_string(), "--output-format".into(), "json".into()]);
+    args.extend([
+        "--job".into(),
+        job,
+        "--dir".into(),
+        dir.display().to_string(),
+        "--output-format".into(),
+        "json".into(),
+    ]);
     args
 }
 
@@ -42,13 +61,24 @@ pub struct Sample {
 pub fn sample(pid: u32, at: Duration) -> Option<Sample> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> Option<u64> {
-        status.lines().find_map(|l| l.strip_prefix(name))?.split_whitespace().next()?.parse().ok()
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
     };
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // utime and stime are fields 14 and 15; the name (field 2) may hold spaces.
     let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
-    Some(Sample { at, rss_kib: field("VmRSS:")?, peak_kib: field("VmHWM:")?, cpu_s: ticks as f64 / USER_HZ })
+    Some(Sample {
+        at,
+        rss_kib: field("VmRSS:")?,
+        peak_kib: field("VmHWM:")?,
+        cpu_s: ticks as f64 / USER_HZ,
+    })
 }
 
 /// zprof's memory and CPU over a soak: the sample 30 s in (attached, maps
@@ -66,14 +96,21 @@ impl Footprint {
             self.first = Some(now);
         }
         if now.at.as_secs().is_multiple_of(300) {
-            eprintln!("xtask: soak: {:.0} min, RSS {} KiB, zprof CPU {:.1} s", now.at.as_secs_f64() / 60.0, now.rss_kib, now.cpu_s);
+            eprintln!(
+                "xtask: soak: {:.0} min, RSS {} KiB, zprof CPU {:.1} s",
+                now.at.as_secs_f64() / 60.0,
+                now.rss_kib,
+                now.cpu_s
+            );
         }
         self.last = Some(now);
     }
 
     /// The summary's memory and CPU fields (added to `summary`, an object).
     pub fn add_to(&self, summary: &mut Value) -> anyhow::Result<()> {
-        let (Some(first), Some(last)) = (self.first, self.last) else { bail!("zprof exited before 30 s: no samples") };
+        let (Some(first), Some(last)) = (self.first, self.last) else {
+            bail!("zprof exited before 30 s: no samples")
+        };
         let fields = json!({
             "rss_kib_at_30s": first.rss_kib,
             "rss_kib_at_end": last.rss_kib,
@@ -98,7 +135,11 @@ impl Footprint {
             f("rss_end_over_start"),
             s["peak_rss_kib"]
         );
-        println!("  zprof CPU           {:.1} s ({:.2}% of one core)", f("zprof_cpu_s"), f("zprof_cpu_share_of_one_core") * 100.0);
+        println!(
+            "  zprof CPU           {:.1} s ({:.2}% of one core)",
+            f("zprof_cpu_s"),
+            f("zprof_cpu_share_of_one_core") * 100.0
+        );
     }
 }
 
@@ -120,7 +161,8 @@ pub fn soak(root: &Path, minutes: u64) -> anyhow::Result<()> {
         .spawn()
         .context("starting zprof")?;
     let stdout = child.stdout.take().expect("piped");
-    let lab_output = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let lab_output =
+        std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
     let started = Instant::now();
     let pid = child.id();
     eprintln!("xtask: soak: {minutes} min of the lab's mixed workload under zprof (pid {pid})");
@@ -141,18 +183,34 @@ pub fn soak(root: &Path, minutes: u64) -> anyhow::Result<()> {
         .context("no lab JSON on stdout")??;
     let mut summary = summarize(minutes, &recording, &lab);
     footprint.add_to(&mut summary)?;
-    std::fs::write(out_dir.join("soak.json"), serde_json::to_string_pretty(&summary)?)?;
+    std::fs::write(
+        out_dir.join("soak.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
     print(&summary);
-    eprintln!("xtask: soak: results in {}", out_dir.join("soak.json").display());
+    eprintln!(
+        "xtask: soak: results in {}",
+        out_dir.join("soak.json").display()
+    );
     Ok(())
 }
 
 fn summarize(minutes: u64, recording: &Value, lab: &Value) -> Value {
     let job = &lab["jobs"][0];
-    let ops = job["write"]["total_ios"].as_u64().unwrap_or(0) + job["read"]["total_ios"].as_u64().unwrap_or(0);
-    let programs = recording["bpf_programs"].as_array().cloned().unwrap_or_default();
-    let bpf_ns: u64 = programs.iter().map(|p| p["run_time_ns"].as_u64().unwrap_or(0)).sum();
-    let bpf_runs: u64 = programs.iter().map(|p| p["run_count"].as_u64().unwrap_or(0)).sum();
+    let ops = job["write"]["total_ios"].as_u64().unwrap_or(0)
+        + job["read"]["total_ios"].as_u64().unwrap_or(0);
+    let programs = recording["bpf_programs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let bpf_ns: u64 = programs
+        .iter()
+        .map(|p| p["run_time_ns"].as_u64().unwrap_or(0))
+        .sum();
+    let bpf_runs: u64 = programs
+        .iter()
+        .map(|p| p["run_count"].as_u64().unwrap_or(0))
+        .sum();
     let wall = recording["duration_s"].as_f64().unwrap_or(f64::NAN);
     let cpu = &recording["cpu"];
     json!({
@@ -172,8 +230,15 @@ fn summarize(minutes: u64, recording: &Value, lab: &Value) -> Value {
 }
 
 fn print(s: &Value) {
-    println!("soak: {} min of the lab's mixed workload under zprof record", s["minutes"]);
-    println!("  workload            {} ops ({:.0}/s)", s["workload_ops"], s["workload_ops_per_s"].as_f64().unwrap_or(0.0));
+    println!(
+        "soak: {} min of the lab's mixed workload under zprof record",
+        s["minutes"]
+    );
+    println!(
+        "  workload            {} ops ({:.0}/s)",
+        s["workload_ops"],
+        s["workload_ops_per_s"].as_f64().unwrap_or(0.0)
+    );
     Footprint::print(s);
     println!(
         "  BPF programs        {} runs, {:.1} s ({:.0} ns per workload op)",
@@ -182,5 +247,8 @@ fn print(s: &Value) {
         s["bpf_ns_per_workload_op"].as_f64().unwrap_or(0.0)
     );
     println!("  losses              {}", s["losses"]);
-    println!("  CPU samples         {} (stacks lost {}, sample map full {})", s["cpu_samples"], s["cpu_stacks_lost"], s["cpu_sample_map_full"]);
+    println!(
+        "  CPU samples         {} (stacks lost {}, sample map full {})",
+        s["cpu_samples"], s["cpu_stacks_lost"], s["cpu_sample_map_full"]
+    );
 }

@@ -35,8 +35,16 @@ fn scrape(address: SocketAddr) -> anyhow::Result<Scrape> {
     stream.read_to_string(&mut reply)?;
     let seconds = started.elapsed().as_secs_f64();
     let (head, body) = reply.split_once("\r\n\r\n").context("no HTTP head")?;
-    ensure!(head.starts_with("HTTP/1.1 200"), "scrape: {}", head.lines().next().unwrap_or(""));
-    Ok(Scrape { seconds, bytes: body.len(), body: body.to_owned() })
+    ensure!(
+        head.starts_with("HTTP/1.1 200"),
+        "scrape: {}",
+        head.lines().next().unwrap_or("")
+    );
+    Ok(Scrape {
+        seconds,
+        bytes: body.len(),
+        body: body.to_owned(),
+    })
 }
 
 /// Sum of the samples of one metric (every label set) in an exposition.
@@ -49,21 +57,37 @@ fn metric_sum(body: &str, name: &str) -> f64 {
 
 /// Starts `zprof serve` on a free loopback port; returns it and its address.
 fn start_serve(root: &Path) -> anyhow::Result<(Child, SocketAddr)> {
-    let libzpool = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .context("libzpool.so.5 is not installed")?;
+    let libzpool = [
+        "/lib/x86_64-linux-gnu/libzpool.so.5",
+        "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .context("libzpool.so.5 is not installed")?;
     let mut child = Command::new(root.join("target/release/zprof"))
-        .args(["serve", "--target", &format!("libzpool={libzpool}"), "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--target",
+            &format!("libzpool={libzpool}"),
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .stderr(Stdio::piped())
         .spawn()
         .context("starting zprof serve")?;
     let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
-    let line = lines.find_map(|l| l.ok().filter(|l| l.contains("serving http://"))).context("zprof serve exited before serving")?;
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.contains("serving http://")))
+        .context("zprof serve exited before serving")?;
     eprintln!("xtask: soak: {line}");
     // The rest of its log goes to ours.
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("{l}")));
-    let address = line.rsplit("http://").next().unwrap_or("").trim_end_matches("/metrics").parse()?;
+    let address = line
+        .rsplit("http://")
+        .next()
+        .unwrap_or("")
+        .trim_end_matches("/metrics")
+        .parse()?;
     Ok((child, address))
 }
 
@@ -81,10 +105,14 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
         .spawn()
         .context("starting zprof-lab")?;
     let lab_stdout = lab.stdout.take().expect("piped");
-    let lab_output = std::thread::spawn(move || std::io::read_to_string(lab_stdout).unwrap_or_default());
-    eprintln!("xtask: soak: {minutes} min of the lab's mixed workload, zprof serve (pid {pid}) scraped every second");
+    let lab_output =
+        std::thread::spawn(move || std::io::read_to_string(lab_stdout).unwrap_or_default());
+    eprintln!(
+        "xtask: soak: {minutes} min of the lab's mixed workload, zprof serve (pid {pid}) scraped every second"
+    );
     let started = Instant::now();
-    let (mut footprint, mut times, mut bytes, mut collect) = (Footprint::default(), Vec::new(), 0, Vec::new());
+    let (mut footprint, mut times, mut bytes, mut collect) =
+        (Footprint::default(), Vec::new(), 0, Vec::new());
     while lab.try_wait()?.is_none() {
         let tick = Instant::now();
         if let Some(status) = serve.try_wait()? {
@@ -100,36 +128,73 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
     let lab_status = lab.wait()?;
     let final_scrape = scrape(address)?;
     // SIGTERM, as systemd stops it: it must detach and exit 0.
-    Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()?;
     let serve_status = serve.wait()?;
     let _ = std::fs::remove_dir_all(&scratch);
     ensure!(lab_status.success(), "zprof-lab exited with {lab_status}");
-    ensure!(serve_status.success(), "zprof serve exited with {serve_status} on SIGTERM");
+    ensure!(
+        serve_status.success(),
+        "zprof serve exited with {serve_status} on SIGTERM"
+    );
     let lab: Value = serde_json::Deserializer::from_str(&lab_output.join().unwrap_or_default())
         .into_iter::<Value>()
         .next()
         .context("no lab JSON on stdout")??;
-    let mut summary = summarize(minutes, &mut times, &mut collect, bytes, &final_scrape.body, &lab);
+    let mut summary = summarize(
+        minutes,
+        &mut times,
+        &mut collect,
+        bytes,
+        &final_scrape.body,
+        &lab,
+    );
     footprint.add_to(&mut summary)?;
-    std::fs::write(out_dir.join("soak-serve.json"), serde_json::to_string_pretty(&summary)?)?;
+    std::fs::write(
+        out_dir.join("soak-serve.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
     print(&summary);
-    eprintln!("xtask: soak: results in {}", out_dir.join("soak-serve.json").display());
+    eprintln!(
+        "xtask: soak: results in {}",
+        out_dir.join("soak-serve.json").display()
+    );
     Ok(())
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted.get(((sorted.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN)
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
 }
 
-fn summarize(minutes: u64, times: &mut [f64], collect: &mut [f64], bytes: usize, body: &str, lab: &Value) -> Value {
+fn summarize(
+    minutes: u64,
+    times: &mut [f64],
+    collect: &mut [f64],
+    bytes: usize,
+    body: &str,
+    lab: &Value,
+) -> Value {
     times.sort_by(f64::total_cmp);
     collect.sort_by(f64::total_cmp);
     let job = &lab["jobs"][0];
-    let lab_ops = job["write"]["total_ios"].as_u64().unwrap_or(0) + job["read"]["total_ios"].as_u64().unwrap_or(0);
+    let lab_ops = job["write"]["total_ios"].as_u64().unwrap_or(0)
+        + job["read"]["total_ios"].as_u64().unwrap_or(0);
     let losses: Vec<(String, f64)> = body
         .lines()
-        .filter(|l| l.starts_with("zprof_lost_events_total{") || l.starts_with("zprof_unmatched_returns_total{"))
-        .filter_map(|l| Some((l.rsplit_once(' ')?.0.to_owned(), l.rsplit(' ').next()?.parse().ok()?)))
+        .filter(|l| {
+            l.starts_with("zprof_lost_events_total{")
+                || l.starts_with("zprof_unmatched_returns_total{")
+        })
+        .filter_map(|l| {
+            Some((
+                l.rsplit_once(' ')?.0.to_owned(),
+                l.rsplit(' ').next()?.parse().ok()?,
+            ))
+        })
         .collect();
     json!({
         "minutes": minutes,
@@ -151,10 +216,30 @@ fn summarize(minutes: u64, times: &mut [f64], collect: &mut [f64], bytes: usize,
 
 fn print(s: &Value) {
     let f = |k: &str| s[k].as_f64().unwrap_or(f64::NAN);
-    println!("soak: {} min of the lab's mixed workload, zprof serve scraped every second", s["minutes"]);
-    println!("  scrapes             {} of {} bytes; client time p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms", s["scrapes"], s["scrape_bytes"], f("scrape_seconds_p50") * 1e3, f("scrape_seconds_p99") * 1e3, f("scrape_seconds_max") * 1e3);
-    println!("  reading the maps    p50 {:.2} ms, max {:.2} ms (zprof_collect_seconds)", f("collect_seconds_p50") * 1e3, f("collect_seconds_max") * 1e3);
+    println!(
+        "soak: {} min of the lab's mixed workload, zprof serve scraped every second",
+        s["minutes"]
+    );
+    println!(
+        "  scrapes             {} of {} bytes; client time p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        s["scrapes"],
+        s["scrape_bytes"],
+        f("scrape_seconds_p50") * 1e3,
+        f("scrape_seconds_p99") * 1e3,
+        f("scrape_seconds_max") * 1e3
+    );
+    println!(
+        "  reading the maps    p50 {:.2} ms, max {:.2} ms (zprof_collect_seconds)",
+        f("collect_seconds_p50") * 1e3,
+        f("collect_seconds_max") * 1e3
+    );
     Footprint::print(s);
-    println!("  workload            lab {} ops; exported reads+writes {}; zil commits exported {} (lab {})", s["lab_ops"], s["exported_workload_ops"], s["exported_zil_commits"], s["lab_zil_commits"]);
-    println!("  lost events         {} (non-zero loss counters: {})", s["lost_events_total"], s["losses"]);
+    println!(
+        "  workload            lab {} ops; exported reads+writes {}; zil commits exported {} (lab {})",
+        s["lab_ops"], s["exported_workload_ops"], s["exported_zil_commits"], s["lab_zil_commits"]
+    );
+    println!(
+        "  lost events         {} (non-zero loss counters: {})",
+        s["lost_events_total"], s["losses"]
+    );
 }

@@ -934,7 +934,14 @@ mod tests {
             ..Offsets::default()
         };
         assert_eq!(offsets.zio_read_len(), 816);
-        assert_eq!(Offsets { valid: 0, ..offsets }.zio_read_len(), 0);
+        assert_eq!(
+            Offsets {
+                valid: 0,
+                ..offsets
+            }
+            .zio_read_len(),
+            0
+        );
     }
 
     #[test]
@@ -958,7 +965,15 @@ mod tests {
 
     #[test]
     fn bucket_resolution_is_within_one_eighth() {
-        for value in [9u64, 100, 1_000, 12_345, 1_000_000, 7_777_777, 60_000_000_000] {
+        for value in [
+            9u64,
+            100,
+            1_000,
+            12_345,
+            1_000_000,
+            7_777_777,
+            60_000_000_000,
+        ] {
             let index = hist_bucket(value);
             let width = hist_bucket_high(index) - hist_bucket_low(index) + 1;
             assert!(width * 8 <= value + 8, "value {value} bucket width {width}");

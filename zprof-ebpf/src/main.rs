@@ -31,9 +31,10 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext, TracePointContext},
 };
 use zprof_common::{
-    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, HIST_BUCKETS, Hist, HistKey, InFlight,
-    GonePool, InFlightKey, LEAF_PLACES_TRACKED, LZ4_CLASS_ZSTD_EARLY_ABORT, LeafPlace, Offsets, VDEV_CACHE_DEVICE, arc_read_class, miss_reuse_class, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, WRITER_SLOTS, WriterSlot,
-    ZIO_WINDOW, counter, hist_bucket,
+    CommitWindow, Config, FLUSH_LEAF_ISSUE_TO_DONE, FlushStart, GonePool, HIST_BUCKETS, Hist,
+    HistKey, InFlight, InFlightKey, LEAF_PLACES_TRACKED, LZ4_CLASS_ZSTD_EARLY_ABORT, LeafPlace,
+    Offsets, PoolName, RequestOffsets, Semantics, Stage, TxgEvent, VDEV_CACHE_DEVICE, WRITER_SLOTS,
+    WriterSlot, ZIO_WINDOW, arc_read_class, counter, hist_bucket, miss_reuse_class,
 };
 
 mod offcpu;
@@ -51,7 +52,12 @@ static CONFIG: Config = Config {
     slow_request_us: 0,
     switch_prev_state_offset: 0,
     switch_next_pid_offset: 0,
-    semantics: Semantics { zio_flag_io_bypass_bit: 0, compress_level_arg: 0, flush_mode: 0, zio_type_flush: 0 },
+    semantics: Semantics {
+        zio_flag_io_bypass_bit: 0,
+        compress_level_arg: 0,
+        flush_mode: 0,
+        zio_type_flush: 0,
+    },
     offsets: Offsets {
         valid: 0,
         zio_type: 0,
@@ -282,7 +288,9 @@ fn wanted(workload_side: bool) -> bool {
 
 #[inline(always)]
 fn is_tracked(tgid: u32) -> bool {
-    TRACKED_SLOTS.get(tgid % zprof_common::TRACKED_SLOTS).is_some_and(|slot| *slot == tgid)
+    TRACKED_SLOTS
+        .get(tgid % zprof_common::TRACKED_SLOTS)
+        .is_some_and(|slot| *slot == tgid)
         || unsafe { TRACKED.get(&tgid).is_some() }
 }
 
@@ -326,7 +334,12 @@ fn record(key: &HistKey, duration_ns: u64, bytes: u64, bytes_out: u64) {
 
 #[inline(always)]
 fn stage_key(stage: Stage, class: u32, pool: u64, vdev: u64) -> HistKey {
-    HistKey { stage: stage as u32, class, pool, vdev }
+    HistKey {
+        stage: stage as u32,
+        class,
+        pool,
+        vdev,
+    }
 }
 
 /// The in-flight key of `stage`'s call on this thread.
@@ -338,14 +351,24 @@ fn thread_key(stage: Stage) -> InFlightKey {
 /// The in-flight key of `stage`'s span for `id` (a thread, a zio, a log block).
 #[inline(always)]
 fn span_key(stage: Stage, id: u64) -> InFlightKey {
-    InFlightKey { id, stage: stage as u32, pad: 0 }
+    InFlightKey {
+        id,
+        stage: stage as u32,
+        pad: 0,
+    }
 }
 
 /// Remembers the start of a call; the matching `leave` turns it into a histogram entry.
 #[inline(always)]
 fn enter(stage: Stage, id: u64, class: u64, bytes: u64, pool: u64, extra: u64) {
     let key = span_key(stage, id);
-    let value = InFlight { start_ns: unsafe { bpf_ktime_get_ns() }, class, bytes, pool, extra };
+    let value = InFlight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        class,
+        bytes,
+        pool,
+        extra,
+    };
     match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
         Ok(()) => {}
         Err(err) if err == -17 => bump(counter::NESTED_ENTRY), // EEXIST
@@ -388,7 +411,12 @@ fn leave_and_record(stage: Stage, bytes_out: u64) {
     // Entries filtered out (other processes) left nothing to match: not a loss.
     if !wanted(matches!(
         stage,
-        Stage::ZilCommit | Stage::TxgWaitSynced | Stage::TxAssign | Stage::TxWait | Stage::WorkloadWrite | Stage::WorkloadRead
+        Stage::ZilCommit
+            | Stage::TxgWaitSynced
+            | Stage::TxAssign
+            | Stage::TxWait
+            | Stage::WorkloadWrite
+            | Stage::WorkloadRead
     )) {
         return;
     }
@@ -411,7 +439,11 @@ fn arg(ctx: &ProbeContext, n: usize) -> u64 {
 fn compress_level(ctx: &ProbeContext) -> u64 {
     let fourth = core::hint::black_box(arg(ctx, 4));
     let fifth = core::hint::black_box(arg(ctx, 5));
-    if config_u32(&CONFIG.semantics.compress_level_arg) == 5 { fifth } else { fourth }
+    if config_u32(&CONFIG.semantics.compress_level_arg) == 5 {
+        fifth
+    } else {
+        fourth
+    }
 }
 
 // --- Handlers: what each probed function's entry and return learn. ------------
@@ -424,7 +456,14 @@ fn compress_entry(ctx: &ProbeContext) {
     }
     let algorithm = arg(ctx, 0) & 0xff;
     let level = compress_level(ctx) & 0xff;
-    enter(Stage::Compress, thread_id(), algorithm | level << 8, arg(ctx, 3), 0, 0);
+    enter(
+        Stage::Compress,
+        thread_id(),
+        algorithm | level << 8,
+        arg(ctx, 3),
+        0,
+        0,
+    );
 }
 
 /// Returns the compressed size (psize), or s_len when it did not compress.
@@ -438,7 +477,14 @@ fn decompress_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    enter(Stage::Decompress, thread_id(), arg(ctx, 0) & 0xff, arg(ctx, 4), 0, 0);
+    enter(
+        Stage::Decompress,
+        thread_id(),
+        arg(ctx, 0) & 0xff,
+        arg(ctx, 4),
+        0,
+        0,
+    );
 }
 
 fn decompress_return(_ctx: &RetProbeContext) {
@@ -450,7 +496,14 @@ fn zstd_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    enter(Stage::ZstdCompress, thread_id(), arg(ctx, 4) & 0xff, arg(ctx, 2), 0, 0);
+    enter(
+        Stage::ZstdCompress,
+        thread_id(),
+        arg(ctx, 4) & 0xff,
+        arg(ctx, 2),
+        0,
+        0,
+    );
 }
 
 fn zstd_return(ctx: &RetProbeContext) {
@@ -467,8 +520,13 @@ fn lz4_entry(ctx: &ProbeContext) {
     if !wanted(false) {
         return;
     }
-    let inside_zstd = unsafe { INFLIGHT.get(&thread_key(Stage::Compress)) }.is_some_and(|outer| outer.class & 0xff == ZIO_COMPRESS_ZSTD);
-    let class = if inside_zstd { LZ4_CLASS_ZSTD_EARLY_ABORT as u64 } else { 0 };
+    let inside_zstd = unsafe { INFLIGHT.get(&thread_key(Stage::Compress)) }
+        .is_some_and(|outer| outer.class & 0xff == ZIO_COMPRESS_ZSTD);
+    let class = if inside_zstd {
+        LZ4_CLASS_ZSTD_EARLY_ABORT as u64
+    } else {
+        0
+    };
     enter(Stage::Lz4Compress, thread_id(), class, arg(ctx, 2), 0, 0);
 }
 
@@ -483,7 +541,14 @@ fn checksum_entry(ctx: &ProbeContext) {
         return;
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
-    enter(Stage::ChecksumCompute, thread_id(), arg(ctx, 1) & 0xff, arg(ctx, 3), pool, 0);
+    enter(
+        Stage::ChecksumCompute,
+        thread_id(),
+        arg(ctx, 1) & 0xff,
+        arg(ctx, 3),
+        pool,
+        0,
+    );
 }
 
 fn checksum_return(_ctx: &RetProbeContext) {
@@ -576,7 +641,9 @@ fn vdev_stat_entry(ctx: &ProbeContext) {
     if !offsets_valid() || !wanted(false) {
         return;
     }
-    let Some(zio) = read_leaf_zio(arg(ctx, 0)) else { return };
+    let Some(zio) = read_leaf_zio(arg(ctx, 0)) else {
+        return;
+    };
     record_leaf_io(&zio, zio.delta);
 }
 
@@ -593,7 +660,9 @@ fn vdev_done_entry(ctx: &ProbeContext) {
     if !offsets_valid() || !wanted(false) {
         return;
     }
-    let Some(zio) = read_leaf_zio(arg(ctx, 0)) else { return };
+    let Some(zio) = read_leaf_zio(arg(ctx, 0)) else {
+        return;
+    };
     if zio.timestamp == 0 {
         return;
     }
@@ -630,16 +699,33 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
     if zio.io_type == 2 && zio.priority == 1 {
         charge_commit_write(zio.spa, top, delta);
     }
-    record(&stage_key(Stage::VdevTotal, class, zio.spa, guid), delta, zio.size, 0);
-    record(&stage_key(Stage::VdevDisk, class, zio.spa, guid), delay, zio.size, 0);
-    record(&stage_key(Stage::VdevQueue, class, zio.spa, guid), queue, zio.size, 0);
+    record(
+        &stage_key(Stage::VdevTotal, class, zio.spa, guid),
+        delta,
+        zio.size,
+        0,
+    );
+    record(
+        &stage_key(Stage::VdevDisk, class, zio.spa, guid),
+        delay,
+        zio.size,
+        0,
+    );
+    record(
+        &stage_key(Stage::VdevQueue, class, zio.spa, guid),
+        queue,
+        zio.size,
+        0,
+    );
 }
 
 /// Charges a leaf sync write (on the top-level vdev `top`) to the pool's
 /// commit in progress, if any.
 #[inline(always)]
 fn charge_commit_write(pool: u64, top: u64, total_ns: u64) {
-    let Some(window) = COMMITS.get_ptr_mut(&pool) else { return };
+    let Some(window) = COMMITS.get_ptr_mut(&pool) else {
+        return;
+    };
     let window = unsafe { &mut *window };
     if window.active == 0 {
         return;
@@ -656,7 +742,8 @@ fn charge_commit_write(pool: u64, top: u64, total_ns: u64) {
 /// Where each leaf sits in its pool, by leaf guid: what `serve` labels its
 /// rows with (top-level vdev, allocation class).
 #[map]
-static LEAF_PLACES: LruHashMap<u64, LeafPlace> = LruHashMap::with_max_entries(LEAF_PLACES_TRACKED, 0);
+static LEAF_PLACES: LruHashMap<u64, LeafPlace> =
+    LruHashMap::with_max_entries(LEAF_PLACES_TRACKED, 0);
 
 /// A leaf's top-level vdev; a cache device (or a spare) is its own.
 #[inline(always)]
@@ -708,7 +795,13 @@ fn vdev_queue_entry(ctx: &ProbeContext) {
         return;
     }
     let key = span_key(Stage::VdevQueueTimed, arg(ctx, 0));
-    let value = InFlight { start_ns: unsafe { bpf_ktime_get_ns() }, class: 0, bytes: 0, pool: 0, extra: 0 };
+    let value = InFlight {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        class: 0,
+        bytes: 0,
+        pool: 0,
+        extra: 0,
+    };
     match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
         Ok(()) | Err(-17) => {}
         Err(_) => bump(counter::ENTRY_MAP_FULL),
@@ -739,9 +832,20 @@ fn vdev_disk_start_entry(ctx: &ProbeContext) {
         return; // not through the queue (flushes, probes): no split to make
     };
     let now = unsafe { bpf_ktime_get_ns() };
-    record(&stage_key(Stage::VdevWaitTimed, 0, 0, 0), now.saturating_sub(queued.start_ns), 0, 0);
+    record(
+        &stage_key(Stage::VdevWaitTimed, 0, 0, 0),
+        now.saturating_sub(queued.start_ns),
+        0,
+        0,
+    );
     let key = span_key(Stage::VdevDiskTimed, zio);
-    let value = InFlight { start_ns: now, class: 0, bytes: 0, pool: 0, extra: 0 };
+    let value = InFlight {
+        start_ns: now,
+        class: 0,
+        bytes: 0,
+        pool: 0,
+        extra: 0,
+    };
     if INFLIGHT.insert(&key, &value, 0).is_err() {
         bump(counter::ENTRY_MAP_FULL);
     }
@@ -757,7 +861,12 @@ fn vdev_queue_done_entry(ctx: &ProbeContext) {
         record(&stage_key(Stage::VdevDiskTimed, 0, 0, 0), duration, 0, 0);
     }
     if let Some((entry, duration)) = leave(Stage::VdevQueueTimed, zio) {
-        record(&stage_key(Stage::VdevQueueTimed, 0, entry.pool, 0), duration, 0, 0);
+        record(
+            &stage_key(Stage::VdevQueueTimed, 0, entry.pool, 0),
+            duration,
+            0,
+            0,
+        );
     }
 }
 
@@ -779,7 +888,12 @@ fn lwb_done_entry(ctx: &ProbeContext) {
     }
     let lwb = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_private);
     if let Some((entry, duration)) = leave(Stage::ZilLogBlock, lwb) {
-        record(&stage_key(Stage::ZilLogBlock, 0, entry.pool, 0), duration, 0, 0);
+        record(
+            &stage_key(Stage::ZilLogBlock, 0, entry.pool, 0),
+            duration,
+            0,
+            0,
+        );
     }
 }
 
@@ -812,7 +926,12 @@ fn flush_return(_ctx: &RetProbeContext) {
         }
     }
     if let Some((entry, duration)) = leave(Stage::Flush, thread_id()) {
-        record(&stage_key(Stage::Flush, 0, entry.pool, entry.extra), duration, 0, 0);
+        record(
+            &stage_key(Stage::Flush, 0, entry.pool, entry.extra),
+            duration,
+            0,
+            0,
+        );
         if let Some(window) = COMMITS.get_ptr_mut(&entry.pool) {
             let window = unsafe { &mut *window };
             if window.active > 0 {
@@ -866,10 +985,17 @@ fn flush_done_entry(ctx: &ProbeContext) {
     let _ = FLUSH_STARTS.remove(&vd);
     let now = unsafe { bpf_ktime_get_ns() };
     let duration = now.saturating_sub(start.start_ns);
-    record(&stage_key(Stage::Flush, 0, start.pool, start.guid), duration, 0, 0);
+    record(
+        &stage_key(Stage::Flush, 0, start.pool, start.guid),
+        duration,
+        0,
+        0,
+    );
     // Leaf flushes run in parallel on the taskq: a commit waits for their span
     // (first issue to last completion), not for their sum.
-    let Some(window) = COMMITS.get_ptr_mut(&start.pool) else { return };
+    let Some(window) = COMMITS.get_ptr_mut(&start.pool) else {
+        return;
+    };
     let window = unsafe { &mut *window };
     if window.active > 0 {
         if window.flush_first_ns == 0 || start.start_ns < window.flush_first_ns {
@@ -896,13 +1022,23 @@ fn zil_commit_entry(ctx: &ProbeContext) {
         Some(window) => {
             let window = unsafe { &mut *window };
             if window.active == 0 {
-                *window = CommitWindow { active: 1, ..CommitWindow::default() };
+                *window = CommitWindow {
+                    active: 1,
+                    ..CommitWindow::default()
+                };
             } else {
                 window.active += 1;
             }
         }
         None => {
-            let _ = COMMITS.insert(&pool, &CommitWindow { active: 1, ..CommitWindow::default() }, 0);
+            let _ = COMMITS.insert(
+                &pool,
+                &CommitWindow {
+                    active: 1,
+                    ..CommitWindow::default()
+                },
+                0,
+            );
         }
     }
 }
@@ -912,31 +1048,60 @@ fn zil_commit_return(_ctx: &RetProbeContext) {
         return;
     }
     internal_end();
-    let Some((entry, duration)) = leave(Stage::ZilCommit, thread_id()) else { return };
-    record(&stage_key(Stage::ZilCommit, 0, entry.pool, 0), duration, 0, 0);
+    let Some((entry, duration)) = leave(Stage::ZilCommit, thread_id()) else {
+        return;
+    };
+    record(
+        &stage_key(Stage::ZilCommit, 0, entry.pool, 0),
+        duration,
+        0,
+        0,
+    );
     if let Some(slot) = writer_slot() {
         slot.last_commit_end_ns = unsafe { bpf_ktime_get_ns() };
         slot.last_pool = entry.pool;
     }
-    let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else { return };
+    let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else {
+        return;
+    };
     let window = unsafe { &mut *window };
     if window.writes > 0 {
         let key = stage_key(Stage::ZilLogWrite, window.to_log as u32, entry.pool, 0);
         record(&key, window.max_write_ns, window.writes, 0);
     }
-    if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE && window.flush_last_ns > 0 {
-        window.flush_ns = window.flush_last_ns.saturating_sub(window.flush_first_ns).min(duration);
+    if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE
+        && window.flush_last_ns > 0
+    {
+        window.flush_ns = window
+            .flush_last_ns
+            .saturating_sub(window.flush_first_ns)
+            .min(duration);
     }
-    record(&stage_key(Stage::ZilFlush, 0, entry.pool, 0), window.flush_ns, 0, 0);
+    record(
+        &stage_key(Stage::ZilFlush, 0, entry.pool, 0),
+        window.flush_ns,
+        0,
+        0,
+    );
     if window.writes > 0 {
         // The commit's timed wait (entry.extra) is its own; the log write and
         // flushes it shares with concurrent committers.
         let waited = entry.extra.min(duration);
-        record(&stage_key(Stage::ZilTimeoutWait, window.to_log as u32, entry.pool, 0), waited, 0, 0);
+        record(
+            &stage_key(Stage::ZilTimeoutWait, window.to_log as u32, entry.pool, 0),
+            waited,
+            0,
+            0,
+        );
         // Per commit, so its median is exact where a difference of medians
         // would be mostly bucket rounding.
         let other = duration.saturating_sub(window.max_write_ns + window.flush_ns + waited);
-        record(&stage_key(Stage::ZilOther, window.to_log as u32, entry.pool, 0), other, 0, 0);
+        record(
+            &stage_key(Stage::ZilOther, window.to_log as u32, entry.pool, 0),
+            other,
+            0,
+            0,
+        );
     }
     window.active = window.active.saturating_sub(1);
 }
@@ -954,7 +1119,9 @@ fn timed_wait_entry(_ctx: &ProbeContext) {
 /// Adds the wait to the commit in progress (its `extra`). Waits outside a
 /// commit opened no span: nothing to end, and nothing unmatched.
 fn timed_wait_return(_ctx: &RetProbeContext) {
-    let Some((_, waited)) = take(thread_key(Stage::ZilTimeoutWait)) else { return };
+    let Some((_, waited)) = take(thread_key(Stage::ZilTimeoutWait)) else {
+        return;
+    };
     if let Some(entry) = INFLIGHT.get_ptr_mut(&thread_key(Stage::ZilCommit)) {
         unsafe { (*entry).extra += waited };
     }
@@ -994,8 +1161,13 @@ fn spa_remove_entry(ctx: &ProbeContext) {
         return;
     }
     learn_pool_name(spa);
-    let Some(name) = (unsafe { POOL_NAMES.get(&spa) }) else { return };
-    let gone = GonePool { removed_ns: unsafe { bpf_ktime_get_ns() }, name: name.name };
+    let Some(name) = (unsafe { POOL_NAMES.get(&spa) }) else {
+        return;
+    };
+    let gone = GonePool {
+        removed_ns: unsafe { bpf_ktime_get_ns() },
+        name: name.name,
+    };
     if GONE_POOLS.insert(&spa, &gone, 0).is_err() {
         bump(counter::NAME_MAP_FULL);
     }
@@ -1023,7 +1195,9 @@ fn spa_sync_return(_ctx: &RetProbeContext) {
         return;
     }
     internal_end();
-    let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else { return };
+    let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else {
+        return;
+    };
     record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
     let event = TxgEvent {
         pool: entry.pool,
@@ -1087,7 +1261,9 @@ fn tx_wait_return(_ctx: &RetProbeContext) {
 #[inline(always)]
 fn in_zfs_internal() -> bool {
     let tid = thread_id() as u32;
-    INTERNAL.get(tid % INTERNAL_SLOTS).is_some_and(|slot| *slot == tid)
+    INTERNAL
+        .get(tid % INTERNAL_SLOTS)
+        .is_some_and(|slot| *slot == tid)
 }
 
 /// Marks this thread as inside spa_sync or zil_commit (see `INTERNAL`).
@@ -1135,7 +1311,10 @@ fn writer_slot() -> Option<&'static mut WriterSlot> {
         if slot.tid != 0 && slot.writes > 0 {
             bump(counter::WRITER_SLOT_TAKEN);
         }
-        *slot = WriterSlot { tid, ..WriterSlot::default() };
+        *slot = WriterSlot {
+            tid,
+            ..WriterSlot::default()
+        };
     }
     Some(slot)
 }
@@ -1160,7 +1339,12 @@ fn close_write_cycle(pool: u64) {
     let Some(slot) = writer_slot() else { return };
     if slot.last_commit_end_ns != 0 && slot.last_pool == pool {
         let cycle = unsafe { bpf_ktime_get_ns() }.saturating_sub(slot.last_commit_end_ns);
-        record(&stage_key(Stage::SyncWriteCycle, 0, pool, 0), cycle, slot.writes, slot.bytes);
+        record(
+            &stage_key(Stage::SyncWriteCycle, 0, pool, 0),
+            cycle,
+            slot.writes,
+            slot.bytes,
+        );
     }
     slot.writes = 0;
     slot.bytes = 0;
@@ -1184,7 +1368,12 @@ fn workload_count(ctx: &ProbeContext, stage: Stage) {
     }
     let pool = objset_spa(arg(ctx, 0));
     note_write(stage, arg(ctx, 3));
-    record(&stage_key(stage, COUNT_ONLY_CLASS, pool, 0), 0, arg(ctx, 3), 0);
+    record(
+        &stage_key(stage, COUNT_ONLY_CLASS, pool, 0),
+        0,
+        arg(ctx, 3),
+        0,
+    );
 }
 
 /// zio_read(zio_t *pio, spa_t *spa, const blkptr_t *bp, abd_t *data,
@@ -1202,15 +1391,37 @@ fn block_read_entry(ctx: &ProbeContext) {
     }
     let logical = arg(ctx, 4);
     let bp = arg(ctx, 2);
-    let prop = if bp == 0 { 0 } else { read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0) };
+    let prop = if bp == 0 {
+        0
+    } else {
+        read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0)
+    };
     // An embedded block pointer holds its data: zio_read copies it out
     // without touching a disk.
     if prop & BLKPTR_EMBEDDED != 0 {
         return;
     }
-    let physical = if prop == 0 { logical } else { (((prop >> 16) & 0xffff) + 1) << 9 };
-    let size_class = if physical <= 1 { 0 } else { 64 - (physical - 1).leading_zeros() as u32 };
-    record(&stage_key(Stage::BlockRead, COUNT_ONLY_CLASS | size_class, arg(ctx, 1), 0), 0, logical, physical);
+    let physical = if prop == 0 {
+        logical
+    } else {
+        (((prop >> 16) & 0xffff) + 1) << 9
+    };
+    let size_class = if physical <= 1 {
+        0
+    } else {
+        64 - (physical - 1).leading_zeros() as u32
+    };
+    record(
+        &stage_key(
+            Stage::BlockRead,
+            COUNT_ONLY_CLASS | size_class,
+            arg(ctx, 1),
+            0,
+        ),
+        0,
+        logical,
+        physical,
+    );
     arc_read_took(arc_read_class::DISK);
     note_miss_reuse(ctx, bp, physical);
 }
@@ -1228,7 +1439,9 @@ fn note_miss_reuse(ctx: &ProbeContext, bp: u64, physical: u64) {
         return;
     }
     let id = (dva[0] ^ dva[1].rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let Some(clock) = MISS_CLOCK.get_ptr_mut(0) else { return };
+    let Some(clock) = MISS_CLOCK.get_ptr_mut(0) else {
+        return;
+    };
     let clock = unsafe { &mut *clock };
     requests::atomic_add(clock, physical);
     // Another CPU's add may land between the two: off by one block at most.
@@ -1248,7 +1461,12 @@ fn note_miss_reuse(ctx: &ProbeContext, bp: u64, physical: u64) {
         }
     };
     let _ = LAST_MISS.insert(&id, &now, 0);
-    record(&stage_key(Stage::ArcMissReuse, class, arg(ctx, 1), 0), distance, physical, 0);
+    record(
+        &stage_key(Stage::ArcMissReuse, class, arg(ctx, 1), 0),
+        distance,
+        physical,
+        0,
+    );
 }
 
 /// Bytes read from disk by zio_read so far, all CPUs: the clock of the
@@ -1259,7 +1477,8 @@ static MISS_CLOCK: Array<u64> = Array::with_max_entries(1, 0);
 /// Per block read from disk (a hash of its first DVA), MISS_CLOCK after its
 /// last read. LRU: the longest-unread blocks are forgotten first.
 #[map]
-static LAST_MISS: LruHashMap<u64, u64> = LruHashMap::with_max_entries(zprof_common::MISS_BLOCKS_TRACKED, 0);
+static LAST_MISS: LruHashMap<u64, u64> =
+    LruHashMap::with_max_entries(zprof_common::MISS_BLOCKS_TRACKED, 0);
 
 /// ddt_lookup(ddt_t *ddt, const blkptr_t *bp, boolean_t add_or_verify):
 /// on the thread of the write pipeline that dedups the block.
@@ -1302,7 +1521,11 @@ fn arc_read_entry(ctx: &ProbeContext) {
         return;
     }
     let bp = arg(ctx, 2);
-    let prop = if bp == 0 { 0 } else { read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0) };
+    let prop = if bp == 0 {
+        0
+    } else {
+        read_or::<u64>(bp + BLKPTR_PROP_OFFSET, 0)
+    };
     if prop & BLKPTR_EMBEDDED != 0 {
         return;
     }
@@ -1315,8 +1538,19 @@ fn arc_read_entry(ctx: &ProbeContext) {
     if flags & ARC_FLAG_WAIT != 0 {
         class |= arc_read_class::WAITED as u64;
     }
-    let logical = if prop == 0 { 0 } else { ((prop & 0xffff) + 1) << 9 };
-    enter(Stage::ArcRead, thread_id(), class, logical, arg(ctx, 1), flags_ptr);
+    let logical = if prop == 0 {
+        0
+    } else {
+        ((prop & 0xffff) + 1) << 9
+    };
+    enter(
+        Stage::ArcRead,
+        thread_id(),
+        class,
+        logical,
+        arg(ctx, 1),
+        flags_ptr,
+    );
 }
 
 /// zio_read_phys(pio, vd, offset, size, data, checksum, done, private,
@@ -1345,7 +1579,10 @@ fn arc_l2_read_entry(ctx: &ProbeContext) {
 /// writes this way (2.1 to 2.3): its vdev is a cache device.
 fn l2_feed_write_entry(ctx: &ProbeContext) {
     const ZIO_PRIORITY_ASYNC_WRITE: u32 = 3;
-    if wanted(false) && stack_arg(ctx, 11) as u32 == 0 && stack_arg(ctx, 9) as u32 == ZIO_PRIORITY_ASYNC_WRITE {
+    if wanted(false)
+        && stack_arg(ctx, 11) as u32 == 0
+        && stack_arg(ctx, 9) as u32 == ZIO_PRIORITY_ASYNC_WRITE
+    {
         mark_cache_vdev(arg(ctx, 1));
     }
 }
@@ -1399,7 +1636,11 @@ fn arc_read_end_entry(ctx: &ProbeContext) {
         let _ = ARC_READ_PATHS.remove(&tid);
     }
     let flags = arg(ctx, 2);
-    let path = if flags & ARC_FLAG_CACHED != 0 { arc_read_class::HIT } else { marked.unwrap_or(arc_read_class::IN_FLIGHT) };
+    let path = if flags & ARC_FLAG_CACHED != 0 {
+        arc_read_class::HIT
+    } else {
+        marked.unwrap_or(arc_read_class::IN_FLIGHT)
+    };
     let mut class = path | COUNT_ONLY_CLASS;
     if flags & ARC_FLAG_PREFETCH != 0 {
         class |= arc_read_class::PREFETCH;
@@ -1415,7 +1656,9 @@ fn arc_read_return(_ctx: &RetProbeContext) {
     }
     // Embedded block pointers open no span: `take`, not `leave`, so their
     // returns are not counted as unmatched (a full map is, at the entry).
-    let Some((entry, duration)) = take(span_key(Stage::ArcRead, thread_id())) else { return };
+    let Some((entry, duration)) = take(span_key(Stage::ArcRead, thread_id())) else {
+        return;
+    };
     let flags = read_or::<u32>(entry.extra, 0) as u64;
     let path = if flags & ARC_FLAG_CACHED != 0 {
         arc_read_class::HIT
@@ -1425,11 +1668,20 @@ fn arc_read_return(_ctx: &RetProbeContext) {
         arc_read_class::IN_FLIGHT
     };
     // A hit is served inside the call whether the caller waits or not.
-    let asked_bits = if path == arc_read_class::HIT { arc_read_class::PREFETCH } else { arc_read_class::PREFETCH | arc_read_class::WAITED };
+    let asked_bits = if path == arc_read_class::HIT {
+        arc_read_class::PREFETCH
+    } else {
+        arc_read_class::PREFETCH | arc_read_class::WAITED
+    };
     let asked = entry.class as u32 & asked_bits;
     let timed = path == arc_read_class::HIT || asked & arc_read_class::WAITED != 0;
     let class = path | asked | if timed { 0 } else { COUNT_ONLY_CLASS };
-    record(&stage_key(Stage::ArcRead, class, entry.pool, 0), if timed { duration } else { 0 }, entry.bytes, 0);
+    record(
+        &stage_key(Stage::ArcRead, class, entry.pool, 0),
+        if timed { duration } else { 0 },
+        entry.bytes,
+        0,
+    );
 }
 
 /// arc_buf_access(arc_buf_t *buf): a read of a block whose buffer the dbuf
@@ -1628,7 +1880,9 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
     }
     let flags_offset = config_u32(&CONFIG.newtask_flags_offset) as usize;
     let pid_offset = config_u32(&CONFIG.newtask_pid_offset) as usize;
-    let Ok(flags) = (unsafe { ctx.read_at::<u64>(flags_offset) }) else { return 0 };
+    let Ok(flags) = (unsafe { ctx.read_at::<u64>(flags_offset) }) else {
+        return 0;
+    };
     if flags & CLONE_THREAD != 0 {
         return 0;
     }
@@ -1651,8 +1905,15 @@ pub fn track_fork(ctx: TracePointContext) -> u32 {
 #[inline(always)]
 fn is_zfs_kernel_thread(comm: &[u8; 16]) -> bool {
     let starts = |prefix: &[u8]| comm.len() >= prefix.len() && &comm[..prefix.len()] == prefix;
-    starts(b"z_") || starts(b"txg_") || starts(b"zil_") || starts(b"spa_") || starts(b"dp_")
-        || starts(b"arc_") || starts(b"dbu_") || starts(b"zthr") || starts(b"l2arc")
+    starts(b"z_")
+        || starts(b"txg_")
+        || starts(b"zil_")
+        || starts(b"spa_")
+        || starts(b"dp_")
+        || starts(b"arc_")
+        || starts(b"dbu_")
+        || starts(b"zthr")
+        || starts(b"l2arc")
 }
 
 #[cfg(not(test))]

@@ -68,7 +68,10 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
     let state = unsafe { ctx.read_at::<u32>(state_offset) }.unwrap_or(0);
     let runnable = if state & 0xff == 0 { RUNNABLE } else { 0 };
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    if config_u32(&CONFIG.filter_tgid) != 0 && !is_tracked(tgid) && !(is_kernel() && is_zfs_kernel_thread(&comm)) {
+    if config_u32(&CONFIG.filter_tgid) != 0
+        && !is_tracked(tgid)
+        && !(is_kernel() && is_zfs_kernel_thread(&comm))
+    {
         return;
     }
     bump(counter::OFFCPU_PERIODS);
@@ -80,7 +83,15 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
         stack_ids(ctx, &OFFCPU_STACKS_1, counter::OFFCPU_STACK_LOST)
     };
     let stage = timed_stage(tid as u64) | runnable;
-    let key = SampleKey { tgid, user_stack, kernel_stack, pad: stage, comm, generation, reserved: 0 };
+    let key = SampleKey {
+        tgid,
+        user_stack,
+        kernel_stack,
+        pad: stage,
+        comm,
+        generation,
+        reserved: 0,
+    };
     let start = OffCpuStart { start_ns: now, key };
     if OFFCPU_STARTS.insert(&tid, &start, 0).is_err() {
         bump(counter::OFFCPU_START_FULL);
@@ -113,13 +124,18 @@ pub fn timed_stage(tid: u64) -> u32 {
 /// Thread `tid` comes back: its blocked time goes to the stacks it left with.
 #[inline(always)]
 fn switched_in(tid: u32, now: u64) {
-    let Some(start) = (unsafe { OFFCPU_STARTS.get(&tid) }).copied() else { return };
+    let Some(start) = (unsafe { OFFCPU_STARTS.get(&tid) }).copied() else {
+        return;
+    };
     let _ = OFFCPU_STARTS.remove(&tid);
     let blocked = now.saturating_sub(start.start_ns);
     match OFFCPU.get_ptr_mut(&start.key) {
         Some(total) => crate::requests::atomic_add(unsafe { &mut *total }, blocked),
         None => {
-            if OFFCPU.insert(&start.key, &blocked, BPF_NOEXIST as u64).is_err() {
+            if OFFCPU
+                .insert(&start.key, &blocked, BPF_NOEXIST as u64)
+                .is_err()
+            {
                 match OFFCPU.get_ptr_mut(&start.key) {
                     Some(total) => crate::requests::atomic_add(unsafe { &mut *total }, blocked),
                     None => bump(counter::OFFCPU_MAP_FULL),

@@ -22,15 +22,17 @@
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes,
+    },
     macros::{kprobe, kretprobe, map},
     maps::{HashMap, LruHashMap, PerCpuArray},
     programs::{ProbeContext, RetProbeContext},
 };
 use zprof_common::{
-    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, Stage, ThreadWaits, counter,
-    hist_bucket,
+    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, Stage,
+    ThreadWaits, counter, hist_bucket,
     request::{self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL},
     wait,
 };
@@ -110,7 +112,9 @@ fn current_waits() -> ThreadWaits {
         return ThreadWaits::default();
     }
     let tid = bpf_get_current_pid_tgid() as u32;
-    unsafe { THREAD_WAITS.get(&tid) }.copied().unwrap_or_default()
+    unsafe { THREAD_WAITS.get(&tid) }
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Deepest dataset nesting named (pool/a/b/... beyond it shows as "...").
@@ -151,9 +155,21 @@ fn key_for(layer: u32, op: u32, flags: u32, dataset: u64) -> RequestKey {
 
 #[inline(always)]
 fn start(id: u64, bytes: u64, key: RequestKey) {
-    let waits_at_start = if key.layer == LAYER_FILE { current_waits() } else { ThreadWaits::default() };
-    let value = RequestStart { start_ns: unsafe { bpf_ktime_get_ns() }, bytes, key, waits_at_start };
-    if REQUEST_STARTS.insert(&id, &value, BPF_NOEXIST as u64).is_err() {
+    let waits_at_start = if key.layer == LAYER_FILE {
+        current_waits()
+    } else {
+        ThreadWaits::default()
+    };
+    let value = RequestStart {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        bytes,
+        key,
+        waits_at_start,
+    };
+    if REQUEST_STARTS
+        .insert(&id, &value, BPF_NOEXIST as u64)
+        .is_err()
+    {
         // EEXIST cannot happen for a bio in flight or a thread in one call;
         // anything else is a full map.
         bump(counter::REQUEST_START_FULL);
@@ -211,7 +227,13 @@ fn add(key: &RequestKey, duration_ns: u64, bytes: u64) {
         Some(row) => row,
         None => {
             bump(counter::REQUEST_FOLDED);
-            let folded = RequestKey { layer: key.layer, op: key.op, flags: key.flags, comm: *b"[folded]\0\0\0\0\0\0\0\0", ..RequestKey::default() };
+            let folded = RequestKey {
+                layer: key.layer,
+                op: key.op,
+                flags: key.flags,
+                comm: *b"[folded]\0\0\0\0\0\0\0\0",
+                ..RequestKey::default()
+            };
             match row(&folded) {
                 Some(row) => row,
                 None => return,
@@ -250,7 +272,11 @@ pub(crate) fn atomic_add(field: &mut u64, value: u64) {
     // core's AtomicU64 has no fetch_add on the BPF target. SAFETY: a u64 in
     // a map value, 8-byte aligned; the result is unused, so this is BPF's
     // plain atomic add, which every kernel zprof supports.
-    unsafe { core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(field, value) };
+    unsafe {
+        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+            field, value,
+        )
+    };
 }
 
 /// Remembers the dataset of objset `objset` (its dsl_dir and, for a zvol,
@@ -263,18 +289,24 @@ fn learn_dataset(objset: u64, volblocksize: u64) {
     }
     let dataset = pointer_at(objset, &CONFIG.request.objset_dataset);
     let mut dir = pointer_at(dataset, &CONFIG.request.dataset_dir);
-    if DATASETS.insert(&objset, &DatasetInfo { dir, volblocksize }, 0).is_err() {
+    if DATASETS
+        .insert(&objset, &DatasetInfo { dir, volblocksize }, 0)
+        .is_err()
+    {
         bump(counter::NAME_MAP_FULL);
     }
     for _ in 0..MAX_NAME_DEPTH {
         if dir == 0 || unsafe { DIR_NAMES.get(&dir) }.is_some() {
             return;
         }
-        let Some(scratch) = DIR_SCRATCH.get_ptr_mut(0) else { return };
+        let Some(scratch) = DIR_SCRATCH.get_ptr_mut(0) else {
+            return;
+        };
         let scratch = unsafe { &mut *scratch };
         scratch.parent = pointer_at(dir, &CONFIG.request.dir_parent);
         let name = dir + config_u32(&CONFIG.request.dir_name) as u64;
-        if unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut scratch.name) }.is_err() {
+        if unsafe { bpf_probe_read_kernel_str_bytes(name as *const u8, &mut scratch.name) }.is_err()
+        {
             bump(counter::READ_FAILED);
             return;
         }
@@ -322,7 +354,11 @@ fn file_start(ctx: &ProbeContext, op: u32) {
         }
         (resid, flags)
     };
-    start(bpf_get_current_pid_tgid() & 0xffff_ffff, bytes, key_for(LAYER_FILE, op, flags, objset));
+    start(
+        bpf_get_current_pid_tgid() & 0xffff_ffff,
+        bytes,
+        key_for(LAYER_FILE, op, flags, objset),
+    );
 }
 
 /// The address of the member at `offset` of the struct at `base` (0 when unknown).
@@ -400,10 +436,19 @@ pub fn zvol_submit_k(ctx: ProbeContext) -> u32 {
     if fua && op == request::OP_WRITE {
         flags |= FLAG_SYNC;
     }
-    let zvol = pointer_at(pointer_at(pointer_at(bio, &CONFIG.request.bio_bdev), &CONFIG.request.bdev_disk), &CONFIG.request.disk_private);
+    let zvol = pointer_at(
+        pointer_at(
+            pointer_at(bio, &CONFIG.request.bio_bdev),
+            &CONFIG.request.bdev_disk,
+        ),
+        &CONFIG.request.disk_private,
+    );
     let objset = pointer_at(zvol, &CONFIG.request.zvol_objset);
     if objset != 0 {
-        learn_dataset(objset, read_or::<u64>(pointer_field(zvol, &CONFIG.request.zvol_volblocksize), 0));
+        learn_dataset(
+            objset,
+            read_or::<u64>(pointer_field(zvol, &CONFIG.request.zvol_volblocksize), 0),
+        );
     }
     start(bio, size, key_for(LAYER_ZVOL, op, flags, objset));
     0

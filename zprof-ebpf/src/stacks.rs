@@ -109,7 +109,10 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
         return 0; // idle
     }
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    if config_u32(&CONFIG.filter_tgid) != 0 && !is_tracked(tgid) && !(is_kernel() && is_zfs_kernel_thread(&comm)) {
+    if config_u32(&CONFIG.filter_tgid) != 0
+        && !is_tracked(tgid)
+        && !(is_kernel() && is_zfs_kernel_thread(&comm))
+    {
         return 0;
     }
     bump(counter::SAMPLES);
@@ -117,9 +120,29 @@ pub fn sample_cpu(ctx: PerfEventContext) -> u32 {
     let generation = generation();
     // Two calls, one per generation: each must name its maps as constants.
     if generation & 1 == 0 {
-        count_sample(&ctx, &CPU_STACKS_0, &SAMPLES_0, SampleKey { tgid, pad: stage, comm, ..SampleKey::default() });
+        count_sample(
+            &ctx,
+            &CPU_STACKS_0,
+            &SAMPLES_0,
+            SampleKey {
+                tgid,
+                pad: stage,
+                comm,
+                ..SampleKey::default()
+            },
+        );
     } else {
-        count_sample(&ctx, &CPU_STACKS_1, &SAMPLES_1, SampleKey { tgid, pad: stage, comm, ..SampleKey::default() });
+        count_sample(
+            &ctx,
+            &CPU_STACKS_1,
+            &SAMPLES_1,
+            SampleKey {
+                tgid,
+                pad: stage,
+                comm,
+                ..SampleKey::default()
+            },
+        );
     }
     0
 }

@@ -21,7 +21,14 @@ pub struct ZlDs {
 
 /// Device-model hook for a finished leaf read/write (see `zio_delay_interrupt` in zlab.c).
 /// `issued_ns` is when ZFS issued it to the vdev (gethrtime, CLOCK_MONOTONIC).
-pub type IoHook = extern "C" fn(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64);
+pub type IoHook = extern "C" fn(
+    zio: *mut c_void,
+    guid: u64,
+    is_write: c_int,
+    offset: u64,
+    size: u64,
+    issued_ns: u64,
+);
 /// Device-model hook called when ZFS sees a leaf I/O done (vdev_queue_io_done).
 pub type DoneHook = extern "C" fn(zio: *mut c_void);
 /// Device-model hook for a file vdev cache flush; returns 1 when it replaced the host fsync.
@@ -106,7 +113,13 @@ pub struct ZlCounters {
 }
 
 unsafe extern "C" {
-    pub fn zl_init(config_path: *const c_char, arc_max: u64, l2arc_fast: c_int, err: *mut c_char, errlen: usize) -> c_int;
+    pub fn zl_init(
+        config_path: *const c_char,
+        arc_max: u64,
+        l2arc_fast: c_int,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int;
     pub fn zl_arc_stats(out: *mut ZlArcStats);
     pub fn zl_fini();
     pub fn zl_set_hooks(io: Option<IoHook>, flush: Option<FlushHook>, done: Option<DoneHook>);
@@ -144,10 +157,31 @@ unsafe extern "C" {
         err: *mut c_char,
         errlen: usize,
     ) -> c_int;
-    pub fn zl_obj_create(ds: *mut ZlDs, blocksize: u64, index_out: *mut c_int, err: *mut c_char, errlen: usize) -> c_int;
-    pub fn zl_write(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, buf: *const c_void, sync: c_int) -> c_int;
+    pub fn zl_obj_create(
+        ds: *mut ZlDs,
+        blocksize: u64,
+        index_out: *mut c_int,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int;
+    pub fn zl_write(
+        ds: *mut ZlDs,
+        oi: c_int,
+        off: u64,
+        len: u64,
+        buf: *const c_void,
+        sync: c_int,
+    ) -> c_int;
     pub fn zl_read(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, buf: *mut c_void) -> c_int;
-    pub fn zl_warm(ds: *mut ZlDs, oi: c_int, off: u64, len: u64, from: u64, ahead: u64, buf: *mut c_void) -> c_int;
+    pub fn zl_warm(
+        ds: *mut ZlDs,
+        oi: c_int,
+        off: u64,
+        len: u64,
+        from: u64,
+        ahead: u64,
+        buf: *mut c_void,
+    ) -> c_int;
     pub fn zl_commit(ds: *mut ZlDs, oi: c_int);
     pub fn zl_ds_stats(ds: *mut ZlDs, out: *mut ZlDsStats);
     pub fn zl_ds_evict(ds: *mut ZlDs);

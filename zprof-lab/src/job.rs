@@ -16,7 +16,9 @@ use hdrhistogram::Histogram;
 
 use crate::lab::{self, Dataset, Pool};
 use crate::options::{JobSpec, Rw};
-use crate::report::{IoStats, IopsSamples, JobReport, LeafDelta, lat_summary, new_histogram, rates};
+use crate::report::{
+    IoStats, IopsSamples, JobReport, LeafDelta, lat_summary, new_histogram, rates,
+};
 
 /// A small, fast PRNG (xorshift64*): offsets and buffer contents need speed,
 /// not quality.
@@ -26,7 +28,11 @@ pub struct Rng(u64);
 impl Rng {
     /// Seeded generator (a zero seed is replaced).
     pub fn new(seed: u64) -> Self {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
@@ -62,7 +68,11 @@ pub fn fill_buffer(buf: &mut [u8], pct: u32, rng: &mut Rng) {
 /// Offset of I/O number `i` in an extent of `size` bytes with blocks of `bs`.
 pub fn next_offset(random: bool, i: u64, size: u64, bs: u64, rng: &mut Rng) -> u64 {
     let blocks = (size / bs).max(1);
-    if random { rng.below(blocks) * bs } else { (i % blocks) * bs }
+    if random {
+        rng.below(blocks) * bs
+    } else {
+        (i % blocks) * bs
+    }
 }
 
 /// Whether write number `n` (1-based) is followed by a zil_commit.
@@ -140,8 +150,16 @@ fn run_thread(
         end: start,
         error: None,
     };
-    let mut buf = if spec.rw.reads() { vec![0u8; spec.bs as usize] } else { Vec::new() };
-    let mut unique = if spec.dedupe_percentage.is_some() { vec![0u8; spec.bs as usize] } else { Vec::new() };
+    let mut buf = if spec.rw.reads() {
+        vec![0u8; spec.bs as usize]
+    } else {
+        Vec::new()
+    };
+    let mut unique = if spec.dedupe_percentage.is_some() {
+        vec![0u8; spec.bs as usize]
+    } else {
+        Vec::new()
+    };
     let deadline = (spec.runtime_s > 0.0).then(|| start + Duration::from_secs_f64(spec.runtime_s));
     let sync_every = spec.sync || sync_always;
     let mut writes = 0u64;
@@ -162,7 +180,10 @@ fn run_thread(
         if is_read {
             let t0 = Instant::now();
             if let Err(e) = ds.read(obj, off, &mut buf) {
-                r.error = Some(format!("dmu_read at {off}: {}", std::io::Error::from_raw_os_error(e)));
+                r.error = Some(format!(
+                    "dmu_read at {off}: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ));
                 break;
             }
             let _ = r.rlat.record((t0.elapsed().as_nanos() as u64).max(1));
@@ -170,7 +191,9 @@ fn run_thread(
         } else {
             let data = match spec.dedupe_percentage {
                 None => ring_window(ring, spec.bs, writes),
-                Some(p) if rng.below(100) < p as u64 => ring_window(ring, spec.bs, rng.below(DUPLICATE_WINDOWS)),
+                Some(p) if rng.below(100) < p as u64 => {
+                    ring_window(ring, spec.bs, rng.below(DUPLICATE_WINDOWS))
+                }
                 Some(_) => {
                     unique.copy_from_slice(ring_window(ring, spec.bs, writes));
                     stamp(&mut unique, seed, writes);
@@ -179,7 +202,10 @@ fn run_thread(
             };
             let t0 = Instant::now();
             if let Err(e) = ds.write(obj, off, data, sync_every) {
-                r.error = Some(format!("write at {off}: {}", std::io::Error::from_raw_os_error(e)));
+                r.error = Some(format!(
+                    "write at {off}: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ));
                 break;
             }
             writes += 1;
@@ -250,7 +276,8 @@ fn warm_up(pool: &Pool, objs: &[c_int], size: u64, passes: u32) -> Result<Durati
     let ds = pool.dataset();
     let mut buf = vec![0u8; CHUNK.min(size) as usize];
     let warm = |o: c_int, off: u64, buf: &mut [u8], ahead: (u64, u64)| {
-        ds.warm(o, off, buf, ahead).map_err(|e| anyhow!("warming up: {}", std::io::Error::from_raw_os_error(e)))
+        ds.warm(o, off, buf, ahead)
+            .map_err(|e| anyhow!("warming up: {}", std::io::Error::from_raw_os_error(e)))
     };
     for _ in 0..passes {
         // A stretch ahead of each object's start, and a moment for it to be
@@ -306,13 +333,21 @@ impl IopsSamples {
         let whole = (elapsed.as_millis() as u64 / SAMPLE_MS) as usize;
         let per_second = |n: u64| n as f64 * 1000.0 / SAMPLE_MS as f64;
         let samples: Vec<f64> = (0..whole)
-            .map(|i| per_second(results.iter().map(|r| r.per_sample.get(i).copied().unwrap_or(0)).sum()))
+            .map(|i| {
+                per_second(
+                    results
+                        .iter()
+                        .map(|r| r.per_sample.get(i).copied().unwrap_or(0))
+                        .sum(),
+                )
+            })
             .collect();
         if samples.len() < 2 {
             return None;
         }
         let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-        let var = samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (samples.len() - 1) as f64;
+        let var =
+            samples.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (samples.len() - 1) as f64;
         Some(IopsSamples {
             interval_ms: SAMPLE_MS,
             samples: samples.len(),
@@ -352,13 +387,26 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         pool.sync(false);
         0
     };
-    let sync_always = pool.config().props.get("sync").is_some_and(|v| v == "always");
+    let sync_always = pool
+        .config()
+        .props
+        .get("sync")
+        .is_some_and(|v| v == "always");
     let writes = !matches!(spec.rw, Rw::Read | Rw::Randread);
     let seed = AtomicU64::new(0x5EED ^ std::process::id() as u64);
-    let seeds: Vec<u64> = objs.iter().map(|_| seed.fetch_add(0x9E37_79B9, Ordering::Relaxed)).collect();
+    let seeds: Vec<u64> = objs
+        .iter()
+        .map(|_| seed.fetch_add(0x9E37_79B9, Ordering::Relaxed))
+        .collect();
     let rings: Vec<Vec<u8>> = seeds
         .iter()
-        .map(|&sd| if writes { data_ring(spec.bs, spec.buffer_compress_percentage, sd ^ 0xDA7A) } else { Vec::new() })
+        .map(|&sd| {
+            if writes {
+                data_ring(spec.bs, spec.buffer_compress_percentage, sd ^ 0xDA7A)
+            } else {
+                Vec::new()
+            }
+        })
         .collect();
 
     let account0 = pool.account();
@@ -371,9 +419,14 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         let handles: Vec<_> = objs
             .iter()
             .zip(seeds.iter().zip(rings.iter()))
-            .map(|(&o, (&sd, ring))| s.spawn(move || run_thread(ds, o, spec, sync_always, sd, ring, start)))
+            .map(|(&o, (&sd, ring))| {
+                s.spawn(move || run_thread(ds, o, spec, sync_always, sd, ring, start))
+            })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("job thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("job thread panicked"))
+            .collect()
     });
     let elapsed = results.iter().map(|r| r.end).max().unwrap_or(start) - start;
     // The job's dirty data belongs to the job: wait for it to reach the disks.
@@ -405,7 +458,13 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let iops_samples = IopsSamples::of(&results, elapsed);
     let side = |h: &Histogram<u64>, bytes: u64| {
         let (iops, bw) = rates(h.len(), bytes, ns);
-        IoStats { io_bytes: bytes, total_ios: h.len(), iops, bw_bytes: bw, lat_ns: lat_summary(h) }
+        IoStats {
+            io_bytes: bytes,
+            total_ios: h.len(),
+            iops,
+            bw_bytes: bw,
+            lat_ns: lat_summary(h),
+        }
     };
     let leaves: Vec<LeafDelta> = leaves1
         .iter()
@@ -439,8 +498,16 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         zil_commits: commits,
         zil_commits_all: c1.all_zil_commits - c0.all_zil_commits,
         txgs_synced: synced,
-        txg_first: if synced > 0 { account.last_synced_txg + 1 - synced } else { 0 },
-        txg_last: if synced > 0 { account.last_synced_txg } else { 0 },
+        txg_first: if synced > 0 {
+            account.last_synced_txg + 1 - synced
+        } else {
+            0
+        },
+        txg_last: if synced > 0 {
+            account.last_synced_txg
+        } else {
+            0
+        },
         spa_sync_ms: (c1.spa_sync_ns - c0.spa_sync_ns) as f64 / 1e6,
         flushes: leaves.iter().map(|l| l.flushes).sum(),
         host_fsyncs: c1.host_fsyncs - c0.host_fsyncs,
@@ -451,7 +518,8 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         cpu_ms,
         cpu_user_ms,
         used_delta_bytes: account.used_bytes as i64 - account0.used_bytes as i64,
-        logical_used_delta_bytes: account.logical_used_bytes as i64 - account0.logical_used_bytes as i64,
+        logical_used_delta_bytes: account.logical_used_bytes as i64
+            - account0.logical_used_bytes as i64,
         layout_bytes,
         warmup_s: warmup.as_secs_f64(),
         iops_samples,
@@ -486,8 +554,15 @@ mod tests {
         assert_eq!((x.samples, x.min, x.max), (3, 0.0, 400.0));
         assert!((x.mean - 500.0 / 3.0).abs() < 1e-9);
         // A second of 100/s, 200/s... standard deviation of (400, 0, 100).
-        assert!((x.stddev - 208.166_599_946_613_2).abs() < 1e-6, "{}", x.stddev);
-        assert!(IopsSamples::of(&threads, Duration::from_millis(900)).is_none(), "one whole sample is no spread");
+        assert!(
+            (x.stddev - 208.166_599_946_613_2).abs() < 1e-6,
+            "{}",
+            x.stddev
+        );
+        assert!(
+            IopsSamples::of(&threads, Duration::from_millis(900)).is_none(),
+            "one whole sample is no spread"
+        );
     }
 
     #[test]
@@ -514,9 +589,15 @@ mod tests {
         let ring = data_ring(4096, 75, 3);
         assert_eq!(ring.len() as u64, DATA_RING_BYTES);
         assert_ne!(ring_window(&ring, 4096, 0), ring_window(&ring, 4096, 1));
-        assert_eq!(ring_window(&ring, 4096, 0), ring_window(&ring, 4096, DATA_RING_BYTES / 4096));
+        assert_eq!(
+            ring_window(&ring, 4096, 0),
+            ring_window(&ring, 4096, DATA_RING_BYTES / 4096)
+        );
         let big = data_ring(8 << 20, 0, 3);
-        assert_eq!((big.len(), ring_window(&big, 8 << 20, 5).len()), (8 << 20, 8 << 20));
+        assert_eq!(
+            (big.len(), ring_window(&big, 8 << 20, 5).len()),
+            (8 << 20, 8 << 20)
+        );
     }
 
     #[test]

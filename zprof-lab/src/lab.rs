@@ -9,11 +9,11 @@
 //! removed at the end unless `--keep`.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, CStr, CString};
+use std::ffi::{CStr, CString, c_char, c_int};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::ffi;
 use crate::model::{self, LeafSpec, ModelParams};
@@ -67,7 +67,11 @@ fn stop_watchdog() {
     while since.elapsed() < STOP_GRACE && !FORCE.load(Ordering::Relaxed) {
         std::thread::sleep(tick);
     }
-    let why = if FORCE.load(Ordering::Relaxed) { "a second signal" } else { "the pool did not stop within 60 s (suspended? is --dir out of space?)" };
+    let why = if FORCE.load(Ordering::Relaxed) {
+        "a second signal"
+    } else {
+        "the pool did not stop within 60 s (suspended? is --dir out of space?)"
+    };
     crash_cleanup::abandon(why);
     // SAFETY: _exit ends the process without running libzpool's atexit
     // handlers, which would wait for the stuck pool too.
@@ -80,7 +84,9 @@ fn err_buf() -> Vec<c_char> {
 
 fn err_text(buf: &[c_char]) -> String {
     // SAFETY: the C side NUL-terminates within the buffer (vsnprintf).
-    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Read the process-wide counters of the C core.
@@ -107,7 +113,10 @@ impl WorkDir {
     pub fn create(parent: &Path, keep: bool) -> Result<Self, crate::options::OptError> {
         let path = parent.join(format!("zprof-lab-{}", std::process::id()));
         std::fs::create_dir(&path).map_err(|e| {
-            crate::options::OptError(format!("cannot create work directory {}: {e}", path.display()))
+            crate::options::OptError(format!(
+                "cannot create work directory {}: {e}",
+                path.display()
+            ))
         })?;
         let stale = stale_work_dirs(parent);
         if !stale.is_empty() {
@@ -131,7 +140,9 @@ impl WorkDir {
 
 /// `zprof-lab-<pid>` directories under `parent` whose process no longer exists.
 pub fn stale_work_dirs(parent: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(parent) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
     let mut v: Vec<PathBuf> = rd
         .flatten()
         .filter_map(|e| {
@@ -186,7 +197,9 @@ mod crash_cleanup {
     }
 
     fn publish(list: Option<List>) {
-        let new = list.map(|l| Box::into_raw(Box::new(l))).unwrap_or(std::ptr::null_mut());
+        let new = list
+            .map(|l| Box::into_raw(Box::new(l)))
+            .unwrap_or(std::ptr::null_mut());
         // The old list is leaked on purpose (see the module doc).
         CURRENT.swap(new, Ordering::AcqRel);
     }
@@ -199,8 +212,15 @@ mod crash_cleanup {
     /// The work directory to clean up (and its config files); installs the handler.
     pub fn set_dir(dir: &Path, keep: bool) {
         let _g = UPDATE.lock().unwrap_or_else(|e| e.into_inner());
-        let files = super::CONFIG_FILES.iter().map(|f| cstr(&dir.join(f))).collect();
-        publish(Some(List { dir: cstr(dir), keep, files }));
+        let files = super::CONFIG_FILES
+            .iter()
+            .map(|f| cstr(&dir.join(f)))
+            .collect();
+        publish(Some(List {
+            dir: cstr(dir),
+            keep,
+            files,
+        }));
         install();
     }
 
@@ -210,7 +230,11 @@ mod crash_cleanup {
         if let Some(l) = current() {
             let mut files = l.files.clone();
             files.push(cstr(f));
-            publish(Some(List { dir: l.dir.clone(), keep: l.keep, files }));
+            publish(Some(List {
+                dir: l.dir.clone(),
+                keep: l.keep,
+                files,
+            }));
         }
     }
 
@@ -242,11 +266,23 @@ mod crash_cleanup {
         if let Some(l) = current() {
             let dir = l.dir.as_bytes();
             if l.keep {
-                say(&[b"zprof-lab: crashed; work directory kept (--keep): ", dir, b"\n"]);
+                say(&[
+                    b"zprof-lab: crashed; work directory kept (--keep): ",
+                    dir,
+                    b"\n",
+                ]);
             } else if remove_listed(l) {
-                say(&[b"zprof-lab: crashed (fatal signal); removed the work directory ", dir, b"\n"]);
+                say(&[
+                    b"zprof-lab: crashed (fatal signal); removed the work directory ",
+                    dir,
+                    b"\n",
+                ]);
             } else {
-                say(&[b"zprof-lab: crashed (fatal signal); could not remove the work directory ", dir, b"\n"]);
+                say(&[
+                    b"zprof-lab: crashed (fatal signal); could not remove the work directory ",
+                    dir,
+                    b"\n",
+                ]);
             }
         }
         // SAFETY: back to the default action, then die of the same signal.
@@ -271,14 +307,24 @@ mod crash_cleanup {
         let removed = remove_listed(l);
         eprintln!(
             "zprof-lab: stopping at once ({why}); {} the work directory {dir}",
-            if removed { "removed" } else { "could not remove" }
+            if removed {
+                "removed"
+            } else {
+                "could not remove"
+            }
         );
     }
 
     fn install() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            for sig in [libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+            for sig in [
+                libc::SIGABRT,
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGFPE,
+                libc::SIGILL,
+            ] {
                 // SAFETY: the handler only makes async-signal-safe calls. SA_RESETHAND
                 // makes a second fault inside it fatal at once; SA_ONSTACK is harmless.
                 unsafe {
@@ -303,11 +349,25 @@ impl Lab {
     /// installed; the ARC capped at `arc_max` bytes (0: ZFS's default); cache
     /// devices fed without the kernel's limits when `l2arc_fast`.
     pub fn init(workdir: &WorkDir, arc_max: u64, l2arc_fast: bool) -> Result<Lab> {
-        let cfg = CString::new(workdir.path().join("zpool.cache").to_string_lossy().as_bytes())?;
+        let cfg = CString::new(
+            workdir
+                .path()
+                .join("zpool.cache")
+                .to_string_lossy()
+                .as_bytes(),
+        )?;
         model::precise_timers();
         let mut e = err_buf();
         // SAFETY: C strings live for the call; zl_init copies the path.
-        let rc = unsafe { ffi::zl_init(cfg.as_ptr(), arc_max, l2arc_fast as c_int, e.as_mut_ptr(), e.len()) };
+        let rc = unsafe {
+            ffi::zl_init(
+                cfg.as_ptr(),
+                arc_max,
+                l2arc_fast as c_int,
+                e.as_mut_ptr(),
+                e.len(),
+            )
+        };
         if rc != 0 {
             bail!("libzpool initialisation failed: {}", err_text(&e));
         }
@@ -437,7 +497,8 @@ impl Dataset {
         let mut idx: c_int = -1;
         let mut e = err_buf();
         // SAFETY: valid dataset; outputs are ours.
-        let rc = unsafe { ffi::zl_obj_create(self.0, blocksize, &mut idx, e.as_mut_ptr(), e.len()) };
+        let rc =
+            unsafe { ffi::zl_obj_create(self.0, blocksize, &mut idx, e.as_mut_ptr(), e.len()) };
         if rc != 0 {
             bail!("creating an object: {}", err_text(&e));
         }
@@ -447,22 +508,48 @@ impl Dataset {
     /// One write (tx + dmu_write + TX_WRITE itx); returns an errno on failure.
     pub fn write(&self, obj: c_int, off: u64, buf: &[u8], sync: bool) -> Result<(), i32> {
         // SAFETY: buf outlives the call; the C side copies it.
-        let rc = unsafe { ffi::zl_write(self.0, obj, off, buf.len() as u64, buf.as_ptr().cast(), sync as c_int) };
+        let rc = unsafe {
+            ffi::zl_write(
+                self.0,
+                obj,
+                off,
+                buf.len() as u64,
+                buf.as_ptr().cast(),
+                sync as c_int,
+            )
+        };
         if rc == 0 { Ok(()) } else { Err(rc) }
     }
 
     /// One dmu_read.
     pub fn read(&self, obj: c_int, off: u64, buf: &mut [u8]) -> Result<(), i32> {
         // SAFETY: buf is writable for its length.
-        let rc = unsafe { ffi::zl_read(self.0, obj, off, buf.len() as u64, buf.as_mut_ptr().cast()) };
+        let rc =
+            unsafe { ffi::zl_read(self.0, obj, off, buf.len() as u64, buf.as_mut_ptr().cast()) };
         if rc == 0 { Ok(()) } else { Err(rc) }
     }
 
     /// A warm-up read of `buf.len()` bytes at `off`, after a prefetch of
     /// `ahead` bytes at `from` (see zl_warm: not a dmu_read).
-    pub fn warm(&self, obj: c_int, off: u64, buf: &mut [u8], (from, ahead): (u64, u64)) -> Result<(), i32> {
+    pub fn warm(
+        &self,
+        obj: c_int,
+        off: u64,
+        buf: &mut [u8],
+        (from, ahead): (u64, u64),
+    ) -> Result<(), i32> {
         // SAFETY: buf is writable for its length; valid dataset and object index.
-        let rc = unsafe { ffi::zl_warm(self.0, obj, off, buf.len() as u64, from, ahead, buf.as_mut_ptr().cast()) };
+        let rc = unsafe {
+            ffi::zl_warm(
+                self.0,
+                obj,
+                off,
+                buf.len() as u64,
+                from,
+                ahead,
+                buf.as_mut_ptr().cast(),
+            )
+        };
         if rc == 0 { Ok(()) } else { Err(rc) }
     }
 
@@ -504,13 +591,21 @@ impl<'lab> Pool<'lab> {
         let first_cache = files.len() - cfg.caches as usize;
         for (i, f) in files.iter().enumerate() {
             crash_cleanup::add_file(f);
-            let file = std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
+            let file =
+                std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
             pool.files.push(f.clone());
-            let size = if i >= first_cache { cfg.cache_size.unwrap_or(cfg.vdev_size) } else { cfg.vdev_size };
-            file.set_len(size).with_context(|| format!("sizing {}", f.display()))?;
+            let size = if i >= first_cache {
+                cfg.cache_size.unwrap_or(cfg.vdev_size)
+            } else {
+                cfg.vdev_size
+            };
+            file.set_len(size)
+                .with_context(|| format!("sizing {}", f.display()))?;
         }
-        let cpaths: Vec<CString> =
-            files.iter().map(|f| CString::new(f.to_string_lossy().as_bytes())).collect::<Result<_, _>>()?;
+        let cpaths: Vec<CString> = files
+            .iter()
+            .map(|f| CString::new(f.to_string_lossy().as_bytes()))
+            .collect::<Result<_, _>>()?;
         let nd = l.data_files() as usize;
         let data: Vec<*const c_char> = cpaths[..nd].iter().map(|c| c.as_ptr()).collect();
         let nl = nd + cfg.logs as usize;
@@ -574,7 +669,12 @@ impl<'lab> Pool<'lab> {
         let (pn, pv): (Vec<CString>, Vec<CString>) = cfg
             .props
             .iter()
-            .map(|(k, v)| (CString::new(k.as_str()).unwrap_or_default(), CString::new(v.as_str()).unwrap_or_default()))
+            .map(|(k, v)| {
+                (
+                    CString::new(k.as_str()).unwrap_or_default(),
+                    CString::new(v.as_str()).unwrap_or_default(),
+                )
+            })
             .unzip();
         let pnp: Vec<*const c_char> = pn.iter().map(|c| c.as_ptr()).collect();
         let pvp: Vec<*const c_char> = pv.iter().map(|c| c.as_ptr()).collect();
@@ -593,7 +693,11 @@ impl<'lab> Pool<'lab> {
             )
         };
         if rc != 0 {
-            bail!("creating dataset {}: {}", dsname.to_string_lossy(), err_text(&e));
+            bail!(
+                "creating dataset {}: {}",
+                dsname.to_string_lossy(),
+                err_text(&e)
+            );
         }
         Ok(pool)
     }
@@ -621,10 +725,16 @@ impl<'lab> Pool<'lab> {
                 is_log: l.is_log != 0,
                 is_cache: l.is_cache != 0,
                 // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
-                top_vdev: format!("{}-{}", unsafe { CStr::from_ptr(l.top_type.as_ptr()) }.to_string_lossy(), l.top_id),
+                top_vdev: format!(
+                    "{}-{}",
+                    unsafe { CStr::from_ptr(l.top_type.as_ptr()) }.to_string_lossy(),
+                    l.top_id
+                ),
                 class: allocation_class(l.alloc_bias, l.is_log != 0, l.is_cache != 0),
                 // SAFETY: NUL-terminated by strlcpy (zeroed struct otherwise).
-                path: unsafe { CStr::from_ptr(l.path.as_ptr()) }.to_string_lossy().into_owned(),
+                path: unsafe { CStr::from_ptr(l.path.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned(),
                 write_ops: l.write_ops,
                 write_bytes: l.write_bytes,
                 read_ops: l.read_ops,
@@ -717,7 +827,11 @@ impl<'lab> Pool<'lab> {
             properties: c.props.clone(),
             volblocksize: c.volblocksize,
             spa_sync_calls: end.spa_syncs - self.start.spa_syncs,
-            first_txg: if end.txg_min == u64::MAX { 0 } else { end.txg_min },
+            first_txg: if end.txg_min == u64::MAX {
+                0
+            } else {
+                end.txg_min
+            },
             last_txg: end.txg_max,
         });
         for f in self.files.drain(..) {

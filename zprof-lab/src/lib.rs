@@ -31,4 +31,9 @@ pub mod scenario;
 pub const OPENZFS: &str = env!("ZPROF_LAB_OPENZFS");
 
 /// `zprof-lab --version`: the lab's version and the OpenZFS it runs on.
-pub const VERSION_LINE: &str = concat!(env!("CARGO_PKG_VERSION"), " (OpenZFS ", env!("ZPROF_LAB_OPENZFS"), ")");
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (OpenZFS ",
+    env!("ZPROF_LAB_OPENZFS"),
+    ")"
+);

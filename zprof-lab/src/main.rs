@@ -14,6 +14,20 @@ use zprof_lab::{lab, output};
 
 /// Exit code when a `--check` criterion fails.
 const EXIT_CHECK_FAILED: i32 = 3;
+/// Exit code when none fails but one cannot be decided on this host (its
+/// devices were slower than their models).
+const EXIT_CHECK_HOST: i32 = 4;
+
+/// The exit code of a run's checks.
+fn checks_code(checks: &[zprof_lab::report::Check]) -> i32 {
+    if checks.iter().any(|c| c.failed()) {
+        EXIT_CHECK_FAILED
+    } else if checks.iter().any(|c| c.host_limit.is_some()) {
+        EXIT_CHECK_HOST
+    } else {
+        0
+    }
+}
 
 fn text(report: &Report, scenario: Option<Scenario>) -> String {
     let mut s = output::report_text(report);
@@ -38,12 +52,21 @@ fn print(report: &Report, format: OutputFormat, scenario: Option<Scenario>) {
     }
 }
 
-fn run_plan(plan: &Plan, format: OutputFormat, progress: bool, scen: Option<Scenario>, check: bool) -> i32 {
+fn run_plan(
+    plan: &Plan,
+    format: OutputFormat,
+    progress: bool,
+    scen: Option<Scenario>,
+    check: bool,
+) -> i32 {
     lab::install_signal_handlers();
     let progress = progress || format == OutputFormat::Normal;
     match runner::execute(plan, progress, |j| {
         if progress {
-            eprintln!("zprof-lab: job {} done ({} ms + {:.0} ms job-end sync)", j.jobname, j.runtime_ms, j.sync_ms);
+            eprintln!(
+                "zprof-lab: job {} done ({} ms + {:.0} ms job-end sync)",
+                j.jobname, j.runtime_ms, j.sync_ms
+            );
         }
     }) {
         Ok(mut report) => {
@@ -53,10 +76,8 @@ fn run_plan(plan: &Plan, format: OutputFormat, progress: bool, scen: Option<Scen
             print(&report, format, scen);
             if report.interrupted {
                 130
-            } else if report.checks.iter().any(|c| !c.pass) {
-                EXIT_CHECK_FAILED
             } else {
-                0
+                checks_code(&report.checks)
             }
         }
         Err(RunError::Input(e)) => {
@@ -94,7 +115,11 @@ fn run_all(a: &ScenarioArgs) -> i32 {
             break;
         }
         eprintln!("zprof-lab: scenario {} ...", sc.cli_name());
-        let child = Process::new(&exe).args(a.child_args(sc)).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn();
+        let child = Process::new(&exe)
+            .args(a.child_args(sc))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn();
         let mut child = match child {
             Ok(c) => c,
             Err(e) => {
@@ -131,7 +156,10 @@ fn run_all(a: &ScenarioArgs) -> i32 {
         match serde_json::from_slice::<Report>(&out) {
             Ok(r) => all.scenarios.push(r),
             Err(e) => {
-                eprintln!("zprof-lab: scenario {} printed no report (exit {child_code}): {e}", sc.cli_name());
+                eprintln!(
+                    "zprof-lab: scenario {} printed no report (exit {child_code}): {e}",
+                    sc.cli_name()
+                );
                 code = code.max(1);
             }
         }
@@ -141,10 +169,15 @@ fn run_all(a: &ScenarioArgs) -> i32 {
                 all.interrupted = true;
                 break;
             }
-            EXIT_CHECK_FAILED if code == 0 => code = EXIT_CHECK_FAILED,
-            EXIT_CHECK_FAILED => {}
+            // A failure outranks an undecided check, which outranks a pass.
+            EXIT_CHECK_FAILED if code == 0 || code == EXIT_CHECK_HOST => code = EXIT_CHECK_FAILED,
+            EXIT_CHECK_HOST if code == 0 => code = EXIT_CHECK_HOST,
+            EXIT_CHECK_FAILED | EXIT_CHECK_HOST => {}
             other => {
-                eprintln!("zprof-lab: scenario {} failed (exit {other})", sc.cli_name());
+                eprintln!(
+                    "zprof-lab: scenario {} failed (exit {other})",
+                    sc.cli_name()
+                );
                 code = 1;
             }
         }
@@ -158,18 +191,24 @@ fn run_all(a: &ScenarioArgs) -> i32 {
         OutputFormat::Normal => {
             for r in &all.scenarios {
                 let sc = r.scenario.as_deref().and_then(Scenario::from_report_name);
-                println!("===== scenario {} =====", sc.map(|s| s.cli_name()).unwrap_or("?"));
+                println!(
+                    "===== scenario {} =====",
+                    sc.map(|s| s.cli_name()).unwrap_or("?")
+                );
                 print!("{}", text(r, sc));
                 println!();
             }
             if a.check {
-                let cs: Vec<_> = all.scenarios.iter().flat_map(|r| r.checks.iter()).collect();
-                let failed = cs.iter().filter(|c| !c.pass).count();
+                let verdict =
+                    scenario::verdict_line(all.scenarios.iter().flat_map(|r| r.checks.iter()));
+                let missing = Scenario::EACH.len() - all.scenarios.len();
+                let missing = if missing > 0 {
+                    format!("; FAIL: {missing} scenario(s) printed no report")
+                } else {
+                    String::new()
+                };
                 println!(
-                    "check all: {}: {} of {} criteria passed in {} scenario(s)",
-                    if failed == 0 && all.scenarios.len() == Scenario::EACH.len() { "PASS" } else { "FAIL" },
-                    cs.len() - failed,
-                    cs.len(),
+                    "check all: {verdict} in {} scenario(s){missing}",
                     all.scenarios.len()
                 );
             }
@@ -189,9 +228,13 @@ fn main() {
             }
         },
         Command::Scenario(s) if s.name == Scenario::All => run_all(s),
-        Command::Scenario(s) => {
-            run_plan(&scenario::plan(s, s.name), s.common.output_format, s.progress, Some(s.name), s.check)
-        }
+        Command::Scenario(s) => run_plan(
+            &scenario::plan(s, s.name),
+            s.common.output_format,
+            s.progress,
+            Some(s.name),
+            s.check,
+        ),
     };
     std::process::exit(code);
 }

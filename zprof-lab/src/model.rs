@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 
-use crate::options::{parse_duration_ns, parse_rate, OptError};
+use crate::options::{OptError, parse_duration_ns, parse_rate};
 
 /// Kind of device a model stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,13 +74,20 @@ impl ModelParams {
         const SECOND: u64 = 1_000_000_000;
         let limits = [
             ("seek", self.seek_ns, SECOND, "1s"),
-            ("rot (half a rotation)", self.half_rotation_ns, SECOND, "1s (rpm at least 30)"),
+            (
+                "rot (half a rotation)",
+                self.half_rotation_ns,
+                SECOND,
+                "1s (rpm at least 30)",
+            ),
             ("lat", self.access_ns, SECOND, "1s"),
             ("flush", self.flush_ns, 10 * SECOND, "10s"),
         ];
         for (name, value, max, shown) in limits {
             if value > max {
-                return Err(OptError(format!("device model {name} must be at most {shown}")));
+                return Err(OptError(format!(
+                    "device model {name} must be at most {shown}"
+                )));
             }
         }
         if self.kind != ModelKind::None && self.rate_bytes_per_s < 1 << 20 {
@@ -237,7 +244,13 @@ impl std::str::FromStr for ModelParams {
                 "lat" => p.access_ns = parse_duration_ns(v)?,
                 "rate" => p.rate_bytes_per_s = parse_rate(v)?,
                 "flush" => p.flush_ns = parse_duration_ns(v)?,
-                "wc" => p.write_cache_bytes = if v == "off" { 0 } else { crate::options::parse_size(v)? },
+                "wc" => {
+                    p.write_cache_bytes = if v == "off" {
+                        0
+                    } else {
+                        crate::options::parse_size(v)?
+                    }
+                }
                 "qd" => {
                     p.channels = v.parse().map_err(|_| OptError(format!("bad qd '{v}'")))?;
                     if p.channels == 0 {
@@ -271,7 +284,11 @@ impl fmt::Display for ModelParams {
             ModelKind::Ssd | ModelKind::Nvme => write!(
                 f,
                 "{}:lat={:.3}ms,rate={mib:.0}MiB/s,flush={:.3}ms,qd={}",
-                if self.kind == ModelKind::Ssd { "ssd" } else { "nvme" },
+                if self.kind == ModelKind::Ssd {
+                    "ssd"
+                } else {
+                    "nvme"
+                },
                 ms(self.access_ns),
                 ms(self.flush_ns),
                 self.channels
@@ -355,7 +372,14 @@ impl DeviceState {
     /// is still busy is charged as streaming (transfer only), and the head stays
     /// at the furthest end. An idle device has no queue to reorder: a request
     /// behind the head then waits for the platter, as [`ModelParams::service_ns`] says.
-    pub fn submit(&mut self, p: &ModelParams, now: u64, offset: u64, size: u64, write: bool) -> u64 {
+    pub fn submit(
+        &mut self,
+        p: &ModelParams,
+        now: u64,
+        offset: u64,
+        size: u64,
+        write: bool,
+    ) -> u64 {
         let (i, free) = self
             .busy_until
             .iter()
@@ -368,7 +392,11 @@ impl DeviceState {
             .map(|end| offset as i64 - end as i64)
             .filter(|d| d.unsigned_abs() <= NEAR_BYTES);
         let reordered = p.kind == ModelKind::Hdd && free > now && near.is_some_and(|d| d < 0);
-        let gap = if reordered { Some((0, 0)) } else { near.map(|d| (d, now.saturating_sub(free))) };
+        let gap = if reordered {
+            Some((0, 0))
+        } else {
+            near.map(|d| (d, now.saturating_sub(free)))
+        };
         self.last_end = Some(match (reordered, self.last_end) {
             (true, Some(end)) => end.max(offset + size),
             _ => offset + size,
@@ -399,7 +427,8 @@ impl DeviceState {
     fn cached_write(&mut self, p: &ModelParams, now: u64, size: u64, on_medium: u64) -> u64 {
         self.dirty.retain(|(at, _)| *at > now);
         let accepted = now + CACHE_COMMAND_NS + size * 1_000_000_000 / CACHE_INTERFACE_BYTES_PER_S;
-        let mut excess = (self.dirty.iter().map(|(_, b)| b).sum::<u64>() + size).saturating_sub(p.write_cache_bytes);
+        let mut excess = (self.dirty.iter().map(|(_, b)| b).sum::<u64>() + size)
+            .saturating_sub(p.write_cache_bytes);
         let mut room_at = accepted;
         for (at, bytes) in &self.dirty {
             if excess == 0 {
@@ -426,7 +455,10 @@ impl DeviceState {
 
 /// Monotonic clock in nanoseconds (CLOCK_MONOTONIC, like libzpool's gethrtime).
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -452,7 +484,9 @@ struct Leaf {
 /// What the modelled I/Os and flushes of one leaf took as ZFS saw them: an
 /// I/O from its issue (io_delay's start) to vdev_queue_io_done (its end), a
 /// flush from the fsync hook's entry to its return. They can exceed the
-/// model's figures where the host's own hand-offs are slower than the device.
+/// model's figures where the host's own hand-offs are slower than the device;
+/// the model's own figures for the same I/Os and flushes are kept beside
+/// them, so a check can tell a host that did not deliver the device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceTimes {
     /// Reads and writes timed.
@@ -463,6 +497,12 @@ pub struct DeviceTimes {
     pub flushes: u64,
     /// Their summed latency, ns.
     pub flush_ns: u64,
+    /// What the model gave the same I/Os, summed, ns (queueing included).
+    #[serde(default)]
+    pub model_io_ns: u64,
+    /// What the model gave the same flushes, summed, ns.
+    #[serde(default)]
+    pub model_flush_ns: u64,
 }
 
 impl DeviceTimes {
@@ -473,6 +513,8 @@ impl DeviceTimes {
             io_ns: self.io_ns - earlier.io_ns,
             flushes: self.flushes - earlier.flushes,
             flush_ns: self.flush_ns - earlier.flush_ns,
+            model_io_ns: self.model_io_ns - earlier.model_io_ns,
+            model_flush_ns: self.model_flush_ns - earlier.model_flush_ns,
         }
     }
 
@@ -483,25 +525,42 @@ impl DeviceTimes {
             io_ns: self.io_ns + other.io_ns,
             flushes: self.flushes + other.flushes,
             flush_ns: self.flush_ns + other.flush_ns,
+            model_io_ns: self.model_io_ns + other.model_io_ns,
+            model_flush_ns: self.model_flush_ns + other.model_flush_ns,
         }
+    }
+
+    /// How many times its model's time the device took as ZFS saw it (I/Os
+    /// and flushes together); `None` when nothing modelled was timed.
+    pub fn delivered_over_model(&self) -> Option<f64> {
+        let model = self.model_io_ns + self.model_flush_ns;
+        (model > 0).then(|| (self.io_ns + self.flush_ns) as f64 / model as f64)
     }
 }
 
-/// A count of events and their summed latency, shared between threads.
+/// A count of events, their summed latency as seen and as modelled, shared
+/// between threads.
 #[derive(Default)]
 struct Timed {
     count: AtomicU64,
     ns: AtomicU64,
+    model_ns: AtomicU64,
 }
 
 impl Timed {
-    fn add(&self, ns: u64) {
+    fn add(&self, seen_ns: u64, model_ns: u64) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.ns.fetch_add(ns, Ordering::Relaxed);
+        self.ns.fetch_add(seen_ns, Ordering::Relaxed);
+        self.model_ns.fetch_add(model_ns, Ordering::Relaxed);
     }
 
-    fn load(&self) -> (u64, u64) {
-        (self.count.load(Ordering::Relaxed), self.ns.load(Ordering::Relaxed))
+    /// Count, seen ns, modelled ns.
+    fn load(&self) -> (u64, u64, u64) {
+        (
+            self.count.load(Ordering::Relaxed),
+            self.ns.load(Ordering::Relaxed),
+            self.model_ns.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -562,7 +621,9 @@ impl Lag {
 
     /// When to act so that the result is seen at `target`, but not before `now`.
     fn fire_at(&self, target: u64, now: u64) -> u64 {
-        target.saturating_sub(self.0.load(Ordering::Relaxed)).max(now)
+        target
+            .saturating_sub(self.0.load(Ordering::Relaxed))
+            .max(now)
     }
 
     /// Something scheduled for `target` was seen at `seen`: move an eighth of
@@ -608,10 +669,21 @@ pub fn suspend(off: bool) {
     SUSPENDED.store(off, Ordering::SeqCst);
 }
 
-extern "C" fn io_hook(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64, size: u64, issued_ns: u64) {
+extern "C" fn io_hook(
+    zio: *mut c_void,
+    guid: u64,
+    is_write: c_int,
+    offset: u64,
+    size: u64,
+    issued_ns: u64,
+) {
     let rt = runtime();
     // Suspended models cost what a leaf without one costs.
-    let leaf = if SUSPENDED.load(Ordering::Relaxed) { None } else { rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned()) };
+    let leaf = if SUSPENDED.load(Ordering::Relaxed) {
+        None
+    } else {
+        rt.by_guid.read().ok().and_then(|m| m.get(&guid).cloned())
+    };
     let Some(leaf) = leaf.filter(|l| l.params.kind != ModelKind::None) else {
         // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
         unsafe { crate::ffi::zio_interrupt(zio) };
@@ -620,21 +692,48 @@ extern "C" fn io_hook(zio: *mut c_void, guid: u64, is_write: c_int, offset: u64,
     let now = now_ns();
     // The device received the I/O when ZFS issued it: the host's own file I/O
     // and its hand-off to a vdev_file thread happen inside the modelled time.
-    let arrival = if issued_ns > 0 && issued_ns <= now { issued_ns } else { now };
-    let done = leaf.state.lock().map(|mut s| s.submit(&leaf.params, arrival, offset, size, is_write != 0)).unwrap_or(now);
+    let arrival = if issued_ns > 0 && issued_ns <= now {
+        issued_ns
+    } else {
+        now
+    };
+    let done = leaf
+        .state
+        .lock()
+        .map(|mut s| s.submit(&leaf.params, arrival, offset, size, is_write != 0))
+        .unwrap_or(now);
     let fire = leaf.io_lag.fire_at(done, now);
     if fire > now {
-        let io = Scheduled { leaf, arrival, done, path: Delivery::Timer };
-        rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).insert(zio as usize, io);
-        rt.queue.lock().unwrap_or_else(|e| e.into_inner()).push(Reverse(Pending(fire, zio as usize)));
+        let io = Scheduled {
+            leaf,
+            arrival,
+            done,
+            path: Delivery::Timer,
+        };
+        rt.scheduled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(zio as usize, io);
+        rt.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Reverse(Pending(fire, zio as usize)));
         rt.wake.notify_one();
         return;
     }
     // Too close for the timer's hand-off: deliver from this thread, after a
     // spin if the device is not done yet (the direct hand-off is shorter).
     let at = spin_until(leaf.direct_lag.fire_at(done, now).min(now + MAX_SPIN_NS));
-    let io = Scheduled { leaf, arrival, done, path: Delivery::Direct { at } };
-    rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).insert(zio as usize, io);
+    let io = Scheduled {
+        leaf,
+        arrival,
+        done,
+        path: Delivery::Direct { at },
+    };
+    rt.scheduled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(zio as usize, io);
     // SAFETY: zio came from libzpool's zio_delay_interrupt and is completed once.
     unsafe { crate::ffi::zio_interrupt(zio) };
 }
@@ -656,14 +755,21 @@ extern "C" fn done_hook(zio: *mut c_void) {
     // (on a loaded host it put 2.3.2's nvme figures 6 us above zprof's io_delay).
     let now = now_ns();
     let rt = runtime();
-    let io = rt.scheduled.lock().unwrap_or_else(|e| e.into_inner()).remove(&(zio as usize));
+    let io = rt
+        .scheduled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(zio as usize));
     if let Some(io) = io {
         match io.path {
             Delivery::Timer => io.leaf.io_lag.learn(io.done, now),
             // The direct hand-off itself: what was seen after the call.
             Delivery::Direct { at } => io.leaf.direct_lag.learn(at + io.leaf.direct_lag.get(), now),
         }
-        io.leaf.io_times.add(now.saturating_sub(io.arrival));
+        io.leaf.io_times.add(
+            now.saturating_sub(io.arrival),
+            io.done.saturating_sub(io.arrival),
+        );
     }
 }
 
@@ -674,7 +780,11 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return 0;
     }
-    let guid = rt.by_inode.read().ok().and_then(|m| m.get(&(st.st_dev, st.st_ino)).copied());
+    let guid = rt
+        .by_inode
+        .read()
+        .ok()
+        .and_then(|m| m.get(&(st.st_dev, st.st_ino)).copied());
     let leaf = guid.and_then(|g| rt.by_guid.read().ok().and_then(|m| m.get(&g).cloned()));
     let Some(leaf) = leaf else { return 0 };
     if SUSPENDED.load(Ordering::Relaxed) {
@@ -685,19 +795,32 @@ extern "C" fn flush_hook(fd: c_int) -> c_int {
         return 0; // the host's real fsync is this device's flush
     }
     let now = now_ns();
-    let done = leaf.state.lock().map(|mut s| s.flush(&leaf.params, now)).unwrap_or(now);
+    let done = leaf
+        .state
+        .lock()
+        .map(|mut s| s.flush(&leaf.params, now))
+        .unwrap_or(now);
     sleep_until(leaf.flush_lag.fire_at(done, now));
     let woke = now_ns();
     leaf.flush_lag.learn(done, woke);
-    leaf.flush_times.add(woke - now);
+    leaf.flush_times.add(woke - now, done.saturating_sub(now));
     1
 }
 
 fn sleep_until(t: u64) {
-    let ts = libc::timespec { tv_sec: (t / 1_000_000_000) as i64, tv_nsec: (t % 1_000_000_000) as i64 };
+    let ts = libc::timespec {
+        tv_sec: (t / 1_000_000_000) as i64,
+        tv_nsec: (t % 1_000_000_000) as i64,
+    };
     // SAFETY: absolute monotonic sleep; EINTR just retries.
-    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) }
-        == libc::EINTR
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
     {}
 }
 
@@ -727,7 +850,11 @@ fn timer_thread() {
                     Some(Reverse(Pending(t, _))) if *t <= now => break,
                     Some(Reverse(Pending(t, _))) => {
                         let wait = std::time::Duration::from_nanos(t - now);
-                        q = rt.wake.wait_timeout(q, wait).unwrap_or_else(|e| e.into_inner()).0;
+                        q = rt
+                            .wake
+                            .wait_timeout(q, wait)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
                     }
                 }
             }
@@ -805,15 +932,30 @@ pub fn unregister_leaves(guids: &[u64]) {
     for guid in guids {
         g.remove(guid);
     }
-    rt.by_inode.write().unwrap_or_else(|e| e.into_inner()).retain(|_, v| !guids.contains(v));
+    rt.by_inode
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|_, v| !guids.contains(v));
 }
 
 /// Latencies of the leaf's modelled I/Os and flushes so far.
 pub fn device_times(guid: u64) -> DeviceTimes {
-    let leaf = runtime().by_guid.read().ok().and_then(|m| m.get(&guid).cloned());
+    let leaf = runtime()
+        .by_guid
+        .read()
+        .ok()
+        .and_then(|m| m.get(&guid).cloned());
     leaf.map_or_else(DeviceTimes::default, |l| {
-        let ((ios, io_ns), (flushes, flush_ns)) = (l.io_times.load(), l.flush_times.load());
-        DeviceTimes { ios, io_ns, flushes, flush_ns }
+        let ((ios, io_ns, model_io_ns), (flushes, flush_ns, model_flush_ns)) =
+            (l.io_times.load(), l.flush_times.load());
+        DeviceTimes {
+            ios,
+            io_ns,
+            flushes,
+            flush_ns,
+            model_io_ns,
+            model_flush_ns,
+        }
     })
 }
 
@@ -841,14 +983,23 @@ mod tests {
         assert_eq!(p.service_ns(4096, Some((0, 0))), transfer);
         // Adjacent but 1 ms after the device went idle: the sector passed, wait
         // for the rest of the revolution (8,333,332 ns per turn).
-        assert_eq!(p.service_ns(4096, Some((0, 1_000_000))), 8_333_332 - 1_000_000 + transfer);
+        assert_eq!(
+            p.service_ns(4096, Some((0, 1_000_000))),
+            8_333_332 - 1_000_000 + transfer
+        );
         // Near, skipping 2 ms worth of sectors, idle 0.5 ms: 1.5 ms of rotation.
         let skip = p.rate_bytes_per_s / 500;
         let wait = p.transfer_ns(skip) - 500_000;
-        assert_eq!(p.service_ns(4096, Some((skip as i64, 500_000))), wait + transfer);
+        assert_eq!(
+            p.service_ns(4096, Some((skip as i64, 500_000))),
+            wait + transfer
+        );
         // Streaming, but starting 1 ms worth of sectors behind the head: almost a turn.
         let back = p.rate_bytes_per_s as i64 / 1000;
-        assert_eq!(p.service_ns(4096, Some((-back, 0))), 8_333_332 - p.transfer_ns(back as u64) + transfer);
+        assert_eq!(
+            p.service_ns(4096, Some((-back, 0))),
+            8_333_332 - p.transfer_ns(back as u64) + transfer
+        );
     }
 
     #[test]
@@ -864,7 +1015,10 @@ mod tests {
         // Far away: pays the seek again, queued behind the others; with B
         // still waiting in the queue the disk picks the closer of two.
         let c = d.submit(&p, 10, 10 << 20, 1000, false);
-        assert_eq!(c, b + (1_000_000.0 * queued_positioning_factor(2)) as u64 + 1000);
+        assert_eq!(
+            c,
+            b + (1_000_000.0 * queued_positioning_factor(2)) as u64 + 1000
+        );
         // Idle device, later arrival, adjacent, no rotation modelled: starts at arrival.
         let e = d.submit(&p, 10_000_000, (10 << 20) + 1000, 1000, false);
         assert_eq!(e, 10_000_000 + 1000);
@@ -902,7 +1056,13 @@ mod tests {
         let mean = draws.iter().sum::<f64>() / draws.len() as f64;
         assert!((mean - 0.5).abs() < 0.01, "{mean}");
         // At depth 1 a far 4k read averages seek + half a turn: about 82 IOPS.
-        let at = |depth| draws.iter().map(|r| p.far_ns(4096, *r, depth) as f64).sum::<f64>() / draws.len() as f64;
+        let at = |depth| {
+            draws
+                .iter()
+                .map(|r| p.far_ns(4096, *r, depth) as f64)
+                .sum::<f64>()
+                / draws.len() as f64
+        };
         let iops = |depth| 1e9 / at(depth);
         assert!((iops(1) - 82.0).abs() < 2.0, "{}", iops(1));
         assert!((iops(4) / iops(1) - 4f64.powf(0.3)).abs() < 0.02);
@@ -910,7 +1070,9 @@ mod tests {
 
     #[test]
     fn hdd_write_cache_accepts_writes_and_flush_waits_for_the_medium() {
-        let p: ModelParams = "hdd:seek=8ms,rot=0,rate=1000000000,flush=100us,wc=8k".parse().unwrap();
+        let p: ModelParams = "hdd:seek=8ms,rot=0,rate=1000000000,flush=100us,wc=8k"
+            .parse()
+            .unwrap();
         let mut d = DeviceState::new(&p);
         let accept = CACHE_COMMAND_NS + 4096 * 1_000_000_000 / CACHE_INTERFACE_BYTES_PER_S;
         // Two far 4k writes: accepted at once, each 8 ms on the medium.
@@ -920,7 +1082,8 @@ mod tests {
         assert_eq!(d.submit(&p, 0, 200 << 20, 4096, true), 8_004_096);
         // A flush waits for all three on the medium (the third queued behind
         // the second: the disk picks the closer of two), then its command.
-        let third_on_medium = 2 * 8_004_096 + (8_000_000.0 * queued_positioning_factor(2)) as u64 + 4096;
+        let third_on_medium =
+            2 * 8_004_096 + (8_000_000.0 * queued_positioning_factor(2)) as u64 + 4096;
         assert_eq!(d.flush(&p, 10), third_on_medium + 100_000);
         // Write-through (wc=off): a write completes on the medium.
         let p: ModelParams = "hdd:seek=8ms,rot=0,rate=1000000000,wc=off".parse().unwrap();
@@ -930,7 +1093,9 @@ mod tests {
 
     #[test]
     fn flush_waits_for_all_channels() {
-        let p: ModelParams = "ssd:lat=100us,rate=1000000000,flush=1ms,qd=2".parse().unwrap();
+        let p: ModelParams = "ssd:lat=100us,rate=1000000000,flush=1ms,qd=2"
+            .parse()
+            .unwrap();
         let mut d = DeviceState::new(&p);
         let a = d.submit(&p, 0, 0, 0, false);
         let b = d.submit(&p, 0, 0, 0, false);
@@ -947,8 +1112,20 @@ mod tests {
         assert!("ssd:qd=0".parse::<ModelParams>().is_err());
         assert_eq!("none".parse::<ModelParams>().unwrap().kind, ModelKind::None);
         // Issue 14: models no device has made the lab look hung.
-        assert!("hdd:seek=100s".parse::<ModelParams>().unwrap_err().0.contains("seek must be at most 1s"));
-        assert!("ssd:rate=1".parse::<ModelParams>().unwrap_err().0.contains("at least 1MiB/s"));
+        assert!(
+            "hdd:seek=100s"
+                .parse::<ModelParams>()
+                .unwrap_err()
+                .0
+                .contains("seek must be at most 1s")
+        );
+        assert!(
+            "ssd:rate=1"
+                .parse::<ModelParams>()
+                .unwrap_err()
+                .0
+                .contains("at least 1MiB/s")
+        );
         assert!("hdd:rpm=1".parse::<ModelParams>().is_err());
     }
 }

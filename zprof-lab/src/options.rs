@@ -21,9 +21,13 @@ fn err<T>(msg: impl Into<String>) -> Result<T, OptError> {
 pub fn parse_size(s: &str) -> Result<u64, OptError> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    let digits_end = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
     let (num, unit) = lower.split_at(digits_end);
-    let n: u64 = num.parse().map_err(|_| OptError(format!("bad size '{s}'")))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| OptError(format!("bad size '{s}'")))?;
     let mult: u64 = match unit {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -32,15 +36,20 @@ pub fn parse_size(s: &str) -> Result<u64, OptError> {
         "t" | "tb" | "tib" => 1 << 40,
         _ => return err(format!("bad size '{s}' (units: k, m, g, t)")),
     };
-    n.checked_mul(mult).ok_or_else(|| OptError(format!("size '{s}' is too large")))
+    n.checked_mul(mult)
+        .ok_or_else(|| OptError(format!("size '{s}' is too large")))
 }
 
 /// Parses a duration to nanoseconds: `8ms`, `100us`, `2.5ms`, `1s`, `500ns`; a bare number is seconds.
 pub fn parse_duration_ns(s: &str) -> Result<u64, OptError> {
     let t = s.trim();
-    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let num_end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(num_end);
-    let v: f64 = num.parse().map_err(|_| OptError(format!("bad duration '{s}'")))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| OptError(format!("bad duration '{s}'")))?;
     let mult = match unit {
         "" | "s" => 1e9,
         "ms" => 1e6,
@@ -103,36 +112,61 @@ impl FromStr for Layout {
 
     /// `stripe:N`, `mirror:W[xG]`, `raidz[1|2|3]:W[xG]`.
     fn from_str(s: &str) -> Result<Self, OptError> {
-        let (kind, n) = s
-            .split_once(':')
-            .ok_or_else(|| OptError(format!("layout '{s}': expected KIND:N, e.g. raidz3:8, mirror:2x2, stripe:4")))?;
+        let (kind, n) = s.split_once(':').ok_or_else(|| {
+            OptError(format!(
+                "layout '{s}': expected KIND:N, e.g. raidz3:8, mirror:2x2, stripe:4"
+            ))
+        })?;
         let (w, g) = n.split_once('x').unwrap_or((n, "1"));
         let num = |v: &str| -> Result<u32, OptError> {
-            v.parse().map_err(|_| OptError(format!("layout '{s}': bad number '{v}'")))
+            v.parse()
+                .map_err(|_| OptError(format!("layout '{s}': bad number '{v}'")))
         };
         let (w, g) = (num(w)?, num(g)?);
         if g == 0 || w == 0 {
             return err(format!("layout '{s}': counts must be > 0"));
         }
         let layout = match kind {
-            "stripe" => Layout { kind: GroupKind::Stripe, nparity: 0, width: 1, groups: w * g },
+            "stripe" => Layout {
+                kind: GroupKind::Stripe,
+                nparity: 0,
+                width: 1,
+                groups: w * g,
+            },
             "mirror" => {
                 if w < 2 {
                     return err(format!("layout '{s}': a mirror needs at least 2 vdevs"));
                 }
-                Layout { kind: GroupKind::Mirror, nparity: 0, width: w, groups: g }
+                Layout {
+                    kind: GroupKind::Mirror,
+                    nparity: 0,
+                    width: w,
+                    groups: g,
+                }
             }
             "raidz" | "raidz1" | "raidz2" | "raidz3" => {
-                let p: u32 = kind.strip_prefix("raidz").and_then(|d| d.parse().ok()).unwrap_or(1);
+                let p: u32 = kind
+                    .strip_prefix("raidz")
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(1);
                 if w < p + 1 {
                     return err(format!(
                         "layout '{s}': raidz{p} needs at least {} vdevs, got {w}",
                         p + 1
                     ));
                 }
-                Layout { kind: GroupKind::Raidz, nparity: p, width: w, groups: g }
+                Layout {
+                    kind: GroupKind::Raidz,
+                    nparity: p,
+                    width: w,
+                    groups: g,
+                }
             }
-            other => return err(format!("layout '{s}': unknown kind '{other}' (stripe, mirror, raidz1/2/3)")),
+            other => {
+                return err(format!(
+                    "layout '{s}': unknown kind '{other}' (stripe, mirror, raidz1/2/3)"
+                ));
+            }
         };
         if layout.data_files() > 255 {
             return err(format!("layout '{s}': too many vdevs"));
@@ -157,12 +191,17 @@ pub fn check_compression(v: &str) -> Result<(), OptError> {
         "on" | "off" | "lz4" | "lzjb" | "zle" | "gzip" | "zstd" | "zstd-fast" => true,
         _ => {
             let level = |pfx: &str, lo: u32, hi: u32| {
-                v.strip_prefix(pfx).and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n >= lo && n <= hi)
+                v.strip_prefix(pfx)
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .is_some_and(|n| n >= lo && n <= hi)
             };
             let fast = v
                 .strip_prefix("zstd-fast-")
                 .and_then(|n| n.parse::<u32>().ok())
-                .is_some_and(|n| (1..=10).contains(&n) || [20, 30, 40, 50, 60, 70, 80, 90, 100, 500, 1000].contains(&n));
+                .is_some_and(|n| {
+                    (1..=10).contains(&n)
+                        || [20, 30, 40, 50, 60, 70, 80, 90, 100, 500, 1000].contains(&n)
+                });
             level("gzip-", 1, 9) || (level("zstd-", 1, 19) && !v.starts_with("zstd-fast")) || fast
         }
     };
@@ -178,8 +217,11 @@ pub fn check_compression(v: &str) -> Result<(), OptError> {
 /// Validates a checksum property value.
 pub fn check_checksum(v: &str) -> Result<(), OptError> {
     match v {
-        "on" | "off" | "fletcher2" | "fletcher4" | "sha256" | "sha512" | "skein" | "edonr" | "noparity" => Ok(()),
-        _ => err(format!("unknown checksum '{v}' (on, off, fletcher2, fletcher4, sha256, sha512, skein, edonr)")),
+        "on" | "off" | "fletcher2" | "fletcher4" | "sha256" | "sha512" | "skein" | "edonr"
+        | "noparity" => Ok(()),
+        _ => err(format!(
+            "unknown checksum '{v}' (on, off, fletcher2, fletcher4, sha256, sha512, skein, edonr)"
+        )),
     }
 }
 
@@ -202,8 +244,11 @@ pub fn check_logbias(v: &str) -> Result<(), OptError> {
 /// Validates the dedup property.
 pub fn check_dedup(v: &str) -> Result<(), OptError> {
     match v {
-        "off" | "on" | "verify" | "sha256" | "sha256,verify" | "sha512" | "sha512,verify" | "skein" | "skein,verify" => Ok(()),
-        _ => err(format!("unknown dedup '{v}' (off, on, verify, sha256[,verify], sha512[,verify], skein[,verify])")),
+        "off" | "on" | "verify" | "sha256" | "sha256,verify" | "sha512" | "sha512,verify"
+        | "skein" | "skein,verify" => Ok(()),
+        _ => err(format!(
+            "unknown dedup '{v}' (off, on, verify, sha256[,verify], sha512[,verify], skein[,verify])"
+        )),
     }
 }
 
@@ -220,7 +265,9 @@ pub fn check_volblocksize(v: u64) -> Result<(), OptError> {
     if v.is_power_of_two() && (512..=1 << 20).contains(&v) {
         Ok(())
     } else {
-        err(format!("volblocksize {v} must be a power of two from 512 to 1M"))
+        err(format!(
+            "volblocksize {v} must be a power of two from 512 to 1M"
+        ))
     }
 }
 
@@ -320,13 +367,17 @@ impl JobSpec {
             warmup_passes: 0,
         };
         for kv in s.split(',').filter(|kv| !kv.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| OptError(format!("job option '{kv}' is not key=value")))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| OptError(format!("job option '{kv}' is not key=value")))?;
             let int = |v: &str| -> Result<u64, OptError> {
-                v.parse().map_err(|_| OptError(format!("job option {k}: bad number '{v}'")))
+                v.parse()
+                    .map_err(|_| OptError(format!("job option {k}: bad number '{v}'")))
             };
             // A value `as u32` would wrap (numjobs=4294967297 is 1 job): refuse instead.
             let small = |v: &str| -> Result<u32, OptError> {
-                u32::try_from(int(v)?).map_err(|_| OptError(format!("job option {k}: '{v}' is out of range")))
+                u32::try_from(int(v)?)
+                    .map_err(|_| OptError(format!("job option {k}: '{v}' is out of range")))
             };
             match k {
                 "name" => j.name = v.to_string(),
@@ -337,7 +388,11 @@ impl JobSpec {
                         "read" => Rw::Read,
                         "randread" => Rw::Randread,
                         "randrw" => Rw::Randrw,
-                        _ => return err(format!("unknown rw '{v}' (write, randwrite, read, randread, randrw)")),
+                        _ => {
+                            return err(format!(
+                                "unknown rw '{v}' (write, randwrite, read, randread, randrw)"
+                            ));
+                        }
                     }
                 }
                 "bs" => j.bs = parse_size(v)?,
@@ -345,7 +400,9 @@ impl JobSpec {
                 "runtime" => {
                     j.runtime_s = parse_duration_ns(v)? as f64 / 1e9;
                     if j.runtime_s <= 0.0 {
-                        return err(format!("job option runtime: '{v}' must be positive (ios=N runs a number of I/Os instead)"));
+                        return err(format!(
+                            "job option runtime: '{v}' must be positive (ios=N runs a number of I/Os instead)"
+                        ));
                     }
                 }
                 "ios" | "number_ios" => j.ios = int(v)?,
@@ -372,26 +429,43 @@ impl JobSpec {
     /// Checks the combination of values.
     pub fn validate(&mut self) -> Result<(), OptError> {
         let n = &self.name;
-        if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '/' || c == '@') {
-            return err(format!("job name '{n}' must be non-empty, without spaces, '/' or '@'"));
+        if self.name.is_empty()
+            || self
+                .name
+                .contains(|c: char| c.is_whitespace() || c == '/' || c == '@')
+        {
+            return err(format!(
+                "job name '{n}' must be non-empty, without spaces, '/' or '@'"
+            ));
         }
         if self.bs == 0 || !self.bs.is_multiple_of(512) {
-            return err(format!("job {n}: bs {} must be a positive multiple of 512", self.bs));
+            return err(format!(
+                "job {n}: bs {} must be a positive multiple of 512",
+                self.bs
+            ));
         }
         if self.bs > 16 << 20 {
             return err(format!("job {n}: bs {} is larger than 16M", self.bs));
         }
         if self.bs > self.size {
-            return err(format!("job {n}: bs {} is larger than size {}", self.bs, self.size));
+            return err(format!(
+                "job {n}: bs {} is larger than size {}",
+                self.bs, self.size
+            ));
         }
         if self.numjobs == 0 || self.numjobs > 64 {
             return err(format!("job {n}: numjobs must be 1..64"));
         }
-        if self.buffer_compress_percentage > 100 || self.rwmixread > 100 || self.dedupe_percentage.is_some_and(|p| p > 100) {
+        if self.buffer_compress_percentage > 100
+            || self.rwmixread > 100
+            || self.dedupe_percentage.is_some_and(|p| p > 100)
+        {
             return err(format!("job {n}: percentages must be 0..100"));
         }
         if self.warmup_passes > 0 && !self.rw.reads() {
-            return err(format!("job {n}: warmup reads the job's data, so it needs a reading rw (read, randread, randrw)"));
+            return err(format!(
+                "job {n}: warmup reads the job's data, so it needs a reading rw (read, randread, randrw)"
+            ));
         }
         if self.warmup_passes > 16 {
             return err(format!("job {n}: warmup must be at most 16 passes"));
@@ -432,7 +506,10 @@ mod tests {
     #[test]
     fn layouts() {
         let l: Layout = "raidz3:8".parse().unwrap();
-        assert_eq!((l.kind, l.nparity, l.width, l.groups), (GroupKind::Raidz, 3, 8, 1));
+        assert_eq!(
+            (l.kind, l.nparity, l.width, l.groups),
+            (GroupKind::Raidz, 3, 8, 1)
+        );
         let l: Layout = "mirror:2x3".parse().unwrap();
         assert_eq!((l.width, l.groups, l.data_files()), (2, 3, 6));
         let l: Layout = "stripe:4".parse().unwrap();
@@ -447,7 +524,15 @@ mod tests {
 
     #[test]
     fn properties() {
-        for ok in ["off", "lz4", "gzip-9", "zstd", "zstd-19", "zstd-fast", "zstd-fast-5"] {
+        for ok in [
+            "off",
+            "lz4",
+            "gzip-9",
+            "zstd",
+            "zstd-19",
+            "zstd-fast",
+            "zstd-fast-5",
+        ] {
             check_compression(ok).unwrap();
         }
         for bad in ["lz5", "gzip-10", "zstd-20", "zstd-fast-11", "zstd-0"] {
@@ -461,12 +546,20 @@ mod tests {
     #[test]
     fn jobs() {
         let j = JobSpec::parse("name=f,rw=randwrite,bs=4k,size=64m,fsync=1,runtime=2", 0).unwrap();
-        assert_eq!((j.bs, j.size, j.fsync, j.runtime_s), (4096, 64 << 20, 1, 2.0));
+        assert_eq!(
+            (j.bs, j.size, j.fsync, j.runtime_s),
+            (4096, 64 << 20, 1, 2.0)
+        );
         let j = JobSpec::parse("rw=read", 3).unwrap();
         assert_eq!((j.name.as_str(), j.runtime_s), ("job3", 5.0));
         let j = JobSpec::parse("ios=100", 0).unwrap();
         assert_eq!((j.ios, j.runtime_s), (100, 0.0));
-        assert!(JobSpec::parse("bs=1m,size=64k", 0).unwrap_err().0.contains("larger than size"));
+        assert!(
+            JobSpec::parse("bs=1m,size=64k", 0)
+                .unwrap_err()
+                .0
+                .contains("larger than size")
+        );
         assert!(JobSpec::parse("rw=trim", 0).is_err());
         assert!(JobSpec::parse("iodepth=4", 0).is_err());
         assert!(JobSpec::parse("bs=1000", 0).is_err());
@@ -474,11 +567,36 @@ mod tests {
 
     #[test]
     fn out_of_range_job_values_are_refused_not_wrapped() {
-        assert!(JobSpec::parse("numjobs=4294967297", 0).unwrap_err().0.contains("out of range"));
-        assert!(JobSpec::parse("rwmixread=4294967346", 0).unwrap_err().0.contains("out of range"));
-        assert!(JobSpec::parse("buffer_compress_percentage=4294967296", 0).unwrap_err().0.contains("out of range"));
-        assert!(JobSpec::parse("runtime=0", 0).unwrap_err().0.contains("must be positive"));
+        assert!(
+            JobSpec::parse("numjobs=4294967297", 0)
+                .unwrap_err()
+                .0
+                .contains("out of range")
+        );
+        assert!(
+            JobSpec::parse("rwmixread=4294967346", 0)
+                .unwrap_err()
+                .0
+                .contains("out of range")
+        );
+        assert!(
+            JobSpec::parse("buffer_compress_percentage=4294967296", 0)
+                .unwrap_err()
+                .0
+                .contains("out of range")
+        );
+        assert!(
+            JobSpec::parse("runtime=0", 0)
+                .unwrap_err()
+                .0
+                .contains("must be positive")
+        );
         assert!(JobSpec::parse("runtime=-1", 0).is_err());
-        assert!(JobSpec::parse("numjobs=65", 0).unwrap_err().0.contains("1..64"));
+        assert!(
+            JobSpec::parse("numjobs=65", 0)
+                .unwrap_err()
+                .0
+                .contains("1..64")
+        );
     }
 }

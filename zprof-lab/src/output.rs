@@ -15,7 +15,11 @@ pub fn human_bytes(b: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 { format!("{v:.0}{}", U[i]) } else { format!("{v:.1}{}", U[i]) }
+    if i == 0 {
+        format!("{v:.0}{}", U[i])
+    } else {
+        format!("{v:.1}{}", U[i])
+    }
 }
 
 /// A count with fio's k/M suffixes, e.g. `34.1k`.
@@ -67,9 +71,16 @@ fn side(out: &mut String, name: &str, s: &IoStats, runtime_ms: u64) {
         human_ns(l.stddev)
     );
     // Keys are fio's strings ("99.900000"); order them by value, not as text.
-    let mut sorted: Vec<(f64, u64)> = l.percentile.iter().map(|(k, v)| (k.parse().unwrap_or(0.0), *v)).collect();
+    let mut sorted: Vec<(f64, u64)> = l
+        .percentile
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap_or(0.0), *v))
+        .collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let pcts: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}th=[{}]", human_ns(*v as f64))).collect();
+    let pcts: Vec<String> = sorted
+        .iter()
+        .map(|(k, v)| format!("{k}th=[{}]", human_ns(*v as f64)))
+        .collect();
     let _ = writeln!(out, "    lat percentiles: {}", pcts.join(", "));
 }
 
@@ -103,9 +114,18 @@ pub fn job_text(j: &JobReport) -> String {
         j.txg_last,
         j.spa_sync_ms,
         j.flushes,
-        if j.host_fsyncs > 0 { format!(" (host fsyncs {})", j.host_fsyncs) } else { String::new() }
+        if j.host_fsyncs > 0 {
+            format!(" (host fsyncs {})", j.host_fsyncs)
+        } else {
+            String::new()
+        }
     );
-    let log_w: u64 = j.leaves.iter().filter(|l| l.is_log).map(|l| l.write_bytes).sum();
+    let log_w: u64 = j
+        .leaves
+        .iter()
+        .filter(|l| l.is_log)
+        .map(|l| l.write_bytes)
+        .sum();
     let _ = writeln!(
         out,
         "  leaf vdevs: wrote {} (log vdevs {}), read {}",
@@ -113,21 +133,34 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
-    for (name, class) in [("data vdevs", "normal"), ("special vdevs", "special"), ("log vdevs", "log"), ("cache devices", "cache")] {
+    for (name, class) in [
+        ("data vdevs", "normal"),
+        ("special vdevs", "special"),
+        ("log vdevs", "log"),
+        ("cache devices", "cache"),
+    ] {
         let t = j
             .leaves
             .iter()
             .filter(|l| l.vdev_class == class)
             .fold(DeviceTimes::default(), |t, l| t.plus(&l.device));
         if t.ios + t.flushes > 0 {
-            let mean = |ns: u64, n: u64| if n > 0 { human_ns(ns as f64 / n as f64) } else { "-".to_owned() };
+            let mean = |ns: u64, n: u64| {
+                if n > 0 {
+                    human_ns(ns as f64 / n as f64)
+                } else {
+                    "-".to_owned()
+                }
+            };
             let _ = writeln!(
                 out,
-                "  {name} as ZFS saw them: I/O mean {} ({} timed), flush mean {} ({} timed)",
+                "  {name} as ZFS saw them: I/O mean {} ({} timed), flush mean {} ({} timed); the model's: {} and {}",
                 mean(t.io_ns, t.ios),
                 t.ios,
                 mean(t.flush_ns, t.flushes),
-                t.flushes
+                t.flushes,
+                mean(t.model_io_ns, t.ios),
+                mean(t.model_flush_ns, t.flushes)
             );
         }
     }
@@ -155,7 +188,11 @@ pub fn job_text(j: &JobReport) -> String {
         );
     }
     if j.warmup_s > 0.0 {
-        let _ = writeln!(out, "  warm-up: {:.1} s of sequential reads before the job", j.warmup_s);
+        let _ = writeln!(
+            out,
+            "  warm-up: {:.1} s of sequential reads before the job",
+            j.warmup_s
+        );
     }
     if let Some(arc) = &j.arc {
         let _ = writeln!(
@@ -192,7 +229,11 @@ pub fn report_text(r: &Report) -> String {
             "pool {}: {}{} ashift={} logs={} data={} log={} volblocksize={} props={:?}: {} spa_sync calls, txg {}..{}",
             p.name,
             p.layout_text,
-            if p.specials > 0 { format!(" specials={}", p.specials) } else { String::new() },
+            if p.specials > 0 {
+                format!(" specials={}", p.specials)
+            } else {
+                String::new()
+            },
             p.ashift,
             p.log_vdevs,
             p.vdev_model,

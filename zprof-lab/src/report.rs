@@ -53,6 +53,18 @@ pub struct Check {
     pub threshold: f64,
     /// Whether it does.
     pub pass: bool,
+    /// Why this host cannot decide it: a device the criterion rests on was
+    /// slower than its model, in the direction that could have made the
+    /// verdict. Such a criterion neither passes nor fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_limit: Option<String>,
+}
+
+impl Check {
+    /// Whether it failed on a host that could decide it.
+    pub fn failed(&self) -> bool {
+        !self.pass && self.host_limit.is_none()
+    }
 }
 
 /// `scenario all`: one report per scenario, each from its own process.
@@ -392,7 +404,10 @@ pub fn lat_summary(h: &Histogram<u64>) -> LatNs {
         max: h.max(),
         mean: h.mean(),
         stddev: h.stdev(),
-        percentile: PERCENTILES.iter().map(|&p| (format!("{p:.6}"), h.value_at_quantile(p / 100.0))).collect(),
+        percentile: PERCENTILES
+            .iter()
+            .map(|&p| (format!("{p:.6}"), h.value_at_quantile(p / 100.0)))
+            .collect(),
     }
 }
 

@@ -45,15 +45,26 @@ pub enum RunError {
 
 /// A unique pool name for this process: `zlab-<pid>[-<n>]`.
 pub fn pool_name(n: usize) -> String {
-    if n == 0 { format!("zlab-{}", std::process::id()) } else { format!("zlab-{}-{n}", std::process::id()) }
+    if n == 0 {
+        format!("zlab-{}", std::process::id())
+    } else {
+        format!("zlab-{}-{n}", std::process::id())
+    }
 }
 
 /// Runs the plan; pools are always exported and files removed, even on error.
-pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::report::JobReport)) -> Result<Report, RunError> {
+pub fn execute(
+    plan: &Plan,
+    progress: bool,
+    mut on_job: impl FnMut(&crate::report::JobReport),
+) -> Result<Report, RunError> {
     let workdir = WorkDir::create(&plan.dir, plan.keep)?;
     if progress {
         let n: usize = plan.pools.iter().map(|p| p.1.len()).sum();
-        eprintln!("zprof-lab: running {n} job(s) in {}... Hit Ctrl-C to stop.", workdir.path().display());
+        eprintln!(
+            "zprof-lab: running {n} job(s) in {}... Hit Ctrl-C to stop.",
+            workdir.path().display()
+        );
     }
     let mut report = Report {
         zprof_lab_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -68,7 +79,12 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
     let l2arc_fast = plan.pools.iter().any(|(cfg, _)| cfg.caches > 0);
     let lab = match Lab::init(&workdir, plan.arc_max, l2arc_fast) {
         Ok(l) => l,
-        Err(error) => return Err(RunError::Runtime { error, partial: Box::new(report) }),
+        Err(error) => {
+            return Err(RunError::Runtime {
+                error,
+                partial: Box::new(report),
+            });
+        }
     };
     let mut failure = None;
     for (cfg, jobs) in &plan.pools {
@@ -121,7 +137,10 @@ pub fn execute(plan: &Plan, progress: bool, mut on_job: impl FnMut(&crate::repor
     report.interrupted = lab::stop_requested();
     drop(workdir);
     match failure {
-        Some(error) => Err(RunError::Runtime { error, partial: Box::new(report) }),
+        Some(error) => Err(RunError::Runtime {
+            error,
+            partial: Box::new(report),
+        }),
         None => Ok(report),
     }
 }

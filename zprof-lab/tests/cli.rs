@@ -42,18 +42,36 @@ fn json(out: &Output) -> Report {
 fn fsync_every_write_commits_once_per_write() {
     let dir = scratch("fsync");
     let out = lab()
-        .args(["run", "--layout", "raidz1:3", "--vdev-size", "1g", "--output-format", "json", "--dir"])
+        .args([
+            "run",
+            "--layout",
+            "raidz1:3",
+            "--vdev-size",
+            "1g",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
         .args(["--job", "name=async,rw=randwrite,bs=4k,size=16m,ios=2000"])
-        .args(["--job", "name=fsync,rw=randwrite,bs=4k,size=16m,ios=200,fsync=1"])
-        .args(["--job", "name=every4,rw=write,bs=8k,size=16m,ios=100,fsync=4"])
+        .args([
+            "--job",
+            "name=fsync,rw=randwrite,bs=4k,size=16m,ios=200,fsync=1",
+        ])
+        .args([
+            "--job",
+            "name=every4,rw=write,bs=8k,size=16m,ios=100,fsync=4",
+        ])
         .output()
         .unwrap();
     let r = json(&out);
     assert_eq!(r.jobs.len(), 3);
     let (a, f, e) = (&r.jobs[0], &r.jobs[1], &r.jobs[2]);
     assert_eq!((a.write.total_ios, a.zil_commits), (2000, 0));
-    assert_eq!((f.write.total_ios, f.zil_commits, f.zil_commits_all), (200, 200, 200));
+    assert_eq!(
+        (f.write.total_ios, f.zil_commits, f.zil_commits_all),
+        (200, 200, 200)
+    );
     assert_eq!(e.zil_commits, 25);
     for j in &r.jobs {
         assert!(j.write.iops > 0.0 && j.write.io_bytes > 0, "{}", j.jobname);
@@ -78,15 +96,30 @@ fn fsync_every_write_commits_once_per_write() {
 fn compression_shows_in_the_account() {
     let dir = scratch("compress");
     let out = lab()
-        .args(["run", "--vdev-size", "1g", "--compression", "lz4", "--volblocksize", "64k"])
+        .args([
+            "run",
+            "--vdev-size",
+            "1g",
+            "--compression",
+            "lz4",
+            "--volblocksize",
+            "64k",
+        ])
         .args(["--output-format", "json", "--dir"])
         .arg(&dir)
-        .args(["--job", "name=w,rw=write,bs=64k,size=8m,ios=128,buffer_compress_percentage=75"])
+        .args([
+            "--job",
+            "name=w,rw=write,bs=64k,size=8m,ios=128,buffer_compress_percentage=75",
+        ])
         .output()
         .unwrap();
     let r = json(&out);
     let acct = &r.jobs[0].pool;
-    assert!(acct.compressratio > 2.0, "compressratio {}", acct.compressratio);
+    assert!(
+        acct.compressratio > 2.0,
+        "compressratio {}",
+        acct.compressratio
+    );
     assert!(acct.logical_used_bytes >= 8 << 20);
     assert!(acct.used_bytes < acct.logical_used_bytes / 2);
     assert_eq!(entries(&dir), 0);
@@ -97,7 +130,16 @@ fn compression_shows_in_the_account() {
 fn reads_reach_the_vdevs() {
     let dir = scratch("read");
     let out = lab()
-        .args(["run", "--vdev-size", "1g", "--vdev-model", "nvme", "--output-format", "json", "--dir"])
+        .args([
+            "run",
+            "--vdev-size",
+            "1g",
+            "--vdev-model",
+            "nvme",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
         .args(["--job", "name=r,rw=randread,bs=8k,size=8m,ios=200"])
         .output()
@@ -106,7 +148,10 @@ fn reads_reach_the_vdevs() {
     let j = &r.jobs[0];
     assert_eq!(j.read.total_ios, 200);
     assert_eq!(j.write.total_ios, 0);
-    assert!(j.leaf_read_bytes > 0, "ARC was emptied, reads hit the vdevs");
+    assert!(
+        j.leaf_read_bytes > 0,
+        "ARC was emptied, reads hit the vdevs"
+    );
     assert_eq!(entries(&dir), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -129,7 +174,10 @@ fn bad_input_exits_2_and_leaves_nothing() {
     }
     assert_eq!(entries(&dir), 0);
     // A directory we cannot create anything in.
-    let out = lab().args(["run", "--dir", "/proc/zprof-lab-nope", "--job", "rw=write"]).output().unwrap();
+    let out = lab()
+        .args(["run", "--dir", "/proc/zprof-lab-nope", "--job", "rw=write"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -141,7 +189,14 @@ fn bad_input_exits_2_and_leaves_nothing() {
 fn sigint_stops_reports_and_cleans_up() {
     let dir = scratch("sigint");
     let mut child = lab()
-        .args(["run", "--vdev-size", "1g", "--output-format", "json", "--dir"])
+        .args([
+            "run",
+            "--vdev-size",
+            "1g",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
         .args(["--job", "name=long,rw=randwrite,bs=4k,size=16m,runtime=60"])
         .stdout(std::process::Stdio::piped())
@@ -153,12 +208,21 @@ fn sigint_stops_reports_and_cleans_up() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Report = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r.interrupted && r.jobs[0].interrupted);
     assert!(r.jobs[0].write.total_ios > 0);
     // Stopped by the signal, not by its runtime=60.
-    assert!(r.jobs[0].runtime_ms < 60_000, "the job ran {} ms: its whole runtime", r.jobs[0].runtime_ms);
+    assert!(
+        r.jobs[0].runtime_ms < 60_000,
+        "the job ran {} ms: its whole runtime",
+        r.jobs[0].runtime_ms
+    );
     assert_eq!(entries(&dir), 0, "files removed");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -169,20 +233,49 @@ fn reads_of_compressed_blocks_with_primarycache_metadata() {
     // and every 4k read fetching its whole (compressed) 64k block from the vdevs.
     let dir = scratch("pcache");
     let out = lab()
-        .args(["run", "--vdev-size", "1g", "--compression", "lz4", "--volblocksize", "64k"])
-        .args(["--primarycache", "metadata", "--output-format", "json", "--dir"])
+        .args([
+            "run",
+            "--vdev-size",
+            "1g",
+            "--compression",
+            "lz4",
+            "--volblocksize",
+            "64k",
+        ])
+        .args([
+            "--primarycache",
+            "metadata",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
-        .args(["--job", "name=r,rw=randread,bs=4k,size=8m,ios=100,buffer_compress_percentage=75"])
+        .args([
+            "--job",
+            "name=r,rw=randread,bs=4k,size=8m,ios=100,buffer_compress_percentage=75",
+        ])
         .output()
         .unwrap();
     let r = json(&out);
     let j = &r.jobs[0];
     assert_eq!(j.layout_bytes, 8 << 20);
-    assert!(j.pool.compressratio > 2.0, "laid out with 75% data: {}", j.pool.compressratio);
+    assert!(
+        j.pool.compressratio > 2.0,
+        "laid out with 75% data: {}",
+        j.pool.compressratio
+    );
     assert_eq!(r.pools[0].properties["primarycache"], "metadata");
     // 100 reads of 4k, each reading a compressed 64k block (>= 16k on disk): no ARC hits.
-    assert!(j.leaf_read_bytes >= 100 * (16 << 10), "leaf reads {}", j.leaf_read_bytes);
-    assert_eq!((j.used_delta_bytes, j.logical_used_delta_bytes), (0, 0), "reads change no space");
+    assert!(
+        j.leaf_read_bytes >= 100 * (16 << 10),
+        "leaf reads {}",
+        j.leaf_read_bytes
+    );
+    assert_eq!(
+        (j.used_delta_bytes, j.logical_used_delta_bytes),
+        (0, 0),
+        "reads change no space"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -191,7 +284,15 @@ fn scenario_check_reports_criteria_and_new_fields() {
     // A one-algorithm, 1 MiB compression scenario: quick, but the whole --check path.
     let dir = scratch("check");
     let out = lab()
-        .args(["scenario", "compression", "--compression", "lz4", "--size", "1m", "--check"])
+        .args([
+            "scenario",
+            "compression",
+            "--compression",
+            "lz4",
+            "--size",
+            "1m",
+            "--check",
+        ])
         .args(["--vdev-size", "1g", "--output-format", "json", "--dir"])
         .arg(&dir)
         .output()
@@ -203,21 +304,45 @@ fn scenario_check_reports_criteria_and_new_fields() {
     assert!(r.checks.iter().all(|c| c.pass), "{:?}", r.checks);
     for j in &r.jobs {
         assert_eq!(j.write.io_bytes, 1 << 20);
-        assert!(j.cpu_ms > 0.0 && j.sync_ms > 0.0, "{}: cpu {} sync {}", j.jobname, j.cpu_ms, j.sync_ms);
-        assert!(j.logical_used_delta_bytes >= 1 << 20, "{}", j.logical_used_delta_bytes);
+        assert!(
+            j.cpu_ms > 0.0 && j.sync_ms > 0.0,
+            "{}: cpu {} sync {}",
+            j.jobname,
+            j.cpu_ms,
+            j.sync_ms
+        );
+        assert!(
+            j.logical_used_delta_bytes >= 1 << 20,
+            "{}",
+            j.logical_used_delta_bytes
+        );
     }
     let (random, pct75) = (&r.jobs[0], &r.jobs[1]);
-    assert!(pct75.used_delta_bytes * 2 < random.used_delta_bytes, "75% data takes far less space");
+    assert!(
+        pct75.used_delta_bytes * 2 < random.used_delta_bytes,
+        "75% data takes far less space"
+    );
     // The text form prints one line per criterion and the verdict.
     let out = lab()
-        .args(["scenario", "compression", "--compression", "lz4", "--size", "1m", "--check"])
+        .args([
+            "scenario",
+            "compression",
+            "--compression",
+            "lz4",
+            "--size",
+            "1m",
+            "--check",
+        ])
         .args(["--vdev-size", "1g", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("check compression:") && text.contains("PASS: 2 of 2 criteria passed"), "{text}");
+    assert!(
+        text.contains("check compression:") && text.contains("PASS: 2 of 2 criteria passed"),
+        "{text}"
+    );
     assert_eq!(entries(&dir), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -230,19 +355,39 @@ fn l2arc_scenario_reproduces_the_published_shape() {
     // the ARC holds half of it and the 64k pool's hits blur the shape.
     let dir = scratch("l2arc");
     let out = lab()
-        .args(["scenario", "l2arc", "--runtime", "2", "--check", "--output-format", "json", "--dir"])
+        .args([
+            "scenario",
+            "l2arc",
+            "--runtime",
+            "2",
+            "--check",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
         .output()
         .unwrap();
     let r = json(&out);
     let gains: Vec<String> = zprof_lab::scenario::l2arc_rows(&r)
         .iter()
-        .map(|x| format!("{}: {:.0} -> {:.0} IOPS ({:.1}x)", x.volblocksize, x.arc_iops, x.l2arc_iops, x.gain()))
+        .map(|x| {
+            format!(
+                "{}: {:.0} -> {:.0} IOPS ({:.1}x)",
+                x.volblocksize,
+                x.arc_iops,
+                x.l2arc_iops,
+                x.gain()
+            )
+        })
         .collect();
     eprintln!("{gains:?}");
     assert_eq!(r.checks.len(), 3, "{:?}", r.checks);
     assert!(r.checks.iter().all(|c| c.pass), "{:?} {gains:?}", r.checks);
-    assert!(r.jobs.iter().all(|j| j.warmup_s > 0.0), "every job warmed up");
+    assert!(
+        r.jobs.iter().all(|j| j.warmup_s > 0.0),
+        "every job warmed up"
+    );
     assert_eq!(entries(&dir), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -253,7 +398,16 @@ fn abort_removes_the_work_directory() {
     // remove the vdev files and the work directory (and the process still die of SIGABRT).
     let dir = scratch("abort");
     let mut child = lab()
-        .args(["run", "--vdev-size", "1g", "--logs", "1", "--output-format", "json", "--dir"])
+        .args([
+            "run",
+            "--vdev-size",
+            "1g",
+            "--logs",
+            "1",
+            "--output-format",
+            "json",
+            "--dir",
+        ])
         .arg(&dir)
         .args(["--job", "name=long,rw=randwrite,bs=4k,size=16m,runtime=60"])
         .stdout(std::process::Stdio::piped())
@@ -278,7 +432,10 @@ fn abort_removes_the_work_directory() {
 /// and exits 130 (issue 14: only SIGKILL stopped it, leaving its files).
 #[test]
 fn a_suspended_pool_is_abandoned_on_a_second_signal() {
-    assert!(unsafe { libc::geteuid() } == 0, "this test mounts a tmpfs: run it as root (cargo xtask test does)");
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "this test mounts a tmpfs: run it as root (cargo xtask test does)"
+    );
     let dir = scratch("suspended");
     // Declared before the lab: dropped after it (the lab is killed first).
     let _tmpfs = Tmpfs::mount(&dir, "40m");
@@ -295,9 +452,17 @@ fn a_suspended_pool_is_abandoned_on_a_second_signal() {
     let err = StderrLog::start(&mut lab.0);
     // The pool's own word (libzpool's warning), and the full tmpfs that caused it:
     // without them the signals below would test the ordinary stop.
-    err.wait_for(&mut lab.0, "has encountered an uncorrectable I/O failure and has been suspended", GUARD);
+    err.wait_for(
+        &mut lab.0,
+        "has encountered an uncorrectable I/O failure and has been suspended",
+        GUARD,
+    );
     let free = free_bytes(&dir);
-    assert!(free < 1 << 20, "the pool suspended with {free} bytes free on its 40 MiB tmpfs: {}", err.text());
+    assert!(
+        free < 1 << 20,
+        "the pool suspended with {free} bytes free on its 40 MiB tmpfs: {}",
+        err.text()
+    );
     let pid = lab.0.id() as i32;
     signal_and_wait_delivered(pid, libc::SIGINT);
     unsafe { libc::kill(pid, libc::SIGINT) };
@@ -305,7 +470,10 @@ fn a_suspended_pool_is_abandoned_on_a_second_signal() {
     let err = err.text();
     assert_eq!(status.code(), Some(130), "{err}");
     // The second signal, not the 60 s stop watchdog, abandoned the pool.
-    assert!(err.contains("stopping at once (a second signal); removed the work directory"), "{err}");
+    assert!(
+        err.contains("stopping at once (a second signal); removed the work directory"),
+        "{err}"
+    );
     assert_eq!(entries(&dir), 0, "files left in the work directory: {err}");
 }
 
@@ -324,7 +492,10 @@ fn wait_for_job_data(child: &mut Child, dir: &Path) {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("the job's data never reached the vdev files in {GUARD:?} ({} bytes allocated)", allocated_bytes(dir));
+            panic!(
+                "the job's data never reached the vdev files in {GUARD:?} ({} bytes allocated)",
+                allocated_bytes(dir)
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -332,15 +503,27 @@ fn wait_for_job_data(child: &mut Child, dir: &Path) {
 
 /// Bytes allocated on disk to the files of the work directories under `dir`.
 fn allocated_bytes(dir: &Path) -> u64 {
-    let files = std::fs::read_dir(dir).into_iter().flatten().flatten().flat_map(|w| std::fs::read_dir(w.path()).into_iter().flatten().flatten());
-    files.filter_map(|f| f.metadata().ok()).map(|m| m.blocks() * 512).sum()
+    let files = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|w| std::fs::read_dir(w.path()).into_iter().flatten().flatten());
+    files
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.blocks() * 512)
+        .sum()
 }
 
 /// Free bytes of the file system holding `dir` (statvfs).
 fn free_bytes(dir: &Path) -> u64 {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs {}", dir.display());
+    assert_eq!(
+        unsafe { libc::statvfs(c.as_ptr(), &mut st) },
+        0,
+        "statvfs {}",
+        dir.display()
+    );
     st.f_bavail * st.f_frsize
 }
 
@@ -351,14 +534,22 @@ fn signal_and_wait_delivered(pid: i32, signal: i32) {
     let bit = 1u64 << (signal - 1);
     let pending = || {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        };
         field("ShdPnd:").unwrap_or(0) | field("SigPnd:").unwrap_or(0)
     };
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid, signal) };
     let deadline = Instant::now() + GUARD;
     while pending() & bit != 0 {
-        assert!(Instant::now() < deadline, "signal {signal} to pid {pid} still pending after {GUARD:?}");
+        assert!(
+            Instant::now() < deadline,
+            "signal {signal} to pid {pid} still pending after {GUARD:?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -370,7 +561,11 @@ fn wait_exit(child: &mut Child, limit: Duration, err: &StderrLog) -> std::proces
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
-        assert!(Instant::now() < deadline, "the lab still ran {limit:?} after the second SIGINT: {}", err.text());
+        assert!(
+            Instant::now() < deadline,
+            "the lab still ran {limit:?} after the second SIGINT: {}",
+            err.text()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -400,9 +595,16 @@ impl StderrLog {
         let deadline = Instant::now() + limit;
         while !self.text().contains(needle) {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("the lab exited ({status}) without saying {needle:?}: {}", self.text());
+                panic!(
+                    "the lab exited ({status}) without saying {needle:?}: {}",
+                    self.text()
+                );
             }
-            assert!(Instant::now() < deadline, "the lab did not say {needle:?} in {limit:?}: {}", self.text());
+            assert!(
+                Instant::now() < deadline,
+                "the lab did not say {needle:?} in {limit:?}: {}",
+                self.text()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -424,7 +626,11 @@ struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     fn mount(dir: &Path, size: &str) -> Tmpfs {
-        let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
         assert!(mounted.success(), "mount tmpfs on {}", dir.display());
         Tmpfs(dir.to_path_buf())
     }

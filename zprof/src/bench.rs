@@ -88,7 +88,8 @@ fn first_json_object(text: &str) -> Option<Value> {
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         if line.starts_with('{') {
-            let mut stream = serde_json::Deserializer::from_str(&text[offset..]).into_iter::<Value>();
+            let mut stream =
+                serde_json::Deserializer::from_str(&text[offset..]).into_iter::<Value>();
             if let Some(Ok(value)) = stream.next() {
                 return Some(value);
             }
@@ -112,10 +113,20 @@ fn ops(direction: &Value, percentiles: &str) -> Option<BenchOps> {
     let pct = direction.get(percentiles);
     Some(BenchOps {
         ops,
-        bytes: direction.get("io_bytes").and_then(Value::as_u64).unwrap_or(0),
+        bytes: direction
+            .get("io_bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
         iops: direction.get("iops").and_then(Value::as_f64).unwrap_or(0.0),
-        bw_bytes: direction.get("bw_bytes").and_then(Value::as_f64).unwrap_or(0.0),
-        lat_mean_ns: direction.get("lat_ns").and_then(|l| l.get("mean")).and_then(Value::as_f64).unwrap_or(0.0),
+        bw_bytes: direction
+            .get("bw_bytes")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0),
+        lat_mean_ns: direction
+            .get("lat_ns")
+            .and_then(|l| l.get("mean"))
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0),
         p50_ns: pct.and_then(|c| percentile(c, "50.000000")),
         p99_ns: pct.and_then(|c| percentile(c, "99.000000")),
     })
@@ -132,21 +143,33 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
         .as_array()?
         .iter()
         .map(|job| BenchJob {
-            name: job.get("jobname").and_then(Value::as_str).unwrap_or("").to_owned(),
+            name: job
+                .get("jobname")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
             read: job.get("read").and_then(fio_ops),
             write: job.get("write").and_then(fio_ops),
             sync: job.get("sync").and_then(|s| {
                 let count = s.get("total_ios")?.as_u64()?;
                 (count > 0).then(|| BenchSync {
                     count,
-                    lat_mean_ns: s.get("lat_ns").and_then(|l| l.get("mean")).and_then(Value::as_f64),
+                    lat_mean_ns: s
+                        .get("lat_ns")
+                        .and_then(|l| l.get("mean"))
+                        .and_then(Value::as_f64),
                     p50_ns: s.get("lat_ns").and_then(|l| percentile(l, "50.000000")),
                 })
             }),
             pool: None,
         })
         .collect();
-    Some(Benchmark { tool: "fio".into(), version, jobs, pools: Vec::new() })
+    Some(Benchmark {
+        tool: "fio".into(),
+        version,
+        jobs,
+        pools: Vec::new(),
+    })
 }
 
 fn lab_ops(direction: &Value) -> Option<BenchOps> {
@@ -160,14 +183,22 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
         .as_array()?
         .iter()
         .map(|job| BenchJob {
-            name: job.get("jobname").and_then(Value::as_str).unwrap_or("").to_owned(),
+            name: job
+                .get("jobname")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
             read: job.get("read").and_then(lab_ops),
             write: job.get("write").and_then(lab_ops),
             sync: job
                 .get("zil_commits")
                 .and_then(Value::as_u64)
                 .filter(|n| *n > 0)
-                .map(|count| BenchSync { count, lat_mean_ns: None, p50_ns: None }),
+                .map(|count| BenchSync {
+                    count,
+                    lat_mean_ns: None,
+                    p50_ns: None,
+                }),
             // The lab's job "pool" is the pool's account, named inside.
             pool: job
                 .get("pool")
@@ -182,15 +213,28 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
             pools
                 .iter()
                 .map(|p| BenchPool {
-                    name: p.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
-                    layout: p.get("layout_text").and_then(Value::as_str).unwrap_or("").to_owned(),
+                    name: p
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    layout: p
+                        .get("layout_text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
                     ashift: p.get("ashift").and_then(Value::as_u64).unwrap_or(0) as u32,
                     volblocksize: p.get("volblocksize").and_then(Value::as_u64).unwrap_or(0),
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Some(Benchmark { tool: "zprof-lab".into(), version, jobs, pools })
+    Some(Benchmark {
+        tool: "zprof-lab".into(),
+        version,
+        jobs,
+        pools,
+    })
 }
 
 /// Parses fio or zprof-lab JSON output, if `text` holds one.
@@ -201,7 +245,10 @@ pub fn parse(text: &str) -> Option<Benchmark> {
 
 /// One line per job, for reports.
 pub fn describe(bench: &Benchmark) -> Vec<String> {
-    let fmt_ns = |ns: Option<u64>| ns.map(crate::report::format_ns).unwrap_or_else(|| "-".into());
+    let fmt_ns = |ns: Option<u64>| {
+        ns.map(crate::report::format_ns)
+            .unwrap_or_else(|| "-".into())
+    };
     bench
         .jobs
         .iter()
@@ -219,9 +266,17 @@ pub fn describe(bench: &Benchmark) -> Vec<String> {
                 }
             }
             if let Some(s) = &job.sync {
-                let what = if bench.tool == "fio" { "fsyncs" } else { "zil commits" };
+                let what = if bench.tool == "fio" {
+                    "fsyncs"
+                } else {
+                    "zil commits"
+                };
                 match s.p50_ns {
-                    Some(p50) => parts.push(format!("{} {what} (p50 {})", s.count, crate::report::format_ns(p50))),
+                    Some(p50) => parts.push(format!(
+                        "{} {what} (p50 {})",
+                        s.count,
+                        crate::report::format_ns(p50)
+                    )),
                     None => parts.push(format!("{} {what}", s.count)),
                 }
             }

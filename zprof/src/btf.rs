@@ -41,7 +41,9 @@ fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
 
 fn parse_header(data: &[u8]) -> Result<Header<'_>, BtfError> {
     if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != BTF_MAGIC {
-        return Err(BtfError::Malformed("bad magic (big-endian BTF is not supported)"));
+        return Err(BtfError::Malformed(
+            "bad magic (big-endian BTF is not supported)",
+        ));
     }
     let hdr_len = u32_at(data, 4)? as usize;
     let type_off = u32_at(data, 8)? as usize;
@@ -60,16 +62,16 @@ fn parse_header(data: &[u8]) -> Result<Header<'_>, BtfError> {
 /// Length of the kind-specific data that follows a type's 12-byte header.
 fn trailing_len(kind: u32, vlen: usize) -> Result<usize, BtfError> {
     Ok(match kind {
-        1 => 4,               // INT
+        1 => 4,                    // INT
         2 | 7..=12 | 16 | 18 => 0, // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG
-        3 => 12,              // ARRAY
-        4 | 5 => 12 * vlen,   // STRUCT, UNION
-        6 => 8 * vlen,        // ENUM
-        13 => 8 * vlen,       // FUNC_PROTO
-        14 => 4,              // VAR
-        15 => 12 * vlen,      // DATASEC
-        17 => 4,              // DECL_TAG
-        19 => 12 * vlen,      // ENUM64
+        3 => 12,                   // ARRAY
+        4 | 5 => 12 * vlen,        // STRUCT, UNION
+        6 => 8 * vlen,             // ENUM
+        13 => 8 * vlen,            // FUNC_PROTO
+        14 => 4,                   // VAR
+        15 => 12 * vlen,           // DATASEC
+        17 => 4,                   // DECL_TAG
+        19 => 12 * vlen,           // ENUM64
         other => return Err(BtfError::UnknownKind(other)),
     })
 }
@@ -86,7 +88,11 @@ struct Type<'a> {
 
 /// Calls `visit` for every type of `split` BTF (names resolved through `base`'s
 /// string table, which split BTF extends).
-fn walk_types(split: &[u8], base: Option<&[u8]>, mut visit: impl FnMut(&Type, &dyn Fn(u32) -> String) -> Result<(), BtfError>) -> Result<(), BtfError> {
+fn walk_types(
+    split: &[u8],
+    base: Option<&[u8]>,
+    mut visit: impl FnMut(&Type, &dyn Fn(u32) -> String) -> Result<(), BtfError>,
+) -> Result<(), BtfError> {
     let header = parse_header(split)?;
     let base_strings = match base {
         Some(base) => parse_header(base)?.strings,
@@ -112,8 +118,16 @@ fn walk_types(split: &[u8], base: Option<&[u8]>, mut visit: impl FnMut(&Type, &d
         let kind = (info >> 24) & 0x1f;
         let vlen = (info & 0xffff) as usize;
         let end = at + 12 + trailing_len(kind, vlen)?;
-        let body = types.get(at + 12..end).ok_or(BtfError::Malformed("type data out of bounds"))?;
-        let ty = Type { kind, name: name(u32_at(types, at)?), vlen, kind_flag: info >> 31 == 1, body };
+        let body = types
+            .get(at + 12..end)
+            .ok_or(BtfError::Malformed("type data out of bounds"))?;
+        let ty = Type {
+            kind,
+            name: name(u32_at(types, at)?),
+            vlen,
+            kind_flag: info >> 31 == 1,
+            body,
+        };
         visit(&ty, &name)?;
         at = end;
     }
@@ -122,10 +136,17 @@ fn walk_types(split: &[u8], base: Option<&[u8]>, mut visit: impl FnMut(&Type, &d
 
 /// Reads member offsets of the `wanted` structs from `split` BTF (or from a base
 /// BTF when `base` is `None`). `base` supplies the string table split BTF extends.
-pub fn struct_offsets(split: &[u8], base: Option<&[u8]>, wanted: &[&str]) -> Result<StructOffsets, BtfError> {
+pub fn struct_offsets(
+    split: &[u8],
+    base: Option<&[u8]>,
+    wanted: &[&str],
+) -> Result<StructOffsets, BtfError> {
     let mut out = StructOffsets::new();
     walk_types(split, base, |ty, name| {
-        if (ty.kind == KIND_STRUCT || ty.kind == KIND_UNION) && wanted.contains(&ty.name.as_str()) && !out.contains_key(&ty.name) {
+        if (ty.kind == KIND_STRUCT || ty.kind == KIND_UNION)
+            && wanted.contains(&ty.name.as_str())
+            && !out.contains_key(&ty.name)
+        {
             let mut members = HashMap::new();
             for i in 0..ty.vlen {
                 let member_name = name(u32_at(ty.body, i * 12)?);
@@ -146,7 +167,11 @@ pub fn struct_offsets(split: &[u8], base: Option<&[u8]>, wanted: &[&str]) -> Res
 /// The value of the enumerator named `wanted` in any enum of `split` BTF, if one
 /// has it (OpenZFS 2.1's `enum zio_flag`; 2.2 and later use #defines, which BTF
 /// does not carry).
-pub fn enumerator(split: &[u8], base: Option<&[u8]>, wanted: &str) -> Result<Option<u64>, BtfError> {
+pub fn enumerator(
+    split: &[u8],
+    base: Option<&[u8]>,
+    wanted: &str,
+) -> Result<Option<u64>, BtfError> {
     let mut found = None;
     walk_types(split, base, |ty, name| {
         let (entry, is64) = match ty.kind {
@@ -157,7 +182,11 @@ pub fn enumerator(split: &[u8], base: Option<&[u8]>, wanted: &str) -> Result<Opt
         for i in 0..ty.vlen {
             if found.is_none() && name(u32_at(ty.body, i * entry)?) == wanted {
                 let low = u32_at(ty.body, i * entry + 4)? as u64;
-                let high = if is64 { u32_at(ty.body, i * entry + 8)? as u64 } else { 0 };
+                let high = if is64 {
+                    u32_at(ty.body, i * entry + 8)? as u64
+                } else {
+                    0
+                };
                 found = Some(high << 32 | low);
             }
         }
@@ -186,7 +215,10 @@ mod tests {
         let offsets = struct_offsets(&vmlinux, None, &["task_struct", "file"]).unwrap();
         let task = &offsets["task_struct"];
         assert!(task["pid"] > 0);
-        assert!(task["tgid"] > task["pid"], "tgid follows pid in task_struct");
+        assert!(
+            task["tgid"] > task["pid"],
+            "tgid follows pid in task_struct"
+        );
         assert!(offsets["file"].contains_key("f_op"));
     }
 
@@ -195,11 +227,17 @@ mod tests {
     fn reads_vmlinux_enumerators() {
         let vmlinux = running_kernel_btf();
         assert_eq!(enumerator(&vmlinux, None, "PIDTYPE_TGID").unwrap(), Some(1));
-        assert_eq!(enumerator(&vmlinux, None, "ZPROF_NO_SUCH_ENUMERATOR").unwrap(), None);
+        assert_eq!(
+            enumerator(&vmlinux, None, "ZPROF_NO_SUCH_ENUMERATOR").unwrap(),
+            None
+        );
     }
 
     #[test]
     fn rejects_garbage() {
-        assert!(matches!(struct_offsets(b"hello world, not btf at all", None, &[]), Err(BtfError::Malformed(_))));
+        assert!(matches!(
+            struct_offsets(b"hello world, not btf at all", None, &[]),
+            Err(BtfError::Malformed(_))
+        ));
     }
 }

@@ -48,33 +48,59 @@ impl CacheSpec {
     /// Vendors' figures, not the lab's `ssd` model, which the tests compare
     /// the prediction against.
     pub fn ssd(bytes: u64) -> CacheSpec {
-        CacheSpec { kind: "L2ARC (ssd)", bytes, access_ns: 50_000.0, bytes_per_s: 500e6 }
+        CacheSpec {
+            kind: "L2ARC (ssd)",
+            bytes,
+            access_ns: 50_000.0,
+            bytes_per_s: 500e6,
+        }
     }
 
     /// An NVMe cache device, from Intel's DC P3700 datasheet: 20 us per
     /// read and 2,800 MB/s sequential reads.
     pub fn nvme(bytes: u64) -> CacheSpec {
-        CacheSpec { kind: "L2ARC (nvme)", bytes, access_ns: 20_000.0, bytes_per_s: 2800e6 }
+        CacheSpec {
+            kind: "L2ARC (nvme)",
+            bytes,
+            access_ns: 20_000.0,
+            bytes_per_s: 2800e6,
+        }
     }
 
     /// More ARC: a read it serves costs what a hit costs, already in the
     /// run's time outside the devices.
     pub fn more_arc(bytes: u64) -> CacheSpec {
-        CacheSpec { kind: "more ARC", bytes, access_ns: 0.0, bytes_per_s: 0.0 }
+        CacheSpec {
+            kind: "more ARC",
+            bytes,
+            access_ns: 0.0,
+            bytes_per_s: 0.0,
+        }
     }
 
     /// Time to read a block of `bytes` from it.
     pub fn read_ns(&self, bytes: f64) -> f64 {
-        self.access_ns + if self.bytes_per_s > 0.0 { bytes / self.bytes_per_s * 1e9 } else { 0.0 }
+        self.access_ns
+            + if self.bytes_per_s > 0.0 {
+                bytes / self.bytes_per_s * 1e9
+            } else {
+                0.0
+            }
     }
 }
 
 /// Parses the cache part of `--what-if`: `l2arc=SIZE`, `l2arc=SIZE,nvme`, `arc=+SIZE`.
 pub fn parse_cache(s: &str) -> Option<Result<CacheSpec, String>> {
-    let bad = || format!("invalid --what-if '{s}': use l2arc=SIZE, l2arc=SIZE,ssd, l2arc=SIZE,nvme or arc=+SIZE (e.g. l2arc=100g)");
+    let bad = || {
+        format!(
+            "invalid --what-if '{s}': use l2arc=SIZE, l2arc=SIZE,ssd, l2arc=SIZE,nvme or arc=+SIZE (e.g. l2arc=100g)"
+        )
+    };
     if let Some(rest) = s.strip_prefix("l2arc=") {
         let (size, device) = rest.split_once(',').unwrap_or((rest, "ssd"));
-        let Some(bytes) = parse_size(size) else { return Some(Err(bad())) };
+        let Some(bytes) = parse_size(size) else {
+            return Some(Err(bad()));
+        };
         return Some(match device {
             "ssd" => Ok(CacheSpec::ssd(bytes)),
             "nvme" => Ok(CacheSpec::nvme(bytes)),
@@ -82,14 +108,23 @@ pub fn parse_cache(s: &str) -> Option<Result<CacheSpec, String>> {
         });
     }
     let rest = s.strip_prefix("arc=")?;
-    Some(rest.strip_prefix('+').and_then(parse_size).map(CacheSpec::more_arc).ok_or_else(bad))
+    Some(
+        rest.strip_prefix('+')
+            .and_then(parse_size)
+            .map(CacheSpec::more_arc)
+            .ok_or_else(bad),
+    )
 }
 
 /// `512m`, `100g`, `1t`, `4096`: bytes, more than 0.
 fn parse_size(s: &str) -> Option<u64> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let scale: u64 = match unit.to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+    let scale: u64 = match unit
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
         "" => 1,
         "k" => 1 << 10,
         "m" => 1 << 20,
@@ -97,7 +132,11 @@ fn parse_size(s: &str) -> Option<u64> {
         "t" => 1 << 40,
         _ => return None,
     };
-    number.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)).filter(|b| *b > 0)
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|b| *b > 0)
 }
 
 /// The reuse distances of a run's reads from disk.
@@ -127,7 +166,10 @@ impl ReuseCurve {
         if rows.is_empty() {
             return None;
         }
-        let mut curve = ReuseCurve { priority_known: rows.iter().all(|h| h.class & c::PRIORITY_UNKNOWN == 0), ..ReuseCurve::default() };
+        let mut curve = ReuseCurve {
+            priority_known: rows.iter().all(|h| h.class & c::PRIORITY_UNKNOWN == 0),
+            ..ReuseCurve::default()
+        };
         for row in rows {
             let sync = row.class & c::ASYNC == 0;
             curve.all_reads += row.count;
@@ -254,7 +296,13 @@ pub struct CachePrediction {
 /// waits into a read of the same blocks from it. Readers keep as many reads
 /// in flight as in the run, so the rate scales with the inverse of the time
 /// per read.
-pub fn predict(rec: &Recording, path: &ReadPath, curve: &ReuseCurve, spec: CacheSpec, cpus: usize) -> Option<CachePrediction> {
+pub fn predict(
+    rec: &Recording,
+    path: &ReadPath,
+    curve: &ReuseCurve,
+    spec: CacheSpec,
+    cpus: usize,
+) -> Option<CachePrediction> {
     if curve.all_reads == 0 || path.blocks_per_read <= 0.0 {
         return None;
     }
@@ -262,9 +310,13 @@ pub fn predict(rec: &Recording, path: &ReadPath, curve: &ReuseCurve, spec: Cache
     let (blocks_per_read, re_read_share) = match &window {
         Some(w) if w.sync_disk_reads > 0 => (
             w.sync_disk_reads as f64 / w.reads as f64,
-            (w.sync_disk_reads - w.sync_first_reads.min(w.sync_disk_reads)) as f64 / w.sync_disk_reads as f64,
+            (w.sync_disk_reads - w.sync_first_reads.min(w.sync_disk_reads)) as f64
+                / w.sync_disk_reads as f64,
         ),
-        _ => (path.blocks_per_read, curve.sync_re_reads() as f64 / curve.sync_reads.max(1) as f64),
+        _ => (
+            path.blocks_per_read,
+            curve.sync_re_reads() as f64 / curve.sync_reads.max(1) as f64,
+        ),
     };
     let (served_all, keep) = curve.served(spec.bytes as f64);
     let served_sync = re_read_share * curve.sync_re_reads_within(keep);
@@ -275,21 +327,39 @@ pub fn predict(rec: &Recording, path: &ReadPath, curve: &ReuseCurve, spec: Cache
             let wait = (split.miss_ns - split.hit_ns).max(0.0);
             let blocks_per_miss = blocks_per_read / split.miss_share;
             let after = split.hit_ns
-                + split.miss_share * ((1.0 - served_sync) * wait + served_sync * blocks_per_miss * cache_read_ns);
+                + split.miss_share
+                    * ((1.0 - served_sync) * wait + served_sync * blocks_per_miss * cache_read_ns);
             (split.hit_ns + split.miss_share * wait, after)
         }
         None => {
-            let before = if path.timed { path.reads.mean_ns } else { path.device_per_read_ns + path.cpu_per_read_ns };
+            let before = if path.timed {
+                path.reads.mean_ns
+            } else {
+                path.device_per_read_ns + path.cpu_per_read_ns
+            };
             let device_per_block = path.block_disk_ns + path.leaf_queue.mean_ns;
-            (before, (before - blocks_per_read * served_sync * (device_per_block - cache_read_ns)).max(cache_read_ns))
+            (
+                before,
+                (before - blocks_per_read * served_sync * (device_per_block - cache_read_ns))
+                    .max(cache_read_ns),
+            )
         }
     };
-    let rate_before = window.as_ref().map_or_else(|| whole_run_read_rate(rec), |w| w.reads as f64 / w.seconds as f64);
-    let concurrency_bound = if read_after_ns > 0.0 { rate_before * read_before_ns / read_after_ns } else { 0.0 };
+    let rate_before = window.as_ref().map_or_else(
+        || whole_run_read_rate(rec),
+        |w| w.reads as f64 / w.seconds as f64,
+    );
+    let concurrency_bound = if read_after_ns > 0.0 {
+        rate_before * read_before_ns / read_after_ns
+    } else {
+        0.0
+    };
     // A read served from memory is CPU work from start to end: at most
     // `cpus` of them at once. (A lower bound on a read's CPU: the I/O it
     // issues costs other threads' time too.)
-    let cpu_bound_rate = split.map_or(f64::INFINITY, |s| cpus.max(1) as f64 * 1e9 / s.hit_ns.max(1.0));
+    let cpu_bound_rate = split.map_or(f64::INFINITY, |s| {
+        cpus.max(1) as f64 * 1e9 / s.hit_ns.max(1.0)
+    });
     let cpu_bound = cpu_bound_rate < concurrency_bound;
     let rate_after = concurrency_bound.min(cpu_bound_rate);
     let feed_bytes_per_s = rate_after * blocks_per_read * (1.0 - served_sync) * path.block_bytes;
@@ -369,15 +439,24 @@ impl ReadSplit {
         let mut reads: Vec<(f64, f64)> = Vec::new();
         for row in pick(rec, Stage::WorkloadRead, None, None) {
             reads.extend(row.buckets.iter().map(|[index, count]| {
-                (crate::recording::bucket_midpoint(*index as usize, row.max_ns) as f64, *count as f64)
+                (
+                    crate::recording::bucket_midpoint(*index as usize, row.max_ns) as f64,
+                    *count as f64,
+                )
             }));
         }
         reads.sort_by(|a, b| a.0.total_cmp(&b.0));
         let disk_threshold = (path.leaf_disk.p50_ns as f64 / 4.0).max(20_000.0);
-        let threshold = median_below(&reads, disk_threshold).map_or(disk_threshold, |m| disk_threshold.min(MEMORY_READ_SPREAD * m));
+        let threshold = median_below(&reads, disk_threshold).map_or(disk_threshold, |m| {
+            disk_threshold.min(MEMORY_READ_SPREAD * m)
+        });
         let (mut fast, mut slow) = ((0.0, 0.0), (0.0, 0.0));
         for &(value, count) in &reads {
-            let side = if value < threshold { &mut fast } else { &mut slow };
+            let side = if value < threshold {
+                &mut fast
+            } else {
+                &mut slow
+            };
             side.0 += count;
             side.1 += value * count;
         }
@@ -394,15 +473,21 @@ fn median_below(sorted: &[(f64, f64)], limit: f64) -> Option<f64> {
     let below: Vec<&(f64, f64)> = sorted.iter().filter(|(value, _)| *value < limit).collect();
     let half = below.iter().map(|(_, count)| count).sum::<f64>() / 2.0;
     let mut seen = 0.0;
-    below.into_iter().find(|(_, count)| {
-        seen += count;
-        seen >= half
-    }).map(|(value, _)| *value)
+    below
+        .into_iter()
+        .find(|(_, count)| {
+            seen += count;
+            seen >= half
+        })
+        .map(|(value, _)| *value)
 }
 
 /// Reads per second over the whole recording.
 fn whole_run_read_rate(rec: &Recording) -> f64 {
-    let reads: u64 = pick(rec, Stage::WorkloadRead, None, None).iter().map(|h| h.count).sum();
+    let reads: u64 = pick(rec, Stage::WorkloadRead, None, None)
+        .iter()
+        .map(|h| h.count)
+        .sum();
     reads as f64 / rec.duration_s.max(1e-9)
 }
 
@@ -422,7 +507,10 @@ mod tests {
             bytes,
             bytes_out: 0,
             max_ns: buckets.iter().map(|b| b.0).max().unwrap_or(0),
-            buckets: buckets.iter().map(|&(v, n)| [zprof_common::hist_bucket(v) as u64, n]).collect(),
+            buckets: buckets
+                .iter()
+                .map(|&(v, n)| [zprof_common::hist_bucket(v) as u64, n])
+                .collect(),
         }
     }
 
@@ -440,7 +528,10 @@ mod tests {
             row(0, &[(100 << 20, 150), (200 << 20, 150)], 300 << 13),
             row(c::FIRST, &[(0, 100)], 100 << 13),
         ]);
-        assert_eq!((c.all_reads, c.sync_reads, c.first_reads, c.re_reads()), (500, 400, 200, 300));
+        assert_eq!(
+            (c.all_reads, c.sync_reads, c.first_reads, c.re_reads()),
+            (500, 400, 200, 300)
+        );
         let (all, keep) = c.served(1e12);
         assert!((all - 0.6).abs() < 1e-9, "{all}");
         assert!((keep - 1e12 / 0.4).abs() < 1.0, "{keep}");
@@ -460,24 +551,48 @@ mod tests {
         let (all, keep_bytes) = c.served(100.0 * 1048576.0);
         let keep = 100.0 / (1.0 - all);
         assert!((keep_bytes / 1048576.0 - keep).abs() < 1e-6);
-        assert!(all > 0.1 && (all - keep / 1000.0).abs() < 0.02, "h {all} keep {keep} MiB");
+        assert!(
+            all > 0.1 && (all - keep / 1000.0).abs() < 0.02,
+            "h {all} keep {keep} MiB"
+        );
     }
 
     #[test]
     fn the_median_of_memory_reads_ignores_the_disk_waits_and_a_few_long_ones() {
         // Buckets of a real 2.3.2 run's timed reads (ns, count), the slow ones lumped.
-        let reads = [(98.3e3, 11.0), (114.7e3, 8.0), (131.1e3, 15.0), (147.5e3, 14.0), (720.9e3, 3.0), (7.3e6, 400.0)];
+        let reads = [
+            (98.3e3, 11.0),
+            (114.7e3, 8.0),
+            (131.1e3, 15.0),
+            (147.5e3, 14.0),
+            (720.9e3, 3.0),
+            (7.3e6, 400.0),
+        ];
         assert_eq!(median_below(&reads, 5e6), Some(131.1e3));
         assert_eq!(median_below(&reads, 50e3), None);
     }
 
     #[test]
     fn what_if_specs() {
-        assert_eq!(parse_cache("l2arc=100g").unwrap().unwrap(), CacheSpec::ssd(100 << 30));
-        assert_eq!(parse_cache("l2arc=512m,nvme").unwrap().unwrap(), CacheSpec::nvme(512 << 20));
-        assert_eq!(parse_cache("arc=+1GiB").unwrap().unwrap(), CacheSpec::more_arc(1 << 30));
+        assert_eq!(
+            parse_cache("l2arc=100g").unwrap().unwrap(),
+            CacheSpec::ssd(100 << 30)
+        );
+        assert_eq!(
+            parse_cache("l2arc=512m,nvme").unwrap().unwrap(),
+            CacheSpec::nvme(512 << 20)
+        );
+        assert_eq!(
+            parse_cache("arc=+1GiB").unwrap().unwrap(),
+            CacheSpec::more_arc(1 << 30)
+        );
         assert!(parse_cache("l2arc=0").unwrap().is_err());
-        assert!(parse_cache("l2arc=1g,tape").unwrap().unwrap_err().contains("invalid --what-if 'l2arc=1g,tape'"));
+        assert!(
+            parse_cache("l2arc=1g,tape")
+                .unwrap()
+                .unwrap_err()
+                .contains("invalid --what-if 'l2arc=1g,tape'")
+        );
         assert!(parse_cache("arc=1g").unwrap().is_err());
         assert!(parse_cache("slog=ssd").is_none());
         let ssd = CacheSpec::ssd(1);

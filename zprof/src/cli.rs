@@ -175,7 +175,13 @@ pub struct RecordArgs {
     pub target: TargetArgs,
     /// Only count this process (and processes it forks from now on): a benchmark
     /// that is already running. Stops when it exits, or after --duration.
-    #[arg(long, short = 'p', visible_alias = "attach", value_name = "PID", conflicts_with = "command")]
+    #[arg(
+        long,
+        short = 'p',
+        visible_alias = "attach",
+        value_name = "PID",
+        conflicts_with = "command"
+    )]
     pub pid: Option<u32>,
     /// Stop after this long (e.g. 10, 10s, 500ms, 2m). Without it: until the command
     /// exits, the pid exits, or Ctrl-C.
@@ -347,7 +353,10 @@ pub fn parse_group(s: &str) -> Result<String, String> {
         Ok(s.to_owned())
     } else {
         let names: Vec<&str> = crate::catalogue::GROUPS.iter().map(|(g, _)| *g).collect();
-        Err(format!("unknown stage group '{s}': use {}", names.join(", ")))
+        Err(format!(
+            "unknown stage group '{s}': use {}",
+            names.join(", ")
+        ))
     }
 }
 
@@ -361,9 +370,15 @@ pub const MAX_DURATION: Duration = Duration::from_secs(366 * 86400);
 
 /// Parses a duration: plain seconds, or a number with ms, s, m or h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration '{s}': use seconds (10), or a number with ms, s, m or h (500ms, 2m)");
+    let bad = || {
+        format!(
+            "invalid duration '{s}': use seconds (10), or a number with ms, s, m or h (500ms, 2m)"
+        )
+    };
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
     let value: f64 = number.parse().map_err(|_| bad())?;
     let seconds = match unit {
@@ -398,39 +413,77 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("10x").unwrap_err().contains("invalid duration '10x'"));
+        assert!(
+            parse_duration("10x")
+                .unwrap_err()
+                .contains("invalid duration '10x'")
+        );
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("0").unwrap_err().contains("greater than zero"));
+        assert!(
+            parse_duration("0")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
         assert!(parse_duration("-3").is_err());
         // Issue 14: these panicked (one while parsing, one after attaching).
-        assert!(parse_duration("100000000000000000000").unwrap_err().contains("at most 366 days"));
-        assert!(parse_duration("10000000000000000000").unwrap_err().contains("at most 366 days"));
+        assert!(
+            parse_duration("100000000000000000000")
+                .unwrap_err()
+                .contains("at most 366 days")
+        );
+        assert!(
+            parse_duration("10000000000000000000")
+                .unwrap_err()
+                .contains("at most 366 days")
+        );
         assert_eq!(parse_duration("8784h").unwrap(), MAX_DURATION);
     }
 
     #[test]
     fn record_takes_command_after_double_dash() {
         let cli = Cli::try_parse_from(["zprof", "record", "-d", "5", "--", "ztest", "-V"]).unwrap();
-        let Command::Record(args) = cli.command else { panic!("not record") };
+        let Command::Record(args) = cli.command else {
+            panic!("not record")
+        };
         assert_eq!(args.command, ["ztest", "-V"]);
         assert_eq!(args.duration, Some(Duration::from_secs(5)));
     }
 
     #[test]
     fn run_takes_attach_and_what_if() {
-        let cli = Cli::try_parse_from(["zprof", "run", "--attach", "42", "-d", "3", "--what-if", "slog=0.1ms"]).unwrap();
-        let Command::Run(args) = cli.command else { panic!("not run") };
+        let cli = Cli::try_parse_from([
+            "zprof",
+            "run",
+            "--attach",
+            "42",
+            "-d",
+            "3",
+            "--what-if",
+            "slog=0.1ms",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
         assert_eq!(args.pid, Some(42));
         assert_eq!(args.what_if.len(), 1);
-        assert!(Cli::try_parse_from(["zprof", "explain", "r.json", "--what-if", "slog=warp"]).is_err());
+        assert!(
+            Cli::try_parse_from(["zprof", "explain", "r.json", "--what-if", "slog=warp"]).is_err()
+        );
     }
 
     #[test]
     fn skip_takes_known_groups() {
-        let cli = Cli::try_parse_from(["zprof", "record", "--skip", "workload,checksum", "-d", "1"]).unwrap();
-        let Command::Record(args) = cli.command else { panic!("not record") };
+        let cli =
+            Cli::try_parse_from(["zprof", "record", "--skip", "workload,checksum", "-d", "1"])
+                .unwrap();
+        let Command::Record(args) = cli.command else {
+            panic!("not record")
+        };
         assert_eq!(args.skip, ["workload", "checksum"]);
-        let err = Cli::try_parse_from(["zprof", "record", "--skip", "disks"]).unwrap_err().to_string();
+        let err = Cli::try_parse_from(["zprof", "record", "--skip", "disks"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown stage group 'disks'"), "{err}");
     }
 
@@ -441,7 +494,12 @@ mod tests {
 
     #[test]
     fn bad_target_is_rejected_with_the_choices() {
-        let err = Cli::try_parse_from(["zprof", "probes", "--target", "bogus"]).unwrap_err().to_string();
-        assert!(err.contains("use kernel, libzpool or libzpool=PATH"), "{err}");
+        let err = Cli::try_parse_from(["zprof", "probes", "--target", "bogus"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("use kernel, libzpool or libzpool=PATH"),
+            "{err}"
+        );
     }
 }

@@ -59,10 +59,16 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 /// Resolves the target and its struct offsets.
-pub(crate) fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Result<(Target, FoundOffsets)> {
+pub(crate) fn prepare(
+    args: &TargetArgs,
+    traced: &target::Traced,
+) -> anyhow::Result<(Target, FoundOffsets)> {
     let mut target = target::resolve(&args.target, &SystemPaths::default(), traced)?;
     if let Some(version) = &args.zfs_version {
-        let known = target.build_id.as_deref().and_then(offsets::release_of_build);
+        let known = target
+            .build_id
+            .as_deref()
+            .and_then(offsets::release_of_build);
         if let Some(known) = known.as_ref().filter(|k| *k != version) {
             return Err(UsageError(format!(
                 "--zfs-version {version} contradicts the build: its build-id is OpenZFS {known}'s; leave --zfs-version out"
@@ -74,8 +80,10 @@ pub(crate) fn prepare(args: &TargetArgs, traced: &target::Traced) -> anyhow::Res
         target.zfs_version = Some(version.clone());
     }
     let found = match target.kind {
-        TargetKind::Libzpool => offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
-            .map_err(UsageError)?,
+        TargetKind::Libzpool => {
+            offsets::for_libzpool(target.build_id.as_deref(), args.offsets.as_deref())
+                .map_err(UsageError)?
+        }
         TargetKind::Kernel => offsets::for_kernel(&offsets::KernelSources {
             module_btf: "/sys/kernel/btf/zfs".as_ref(),
             vmlinux_btf: "/sys/kernel/btf/vmlinux".as_ref(),
@@ -95,14 +103,33 @@ fn offsets_cmd(args: OffsetsArgs) -> anyhow::Result<i32> {
     let module_dir = std::path::Path::new("/sys/module/zfs");
     let (build_id, release, version) = match &args.module {
         Some(path) => {
-            let bytes = std::fs::read(path).map_err(|e| UsageError(format!("cannot read --module {}: {e}", path.display())))?;
+            let bytes = std::fs::read(path)
+                .map_err(|e| UsageError(format!("cannot read --module {}: {e}", path.display())))?;
             if !bytes.starts_with(b"\x7fELF") {
-                return Err(UsageError(format!("--module {} is not an ELF file: give a zfs.ko", path.display())).into());
+                return Err(UsageError(format!(
+                    "--module {} is not an ELF file: give a zfs.ko",
+                    path.display()
+                ))
+                .into());
             }
-            (crate::elf::build_id(&bytes), ko::module_kernel_release(&bytes).unwrap_or_default(), None)
+            (
+                crate::elf::build_id(&bytes),
+                ko::module_kernel_release(&bytes).unwrap_or_default(),
+                None,
+            )
         }
-        None if module_dir.exists() => (ko::loaded_module_build_id(module_dir), ko::kernel_release(), ko::loaded_module_version(module_dir)),
-        None => return Err(UsageError("no zfs module is loaded: pass --module FILE (a zfs.ko) to make a table for it".into()).into()),
+        None if module_dir.exists() => (
+            ko::loaded_module_build_id(module_dir),
+            ko::kernel_release(),
+            ko::loaded_module_version(module_dir),
+        ),
+        None => {
+            return Err(UsageError(
+                "no zfs module is loaded: pass --module FILE (a zfs.ko) to make a table for it"
+                    .into(),
+            )
+            .into());
+        }
     };
     let inputs = match args.zfs_build {
         Some(tree) => BuildInputs::for_tree(tree, args.kernel_build, &release),
@@ -113,7 +140,12 @@ fn offsets_cmd(args: OffsetsArgs) -> anyhow::Result<i32> {
     let path = match (&args.output, &build_id) {
         (Some(path), _) => path.clone(),
         (None, Some(id)) => ko::cache_path(id),
-        (None, None) => return Err(UsageError("the module has no build-id to cache its table by: pass -o FILE".into()).into()),
+        (None, None) => {
+            return Err(UsageError(
+                "the module has no build-id to cache its table by: pass -o FILE".into(),
+            )
+            .into());
+        }
     };
     ko::store(&table, &path).map_err(UsageError)?;
     println!(
@@ -134,7 +166,17 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     let session = Session::start(
         target,
         found.clone(),
-        &SessionOptions { filter_pids: None, hist_entries: 64, sample_hz: 0, stack_entries: Some(64), full_timing: false, skip: Vec::new(), off_cpu: false, slower_than: None, request_rows: 64 },
+        &SessionOptions {
+            filter_pids: None,
+            hist_entries: 64,
+            sample_hz: 0,
+            stack_entries: Some(64),
+            full_timing: false,
+            skip: Vec::new(),
+            off_cpu: false,
+            slower_than: None,
+            request_rows: 64,
+        },
     )?;
     let statuses = session.probes().to_vec();
     let release = session.release().clone();
@@ -157,7 +199,10 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
     println!("target: {object}");
     println!("OpenZFS {}: {}", release.version_text(), release.status);
     if let Some(series) = release.series {
-        println!("interpreted with the {} series' rules ({}):", series.name, series.source);
+        println!(
+            "interpreted with the {} series' rules ({}):",
+            series.name, series.source
+        );
         for behaviour in series.behaviours {
             println!("  - {behaviour}");
         }
@@ -172,7 +217,15 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
         for p in statuses.iter().filter(|p| p.group == *group) {
             let kind = if p.returns { "entry+return" } else { "entry" };
             match &p.reason {
-                None => println!("  {:<22} {:<13} attached{}", p.function, kind, p.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()),
+                None => println!(
+                    "  {:<22} {:<13} attached{}",
+                    p.function,
+                    kind,
+                    p.note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                ),
                 Some(reason) => println!("  {:<22} {:<13} no: {reason}", p.function, kind),
             }
         }
@@ -181,7 +234,9 @@ fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
 }
 
 /// Stage groups with no probe point on the target of `statuses`, and why.
-fn absent_groups(statuses: &[crate::recording::ProbeStatus]) -> std::collections::BTreeMap<&'static str, &'static str> {
+fn absent_groups(
+    statuses: &[crate::recording::ProbeStatus],
+) -> std::collections::BTreeMap<&'static str, &'static str> {
     crate::catalogue::ABSENT_ON_LIBZPOOL
         .iter()
         .filter(|(group, _)| !statuses.iter().any(|p| p.group == *group))
@@ -362,7 +417,8 @@ fn wait_child(pid: u32) -> Option<i32> {
 fn process_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: the state follows the last ')'.
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
 /// Whether `pid` exists and has not exited: a zombie's /proc entry stays until
@@ -376,13 +432,23 @@ fn is_running(pid: u32) -> bool {
 fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     if run_mode && args.command.is_empty() {
         // Its point is the benchmark's own result beside the stages.
-        return Err(UsageError("zprof run needs the benchmark to run after --; record traces without one".into()).into());
+        return Err(UsageError(
+            "zprof run needs the benchmark to run after --; record traces without one".into(),
+        )
+        .into());
     }
     if let Some(pid) = args.pid
         && !is_running(pid)
     {
-        let what = if process_state(pid).is_some() { "has exited (a zombie)" } else { "does not exist" };
-        return Err(UsageError(format!("process {pid} {what}: give the pid of a running process")).into());
+        let what = if process_state(pid).is_some() {
+            "has exited (a zombie)"
+        } else {
+            "does not exist"
+        };
+        return Err(UsageError(format!(
+            "process {pid} {what}: give the pid of a running process"
+        ))
+        .into());
     }
     // Output paths are checked before anything runs: a recording must not be
     // lost at the end of a long run for want of a writable path.
@@ -392,29 +458,31 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     if let Some(path) = &args.flamegraph {
         check_flamegraph_path(path)?;
     }
-    let traced = target::Traced { command: (!args.command.is_empty()).then_some(args.command.as_slice()), pid: args.pid };
+    let traced = target::Traced {
+        command: (!args.command.is_empty()).then_some(args.command.as_slice()),
+        pid: args.pid,
+    };
     let (target, found) = prepare(&args.target, &traced)?;
     let filter = if !args.command.is_empty() {
         Some(Vec::new())
     } else {
         args.pid.map(|p| vec![p])
     };
-    let mut session =
-        Session::start(
-            target,
-            found,
-            &SessionOptions {
-                filter_pids: filter,
-                hist_entries: args.hist_entries,
-                sample_hz: args.sample_freq,
-                stack_entries: args.stack_storage_size,
-                full_timing: args.full_timing,
-                skip: args.skip.clone(),
-                off_cpu: args.off_cpu,
-                slower_than: args.slower_than,
-                request_rows: args.request_rows,
-            },
-        )?;
+    let mut session = Session::start(
+        target,
+        found,
+        &SessionOptions {
+            filter_pids: filter,
+            hist_entries: args.hist_entries,
+            sample_hz: args.sample_freq,
+            stack_entries: args.stack_storage_size,
+            full_timing: args.full_timing,
+            skip: args.skip.clone(),
+            off_cpu: args.off_cpu,
+            slower_than: args.slower_than,
+            request_rows: args.request_rows,
+        },
+    )?;
     let attached = session.probes().iter().filter(|p| p.attached).count();
     let mut child = None;
     let mut tee = None;
@@ -427,8 +495,12 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     }
     let pid = child.or(args.pid);
 
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let command_exit = runtime.block_on(async { collect(&mut session, child, args.pid, args.duration, attached).await })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let command_exit = runtime.block_on(async {
+        collect(&mut session, child, args.pid, args.duration, attached).await
+    })?;
 
     let command = (!args.command.is_empty()).then(|| args.command.clone());
     // finish() consumes the session: the probes are detached when it returns,
@@ -440,7 +512,9 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         if run_mode {
             recording.benchmark = crate::bench::parse(&output);
             if recording.benchmark.is_none() {
-                eprintln!("zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)");
+                eprintln!(
+                    "zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)"
+                );
             }
         }
     }
@@ -453,9 +527,16 @@ fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
             Ok(()) => eprintln!("recording written to {}", path.display()),
             Err(err) => {
                 failed = true;
-                let fallback = std::env::temp_dir().join(format!("zprof-recording-{}.json", std::process::id()));
-                let saved = recording.save(&fallback).map(|()| format!("saved to {} instead", fallback.display()));
-                eprintln!("zprof: error: cannot write {}: {err}; recording {}", path.display(), saved.unwrap_or_else(|e| format!("not saved either ({e})")));
+                let fallback = std::env::temp_dir()
+                    .join(format!("zprof-recording-{}.json", std::process::id()));
+                let saved = recording
+                    .save(&fallback)
+                    .map(|()| format!("saved to {} instead", fallback.display()));
+                eprintln!(
+                    "zprof: error: cannot write {}: {err}; recording {}",
+                    path.display(),
+                    saved.unwrap_or_else(|e| format!("not saved either ({e})"))
+                );
             }
         }
     }
@@ -477,11 +558,21 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
     use std::os::unix::ffi::OsStrExt as _;
     let shown = path.display();
     if path.is_dir() {
-        return Err(UsageError(format!("cannot write {shown}: it is a directory (give a file name)")).into());
+        return Err(UsageError(format!(
+            "cannot write {shown}: it is a directory (give a file name)"
+        ))
+        .into());
     }
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
     if !dir.is_dir() {
-        return Err(UsageError(format!("cannot write {shown}: directory {} does not exist", dir.display())).into());
+        return Err(UsageError(format!(
+            "cannot write {shown}: directory {} does not exist",
+            dir.display()
+        ))
+        .into());
     }
     let writable = |p: &std::path::Path| {
         let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap_or_default();
@@ -491,14 +582,21 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
     let target = if path.exists() { path } else { dir };
     // access() answers for root too where it matters: a read-only mount (EROFS).
     if !writable(target) {
-        return Err(UsageError(format!("cannot write {shown}: {} is not writable", target.display())).into());
+        return Err(UsageError(format!(
+            "cannot write {shown}: {} is not writable",
+            target.display()
+        ))
+        .into());
     }
     Ok(())
 }
 
 /// A flame graph's path: named for what it will hold, and writable.
 fn check_flamegraph_path(path: &std::path::Path) -> anyhow::Result<()> {
-    if !matches!(path.extension().and_then(|e| e.to_str()), Some("svg" | "folded")) {
+    if !matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("svg" | "folded")
+    ) {
         return Err(UsageError(format!(
             "cannot write a flame graph to {}: name it .svg (a flame graph) or .folded (folded stacks)",
             path.display()
@@ -525,7 +623,13 @@ fn write_flamegraph(
     } else {
         let mut titles = flamegraph::titles(recording, kind);
         if !processes.is_empty() {
-            let weight = |l: &[String]| flamegraph::parse_folded(l).unwrap_or_default().iter().map(|(_, w)| w).sum::<u64>();
+            let weight = |l: &[String]| {
+                flamegraph::parse_folded(l)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(_, w)| w)
+                    .sum::<u64>()
+            };
             let amount = |w: u64| match kind {
                 FlameKind::Cpu => format!("{w} samples"),
                 _ => crate::report::format_ns(w * 1_000),
@@ -541,38 +645,80 @@ fn write_flamegraph(
         flamegraph::render_svg(&lines, &titles)?
     };
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("flame graph written to {} ({})", path.display(), flamegraph::describe(&lines, kind != FlameKind::Cpu));
+    eprintln!(
+        "flame graph written to {} ({})",
+        path.display(),
+        flamegraph::describe(&lines, kind != FlameKind::Cpu)
+    );
     Ok(())
 }
 
 /// The folded stacks whose process (first frame) is one of `processes`; all
 /// of them when none is named.
-fn only_processes(lines: Vec<String>, kind: crate::cli::FlameKind, processes: &[String]) -> anyhow::Result<Vec<String>> {
+fn only_processes(
+    lines: Vec<String>,
+    kind: crate::cli::FlameKind,
+    processes: &[String],
+) -> anyhow::Result<Vec<String>> {
     if processes.is_empty() {
         return Ok(lines);
     }
     if kind == crate::cli::FlameKind::Stages {
-        return Err(UsageError("--process applies to the cpu and off-cpu kinds: stage time is not kept per process".into()).into());
+        return Err(UsageError(
+            "--process applies to the cpu and off-cpu kinds: stage time is not kept per process"
+                .into(),
+        )
+        .into());
     }
     // The wall-clock view's root is the kind of time; the process comes next.
     let skip = usize::from(kind == crate::cli::FlameKind::Wall);
     let process_of = |line: &str| line.split(';').nth(skip).unwrap_or("").to_owned();
-    let kept: Vec<String> = lines.iter().filter(|l| processes.contains(&process_of(l))).cloned().collect();
+    let kept: Vec<String> = lines
+        .iter()
+        .filter(|l| processes.contains(&process_of(l)))
+        .cloned()
+        .collect();
     if kept.is_empty() {
         let mut names: Vec<String> = lines.iter().map(|l| process_of(l)).collect();
         names.sort();
         names.dedup();
-        return Err(UsageError(format!("no stacks of {} in the recording; its processes: {}", processes.join(", "), names.join(", "))).into());
+        return Err(UsageError(format!(
+            "no stacks of {} in the recording; its processes: {}",
+            processes.join(", "),
+            names.join(", ")
+        ))
+        .into());
     }
     Ok(kept)
 }
 
-fn explain_recording(recording: &Recording, what_if: &[crate::explain::WhatIf]) -> Vec<crate::explain::Finding> {
+fn explain_recording(
+    recording: &Recording,
+    what_if: &[crate::explain::WhatIf],
+) -> Vec<crate::explain::Finding> {
     use crate::explain::WhatIf;
-    let slogs = what_if.iter().filter_map(|w| if let WhatIf::Slog(d) = w { Some(*d) } else { None });
+    let slogs = what_if.iter().filter_map(|w| {
+        if let WhatIf::Slog(d) = w {
+            Some(*d)
+        } else {
+            None
+        }
+    });
     let options = crate::explain::ExplainOptions {
-        slogs: slogs.enumerate().map(|(i, d)| (format!("what-if #{}", i + 1), d)).collect(),
-        caches: what_if.iter().filter_map(|w| if let WhatIf::Cache(c) = w { Some(*c) } else { None }).collect(),
+        slogs: slogs
+            .enumerate()
+            .map(|(i, d)| (format!("what-if #{}", i + 1), d))
+            .collect(),
+        caches: what_if
+            .iter()
+            .filter_map(|w| {
+                if let WhatIf::Cache(c) = w {
+                    Some(*c)
+                } else {
+                    None
+                }
+            })
+            .collect(),
         ..Default::default()
     };
     crate::explain::explain(recording, &options)
@@ -591,7 +737,10 @@ fn print_all(
             let mut text = report::render_table(&built);
             if let Some(findings) = findings {
                 text.push('\n');
-                text.push_str(&crate::explain::render(findings, recording.benchmark.as_ref()));
+                text.push_str(&crate::explain::render(
+                    findings,
+                    recording.benchmark.as_ref(),
+                ));
             }
             text
         }
@@ -627,15 +776,32 @@ fn explain_cmd(args: crate::cli::ExplainArgs) -> anyhow::Result<i32> {
 }
 
 /// The recording with only one pool's histograms (for the stage graph).
-fn only_pool(mut recording: Recording, kind: crate::cli::FlameKind, pool: &str) -> anyhow::Result<Recording> {
+fn only_pool(
+    mut recording: Recording,
+    kind: crate::cli::FlameKind,
+    pool: &str,
+) -> anyhow::Result<Recording> {
     if kind != crate::cli::FlameKind::Stages {
-        return Err(UsageError("--pool applies to the stages kind: CPU and off-CPU stacks are not kept per pool".into()).into());
+        return Err(UsageError(
+            "--pool applies to the stages kind: CPU and off-CPU stacks are not kept per pool"
+                .into(),
+        )
+        .into());
     }
-    let mut pools: Vec<String> = recording.histograms.iter().map(|h| h.pool.clone()).filter(|p| !p.is_empty()).collect();
+    let mut pools: Vec<String> = recording
+        .histograms
+        .iter()
+        .map(|h| h.pool.clone())
+        .filter(|p| !p.is_empty())
+        .collect();
     pools.sort();
     pools.dedup();
     if !pools.iter().any(|p| p == pool) {
-        return Err(UsageError(format!("no pool {pool} in the recording; its pools: {}", pools.join(", "))).into());
+        return Err(UsageError(format!(
+            "no pool {pool} in the recording; its pools: {}",
+            pools.join(", ")
+        ))
+        .into());
     }
     recording.histograms.retain(|h| h.pool == pool);
     Ok(recording)
@@ -648,16 +814,25 @@ fn compare_cmd(args: crate::cli::CompareArgs) -> anyhow::Result<i32> {
     let a = Recording::load(&args.a)?;
     let b = Recording::load(&args.b)?;
     if let Some(path) = &args.flamegraph {
-        let diff = crate::flamegraph::differential(&a, &b, args.flamegraph_kind).map_err(UsageError)?;
+        let diff =
+            crate::flamegraph::differential(&a, &b, args.flamegraph_kind).map_err(UsageError)?;
         let text = if path.extension().is_some_and(|e| e == "folded") {
             diff.lines.join("\n") + "\n"
         } else {
             crate::flamegraph::render_svg(&diff.lines, &diff.titles)?
         };
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("differential flame graph written to {} ({})", path.display(), diff.titles.subtitle);
+        eprintln!(
+            "differential flame graph written to {} ({})",
+            path.display(),
+            diff.titles.subtitle
+        );
     }
-    let comparison = crate::compare::compare(&a, &b, (args.a.display().to_string(), args.b.display().to_string()));
+    let comparison = crate::compare::compare(
+        &a,
+        &b,
+        (args.a.display().to_string(), args.b.display().to_string()),
+    );
     let text = match args.format {
         Format::Table => crate::compare::render(&comparison),
         Format::Json => serde_json::to_string_pretty(&comparison)? + "\n",
@@ -745,8 +920,17 @@ enum Stop {
 /// delivered to the whole process group), waits up to 30 s for its own
 /// cleanup (the lab exports its pool), sends it again (the lab then abandons
 /// a stuck pool and removes its files), then kills it. Returns its status.
-async fn stop_command(pid: u32, stop: Stop, exit_rx: &mut tokio::sync::oneshot::Receiver<Option<i32>>) -> Option<i32> {
-    let mut wait = async |limit: Duration| tokio::time::timeout(limit, &mut *exit_rx).await.ok().map(|s| s.ok().flatten());
+async fn stop_command(
+    pid: u32,
+    stop: Stop,
+    exit_rx: &mut tokio::sync::oneshot::Receiver<Option<i32>>,
+) -> Option<i32> {
+    let mut wait = async |limit: Duration| {
+        tokio::time::timeout(limit, &mut *exit_rx)
+            .await
+            .ok()
+            .map(|s| s.ok().flatten())
+    };
     let signal = match stop {
         Stop::Interrupt => match wait(Duration::from_secs(2)).await {
             Some(status) => return status,
@@ -754,15 +938,25 @@ async fn stop_command(pid: u32, stop: Stop, exit_rx: &mut tokio::sync::oneshot::
         },
         Stop::Terminate | Stop::Deadline => libc::SIGTERM,
     };
-    let why = if stop == Stop::Deadline { "the duration is over" } else { "zprof was stopped" };
-    eprintln!("stopping: {why}; sent {} to the command (pid {pid}), waiting up to 30 s for it to exit", signal_name(signal));
+    let why = if stop == Stop::Deadline {
+        "the duration is over"
+    } else {
+        "zprof was stopped"
+    };
+    eprintln!(
+        "stopping: {why}; sent {} to the command (pid {pid}), waiting up to 30 s for it to exit",
+        signal_name(signal)
+    );
     // SAFETY: kill() on the pid of our own child, which we have not reaped.
     unsafe { libc::kill(pid as i32, signal) };
     if let Some(status) = wait(Duration::from_secs(30)).await {
         return status;
     }
     // A second signal: the lab (and many tools) then stop at once, cleaning up.
-    eprintln!("stopping: the command did not exit in 30 s; sent {} again", signal_name(signal));
+    eprintln!(
+        "stopping: the command did not exit in 30 s; sent {} again",
+        signal_name(signal)
+    );
     unsafe { libc::kill(pid as i32, signal) };
     if let Some(status) = wait(Duration::from_secs(5)).await {
         return status;
@@ -780,7 +974,11 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-fn print_report(recording: &Recording, format: Format, by: crate::requests::GroupBy) -> anyhow::Result<()> {
+fn print_report(
+    recording: &Recording,
+    format: Format,
+    by: crate::requests::GroupBy,
+) -> anyhow::Result<()> {
     let built = report::build(recording, by);
     let text = match format {
         Format::Table => report::render_table(&built),

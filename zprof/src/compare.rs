@@ -71,13 +71,22 @@ pub struct Comparison {
 }
 
 fn rate(rec: &Recording, stage: Stage) -> f64 {
-    let s = summarize(rec.histograms.iter().filter(|h| h.stage == stage_name(stage)));
+    let s = summarize(
+        rec.histograms
+            .iter()
+            .filter(|h| h.stage == stage_name(stage)),
+    );
     s.count as f64 / rec.duration_s.max(1e-9)
 }
 
 /// Compares two recordings.
 pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Comparison {
-    let version = |r: &Recording| r.target.zfs_version.clone().unwrap_or_else(|| "unknown".into());
+    let version = |r: &Recording| {
+        r.target
+            .zfs_version
+            .clone()
+            .unwrap_or_else(|| "unknown".into())
+    };
     let releases_differ = (version(a) != version(b) || a.target.kind != b.target.kind).then(|| {
         format!(
             "A traced OpenZFS {} ({}), B OpenZFS {} ({}): the releases differ, and so may what a row counts (see `zprof probes`)",
@@ -92,14 +101,25 @@ pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Compari
     for stage in Stage::ALL.into_iter().filter(|s| *s != Stage::ArcMissReuse) {
         let name = stage_name(stage);
         let mut classes: Vec<(u32, String)> = Vec::new();
-        for h in a.histograms.iter().chain(&b.histograms).filter(|h| h.stage == name) {
+        for h in a
+            .histograms
+            .iter()
+            .chain(&b.histograms)
+            .filter(|h| h.stage == name)
+        {
             if !classes.iter().any(|(_, c)| *c == h.class_name) {
                 classes.push((h.class, h.class_name.clone()));
             }
         }
         classes.sort();
         for (_, class) in classes {
-            let of = |rec: &Recording| summarize(rec.histograms.iter().filter(|h| h.stage == name && h.class_name == class));
+            let of = |rec: &Recording| {
+                summarize(
+                    rec.histograms
+                        .iter()
+                        .filter(|h| h.stage == name && h.class_name == class),
+                )
+            };
             let (sa, sb) = (of(a), of(b));
             rows.push(CompareRow {
                 stage: name.to_owned(),
@@ -125,9 +145,17 @@ pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Compari
             continue;
         }
         // Pools differ between runs: compare the strongest finding of each kind.
-        let best = |list: &[Finding]| list.iter().filter(|f| f.kind == kind).max_by(|x, y| x.share.total_cmp(&y.share)).cloned();
+        let best = |list: &[Finding]| {
+            list.iter()
+                .filter(|f| f.kind == kind)
+                .max_by(|x, y| x.share.total_cmp(&y.share))
+                .cloned()
+        };
         let (x, y) = (best(&fa), best(&fb));
-        let shares = (x.as_ref().map_or(0.0, |f| f.share), y.as_ref().map_or(0.0, |f| f.share));
+        let shares = (
+            x.as_ref().map_or(0.0, |f| f.share),
+            y.as_ref().map_or(0.0, |f| f.share),
+        );
         let changed = x.is_none() != y.is_none() || (shares.0 - shares.1).abs() >= 0.10;
         if changed {
             findings.push(FindingChange {
@@ -159,14 +187,22 @@ fn delta(a: f64, b: f64) -> String {
         return "gone".into();
     }
     let ratio = b / a;
-    if ratio >= 2.0 || ratio <= 0.5 { format!("{ratio:.1}x") } else { format!("{:+.0}%", (ratio - 1.0) * 100.0) }
+    if ratio >= 2.0 || ratio <= 0.5 {
+        format!("{ratio:.1}x")
+    } else {
+        format!("{:+.0}%", (ratio - 1.0) * 100.0)
+    }
 }
 
 /// A change in words: "a -> b (delta)", without "()" when there is no delta.
 fn change(a: f64, b: f64) -> String {
     let delta = delta(a, b);
     let arrow = format!("{} -> {}", format_count(a), format_count(b));
-    if delta.is_empty() { arrow } else { format!("{arrow} ({delta})") }
+    if delta.is_empty() {
+        arrow
+    } else {
+        format!("{arrow} ({delta})")
+    }
 }
 
 /// A row's median in one recording: "-" without events, "count" where the
@@ -211,15 +247,33 @@ pub fn render(c: &Comparison) -> String {
             delta(r.a_per_second, r.b_per_second),
             p50(r, &r.a, r.a_p50_ns),
             p50(r, &r.b, r.b_p50_ns),
-            if timed { delta(r.a_p50_ns as f64, r.b_p50_ns as f64) } else { String::new() },
+            if timed {
+                delta(r.a_p50_ns as f64, r.b_p50_ns as f64)
+            } else {
+                String::new()
+            },
         );
     }
     if !c.findings.is_empty() {
         let _ = writeln!(out, "\nfindings that changed:");
         for f in &c.findings {
-            let a = if f.a.is_empty() { "(none)".to_owned() } else { format!("{} ({:.0}%)", f.a, f.shares.0 * 100.0) };
-            let b = if f.b.is_empty() { "(none)".to_owned() } else { format!("{} ({:.0}%)", f.b, f.shares.1 * 100.0) };
-            let _ = writeln!(out, "- {}: A {a}\n  {:width$}  B {b}", f.kind, "", width = f.kind.len());
+            let a = if f.a.is_empty() {
+                "(none)".to_owned()
+            } else {
+                format!("{} ({:.0}%)", f.a, f.shares.0 * 100.0)
+            };
+            let b = if f.b.is_empty() {
+                "(none)".to_owned()
+            } else {
+                format!("{} ({:.0}%)", f.b, f.shares.1 * 100.0)
+            };
+            let _ = writeln!(
+                out,
+                "- {}: A {a}\n  {:width$}  B {b}",
+                f.kind,
+                "",
+                width = f.kind.len()
+            );
         }
     }
     out
@@ -231,7 +285,10 @@ mod tests {
 
     #[test]
     fn count_only_rows_and_idle_sides_are_not_shown_as_measurements() {
-        let counted = Summary { count: 10, ..Default::default() };
+        let counted = Summary {
+            count: 10,
+            ..Default::default()
+        };
         let row = CompareRow {
             stage: "write".into(),
             detail: COUNT_ONLY.to_owned(),
@@ -254,7 +311,11 @@ mod tests {
         assert!(text.contains("reads/s: 0 -> 0\n"), "{text}");
         assert!(!text.contains("()") && !text.contains("0.00ns"), "{text}");
         let row = text.lines().find(|l| l.starts_with("write ")).unwrap();
-        assert_eq!(row.matches("count").count(), 3, "detail, then A and B medians as counts: {row}");
+        assert_eq!(
+            row.matches("count").count(),
+            3,
+            "detail, then A and B medians as counts: {row}"
+        );
     }
 
     #[test]

@@ -28,7 +28,10 @@ pub fn find_zfs_version(data: &[u8]) -> Option<String> {
     while let Some(at) = data[from..].windows(4).position(|w| w == b"zfs-") {
         let start = from + at + 4;
         let rest = &data[start..data.len().min(start + 24)];
-        let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b'.')).unwrap_or(rest.len());
+        let end = rest
+            .iter()
+            .position(|b| !(b.is_ascii_digit() || *b == b'.'))
+            .unwrap_or(rest.len());
         let candidate = &rest[..end];
         let dots = candidate.iter().filter(|b| **b == b'.').count();
         if dots == 2 && rest.get(end) == Some(&b'-') && candidate[0].is_ascii_digit() {
@@ -62,13 +65,19 @@ pub enum ElfError {
 
 /// Reads the defined function symbols (dynamic and static tables) and build-id.
 pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
-    let file_handle = std::fs::File::open(path)
-        .map_err(|source| ElfError::Read { path: path.display().to_string(), source })?;
+    let file_handle = std::fs::File::open(path).map_err(|source| ElfError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
     // SAFETY: read-only map of a library file; zprof does not modify it.
-    let data = unsafe { memmap2::Mmap::map(&file_handle) }
-        .map_err(|source| ElfError::Read { path: path.display().to_string(), source })?;
-    let file = object::File::parse(&*data)
-        .map_err(|source| ElfError::Parse { path: path.display().to_string(), source })?;
+    let data = unsafe { memmap2::Mmap::map(&file_handle) }.map_err(|source| ElfError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
+        path: path.display().to_string(),
+        source,
+    })?;
     let segments: Vec<(u64, u64, u64)> = file
         .segments()
         .map(|s| (s.address(), s.size(), s.file_range().0))
@@ -92,7 +101,11 @@ pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
     }
     let build_id = build_id_of(&file);
     let zfs_version = find_zfs_version(&data);
-    Ok(LibraryInfo { functions, build_id, zfs_version })
+    Ok(LibraryInfo {
+        functions,
+        build_id,
+        zfs_version,
+    })
 }
 
 /// The GNU build-id of an ELF file's bytes (a library, a kernel module), lower-case hex.
@@ -102,7 +115,10 @@ pub fn build_id(data: &[u8]) -> Option<String> {
 
 /// The GNU build-id of a parsed ELF file, lower-case hex.
 pub fn build_id_of(file: &object::File) -> Option<String> {
-    file.build_id().ok().flatten().map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+    file.build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Up to `len` bytes of `path` at file offset `offset` (fewer at the end of
@@ -110,7 +126,9 @@ pub fn build_id_of(file: &object::File) -> Option<String> {
 pub fn read_bytes(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     use std::os::unix::fs::FileExt as _;
     let mut buf = vec![0u8; len];
-    let read = std::fs::File::open(path).and_then(|f| f.read_at(&mut buf, offset)).unwrap_or(0);
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.read_at(&mut buf, offset))
+        .unwrap_or(0);
     buf.truncate(read);
     buf
 }
@@ -119,8 +137,12 @@ pub fn read_bytes(path: &Path, offset: u64, len: usize) -> Vec<u8> {
 /// binary-search table of `.eh_frame_hdr`, which stripping keeps (unwinding
 /// needs it). Empty when the section is missing or encoded unusually.
 pub fn function_starts(file: &object::File) -> Vec<u64> {
-    let Some(section) = file.section_by_name(".eh_frame_hdr") else { return Vec::new() };
-    let Ok(data) = section.data() else { return Vec::new() };
+    let Some(section) = file.section_by_name(".eh_frame_hdr") else {
+        return Vec::new();
+    };
+    let Ok(data) = section.data() else {
+        return Vec::new();
+    };
     let mut starts = eh_frame_hdr_table(data, section.address()).unwrap_or_default();
     starts.sort_unstable();
     starts.dedup();
@@ -133,7 +155,16 @@ pub fn function_starts(file: &object::File) -> Vec<u64> {
 fn eh_frame_hdr_table(data: &[u8], base: u64) -> Option<Vec<u64>> {
     const UDATA4: u8 = 0x03;
     const DATAREL_SDATA4: u8 = 0x3b;
-    let &[version, frame_pointer_encoding, count_encoding, table_encoding, ..] = data else { return None };
+    let &[
+        version,
+        frame_pointer_encoding,
+        count_encoding,
+        table_encoding,
+        ..,
+    ] = data
+    else {
+        return None;
+    };
     if version != 1 || count_encoding != UDATA4 || table_encoding != DATAREL_SDATA4 {
         return None;
     }
@@ -142,11 +173,15 @@ fn eh_frame_hdr_table(data: &[u8], base: u64) -> Option<Vec<u64>> {
         0x04 | 0x0c | 0x00 => 8,
         _ => return None,
     };
-    let word = |at: usize| -> Option<i32> { Some(i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?)) };
+    let word = |at: usize| -> Option<i32> {
+        Some(i32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
+    };
     let count_at = 4 + pointer_size;
     let count = word(count_at)? as u32 as usize;
     let table = count_at + 4;
-    (0..count).map(|i| word(table + i * 8).map(|start| base.wrapping_add_signed(start as i64))).collect()
+    (0..count)
+        .map(|i| word(table + i * 8).map(|start| base.wrapping_add_signed(start as i64)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -159,12 +194,19 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let info = read_library(&exe).unwrap();
         assert!(!info.functions.is_empty());
-        assert!(info.functions.contains_key("main"), "no main in {}", exe.display());
+        assert!(
+            info.functions.contains_key("main"),
+            "no main in {}",
+            exe.display()
+        );
     }
 
     #[test]
     fn finds_gitrev_version() {
-        assert_eq!(find_zfs_version(b"..zfs-utils..zfs-2.1.11-0-ge25f9131d-dist\0"), Some("2.1.11".into()));
+        assert_eq!(
+            find_zfs_version(b"..zfs-utils..zfs-2.1.11-0-ge25f9131d-dist\0"),
+            Some("2.1.11".into())
+        );
         assert_eq!(find_zfs_version(b"zfs-1.2 zfs-x.y.z- zfs-10.20-"), None);
     }
 
@@ -179,7 +221,12 @@ mod tests {
 
     #[test]
     fn missing_file_is_a_clear_error() {
-        let err = read_library(Path::new("/nonexistent/libzpool.so.5")).unwrap_err().to_string();
-        assert!(err.starts_with("cannot read /nonexistent/libzpool.so.5"), "{err}");
+        let err = read_library(Path::new("/nonexistent/libzpool.so.5"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cannot read /nonexistent/libzpool.so.5"),
+            "{err}"
+        );
     }
 }

@@ -15,9 +15,9 @@ use zprof_common::Stage;
 
 use crate::{
     bench,
-    sync_path::{self, SyncPath},
     recording::{Recording, Summary, pick, summarize},
     report::{format_bytes, format_count, format_ns},
+    sync_path::{self, SyncPath},
 };
 
 /// How sure a finding is.
@@ -77,9 +77,15 @@ pub struct SlogDevice {
 ///   for a write; an NVMe flush on such a device is a round trip, 20 us.
 impl SlogDevice {
     /// A SATA/SAS SSD with power-loss protection (see above).
-    pub const SSD: SlogDevice = SlogDevice { write_ns: 65_000.0, flush_ns: 100_000.0 };
+    pub const SSD: SlogDevice = SlogDevice {
+        write_ns: 65_000.0,
+        flush_ns: 100_000.0,
+    };
     /// An NVMe device with power-loss protection (see above).
-    pub const NVME: SlogDevice = SlogDevice { write_ns: 20_000.0, flush_ns: 20_000.0 };
+    pub const NVME: SlogDevice = SlogDevice {
+        write_ns: 20_000.0,
+        flush_ns: 20_000.0,
+    };
 }
 
 /// One `--what-if`: a log device, or a cache.
@@ -117,10 +123,16 @@ pub fn parse_slog(s: &str) -> Result<SlogDevice, String> {
     let write = parse_latency(parts.next().ok_or_else(bad)?).ok_or_else(bad)?;
     let mut flush = write;
     for part in parts {
-        let value = part.strip_prefix("flush=").and_then(parse_latency).ok_or_else(bad)?;
+        let value = part
+            .strip_prefix("flush=")
+            .and_then(parse_latency)
+            .ok_or_else(bad)?;
         flush = value;
     }
-    Ok(SlogDevice { write_ns: write, flush_ns: flush })
+    Ok(SlogDevice {
+        write_ns: write,
+        flush_ns: flush,
+    })
 }
 
 fn parse_latency(s: &str) -> Option<f64> {
@@ -151,7 +163,13 @@ pub struct ExplainOptions {
 
 impl Default for ExplainOptions {
     fn default() -> Self {
-        ExplainOptions { slogs: Vec::new(), caches: Vec::new(), cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) }
+        ExplainOptions {
+            slogs: Vec::new(),
+            caches: Vec::new(),
+            cpus: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
     }
 }
 
@@ -168,10 +186,15 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     let seconds = rec.duration_s.max(1e-9);
     let wall_ns = seconds * 1e9;
     let cpu_ns = wall_ns * options.cpus.max(1) as f64;
-    let measured_ns = [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::TxAssign, Stage::ZilCommit]
-        .iter()
-        .map(|s| stat(rec, *s, None).total_ns as f64)
-        .sum::<f64>();
+    let measured_ns = [
+        Stage::WorkloadWrite,
+        Stage::WorkloadRead,
+        Stage::TxAssign,
+        Stage::ZilCommit,
+    ]
+    .iter()
+    .map(|s| stat(rec, *s, None).total_ns as f64)
+    .sum::<f64>();
     // Reads and writes counted at entry only (the uprobe default) carry no
     // time: the workload then spent at least the recording's wall time (one
     // thread busy throughout), not just its commits and throttle waits.
@@ -179,10 +202,18 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
         let ops = stat(rec, *s, None);
         ops.count > 0 && ops.total_ns == 0
     });
-    let workload_ns = if untimed_ops { measured_ns.max(wall_ns) } else { measured_ns }.max(1.0);
+    let workload_ns = if untimed_ops {
+        measured_ns.max(wall_ns)
+    } else {
+        measured_ns
+    }
+    .max(1.0);
     let mut findings = Vec::new();
 
-    let pools: BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None).iter().map(|h| h.pool.clone()).collect();
+    let pools: BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None)
+        .iter()
+        .map(|h| h.pool.clone())
+        .collect();
     for pool in &pools {
         sync_write(rec, pool, options, &mut findings);
     }
@@ -210,7 +241,10 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
     }
     // Commits that wrote no log block (sync=disabled, or nothing to log) cost
     // no I/O: they bound nothing, whatever their count.
-    let offsets_known = !rec.warnings.iter().any(|w| w.starts_with("no struct offsets"));
+    let offsets_known = !rec
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("no struct offsets"));
     if stat(rec, Stage::ZilLogWrite, Some(pool)).count == 0 && offsets_known {
         return;
     }
@@ -221,7 +255,8 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
     let bench = BenchSync::of(rec, pool);
     let writers = bench.as_ref().map_or(path.writers, |b| b.writers.max(1.0));
     // The sync writers' time: their commits and their own time between them.
-    let writer_ns = path.commit_mean_ns * path.commits as f64 + path.cycle_mean_ns * path.cycles as f64;
+    let writer_ns =
+        path.commit_mean_ns * path.commits as f64 + path.cycle_mean_ns * path.cycles as f64;
     let share = (commit.total_ns as f64 / writer_ns.max(1.0)).min(1.0);
     let mut evidence = vec![
         format!(
@@ -237,7 +272,11 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
             "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {:.1} leaf I/Os per commit",
             format_ns(path.commit.typical_mean_ns as u64),
             format_ns(path.log_write_ns as u64),
-            if path.on_log_device { "the log vdev" } else { "the main pool's vdevs" },
+            if path.on_log_device {
+                "the log vdev"
+            } else {
+                "the main pool's vdevs"
+            },
             format_ns(path.flush_ns as u64),
             format_ns(path.timeout_ns as u64),
             format_ns(path.other_ns as u64),
@@ -249,7 +288,11 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
             format_ns(path.cycle_mean_ns as u64),
             format_count(path.measured_per_writer()),
             writers,
-            bench.as_ref().map_or(String::new(), |b| format!(" ({} measured {}/s)", b.tool, format_count(b.iops)))
+            bench.as_ref().map_or(String::new(), |b| format!(
+                " ({} measured {}/s)",
+                b.tool,
+                format_count(b.iops)
+            ))
         ),
     ];
     if let Some(line) = crate::requests::sync_requests_line(&rec.requests, pool, commit.total_ns) {
@@ -289,7 +332,11 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
         pool: pool.to_owned(),
         title,
         share,
-        confidence: if commit.count >= 100 { Confidence::High } else { Confidence::Medium },
+        confidence: if commit.count >= 100 {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        },
         evidence,
         missing,
         action,
@@ -305,7 +352,15 @@ fn sync_write(rec: &Recording, pool: &str, options: &ExplainOptions, out: &mut V
             ("measured_per_writer_ops".into(), path.measured_per_writer()),
         ],
     });
-    out.push(slog_what_if(rec, pool, &path, writers, share, bench.as_ref(), options));
+    out.push(slog_what_if(
+        rec,
+        pool,
+        &path,
+        writers,
+        share,
+        bench.as_ref(),
+        options,
+    ));
 }
 
 /// The benchmark's own figures for its sync-writing jobs on a pool: they
@@ -328,11 +383,23 @@ impl BenchSync {
         if jobs.is_empty() {
             return None;
         }
-        let iops: f64 = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops).sum();
+        let iops: f64 = jobs
+            .iter()
+            .filter_map(|j| j.write.as_ref())
+            .map(|w| w.iops)
+            .sum();
         // Little's law per job: concurrent writers = rate x latency.
-        let writers: f64 = jobs.iter().filter_map(|j| j.write.as_ref()).map(|w| w.iops * w.lat_mean_ns / 1e9).sum();
+        let writers: f64 = jobs
+            .iter()
+            .filter_map(|j| j.write.as_ref())
+            .map(|w| w.iops * w.lat_mean_ns / 1e9)
+            .sum();
         // Figures that overflow (a damaged recording's) are not the benchmark's: zprof's own count stands.
-        (iops.is_finite() && writers.is_finite()).then(|| BenchSync { tool: bench.tool.clone(), iops, writers })
+        (iops.is_finite() && writers.is_finite()).then(|| BenchSync {
+            tool: bench.tool.clone(),
+            iops,
+            writers,
+        })
     }
 }
 
@@ -367,12 +434,20 @@ fn slog_what_if(
     options: &ExplainOptions,
 ) -> Finding {
     let devices = if options.slogs.is_empty() {
-        vec![("ssd".to_owned(), SlogDevice::SSD), ("nvme".to_owned(), SlogDevice::NVME)]
+        vec![
+            ("ssd".to_owned(), SlogDevice::SSD),
+            ("nvme".to_owned(), SlogDevice::NVME),
+        ]
     } else {
         options.slogs.clone()
     };
-    let release = crate::openzfs::interpret(rec.target.zfs_version.as_deref(), rec.target.kind == crate::target::TargetKind::Kernel);
-    let rule = release.series.map_or(crate::openzfs::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
+    let release = crate::openzfs::interpret(
+        rec.target.zfs_version.as_deref(),
+        rec.target.kind == crate::target::TargetKind::Kernel,
+    );
+    let rule = release
+        .series
+        .map_or(crate::openzfs::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
     let measured = bench.map_or(path.measured_per_writer() * writers, |b| b.iops);
     let measured_by = bench.map_or("zprof", |b| b.tool.as_str());
     let (timeout_fraction, timeout_wake) = path.timeout_parts(rule);
@@ -392,7 +467,11 @@ fn slog_what_if(
     for (name, device) in &devices {
         let p = path.predict(device.write_ns, device.flush_ns, rule);
         let total = p.per_writer * writers;
-        let gain = if measured > 0.0 { total / measured } else { f64::NAN };
+        let gain = if measured > 0.0 {
+            total / measured
+        } else {
+            f64::NAN
+        };
         if gain.is_finite() {
             best_gain = best_gain.max(gain);
         }
@@ -451,8 +530,11 @@ fn slog_what_if(
     // Inputs measured over many commits, and a narrow gap between the two
     // ends of the prediction, make it firmer.
     let spread = first.map_or(f64::INFINITY, |p| p.range.1 / p.range.0.max(1e-9));
-    let confidence =
-        if path.commits >= 100 && spread < 1.5 && saturated.is_none() { Confidence::Medium } else { Confidence::Low };
+    let confidence = if path.commits >= 100 && spread < 1.5 && saturated.is_none() {
+        Confidence::Medium
+    } else {
+        Confidence::Low
+    };
     Finding {
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),
@@ -484,7 +566,13 @@ fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     if algorithms.is_empty() {
         return;
     }
-    let per_mib = |s: &Summary| if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
+    let per_mib = |s: &Summary| {
+        if s.bytes > 0 {
+            s.total_ns as f64 / (s.bytes as f64 / 1048576.0)
+        } else {
+            0.0
+        }
+    };
     let lz4 = summarize(pick(rec, Stage::Compress, None, Some("lz4")));
     let lz4_cost = (lz4.bytes >= 1 << 20).then(|| per_mib(&lz4));
     let total: Summary = summarize(rows.iter().copied());
@@ -493,7 +581,11 @@ fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     let mut saving_ns = 0.0;
     for algorithm in &algorithms {
         let s = summarize(pick(rec, Stage::Compress, None, Some(algorithm)));
-        let ratio = if s.bytes_out > 0 { s.bytes as f64 / s.bytes_out as f64 } else { 1.0 };
+        let ratio = if s.bytes_out > 0 {
+            s.bytes as f64 / s.bytes_out as f64
+        } else {
+            1.0
+        };
         evidence.push(format!(
             "{algorithm}: {} in, ratio {ratio:.2}x, {} wall time in zio_compress_data ({} per MiB, p50 {} per block)",
             format_bytes(s.bytes as f64),
@@ -559,9 +651,15 @@ fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
         pool: String::new(),
         title,
         share,
-        confidence: if total.count >= 100 { Confidence::High } else { Confidence::Low },
+        confidence: if total.count >= 100 {
+            Confidence::High
+        } else {
+            Confidence::Low
+        },
         evidence,
-        missing: vec!["ZFS also compresses its own metadata with lz4; those blocks are in the lz4 row".into()],
+        missing: vec![
+            "ZFS also compresses its own metadata with lz4; those blocks are in the lz4 row".into(),
+        ],
         action,
         figures: vec![
             ("compress_cpu_ns".into(), compress_cpu_ns),
@@ -579,15 +677,26 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     // Untimed blocks (the default on uprobes, where they are not probed): the
     // CPU time comes from the on-CPU samples taken while computing a checksum
     // (verification on read has its own timed probe, so its stacks are left out).
-    let sampled = if total.total_ns == 0 { sampled_checksum_cpu(rec) } else { None };
-    if rows.is_empty() && sampled.as_ref().is_none_or(|(_, samples, _)| *samples == 0) && verify.count == 0 {
+    let sampled = if total.total_ns == 0 {
+        sampled_checksum_cpu(rec)
+    } else {
+        None
+    };
+    if rows.is_empty()
+        && sampled.as_ref().is_none_or(|(_, samples, _)| *samples == 0)
+        && verify.count == 0
+    {
         return;
     }
     let algorithms: BTreeSet<&str> = rows.iter().map(|h| h.class_name.as_str()).collect();
     let mut evidence = Vec::new();
     for algorithm in &algorithms {
         let s = summarize(pick(rec, Stage::ChecksumCompute, None, Some(algorithm)));
-        let per_mib = if s.bytes > 0 { s.total_ns as f64 / (s.bytes as f64 / 1048576.0) } else { 0.0 };
+        let per_mib = if s.bytes > 0 {
+            s.total_ns as f64 / (s.bytes as f64 / 1048576.0)
+        } else {
+            0.0
+        };
         evidence.push(format!(
             "{algorithm}: {} blocks, {} checksummed, {} CPU ({} per MiB)",
             format_count(s.count as f64),
@@ -599,7 +708,11 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     let mut missing = Vec::new();
     if let Some((ns, samples, functions)) = &sampled {
         if *samples > 0 {
-            let functions = if functions.is_empty() { String::new() } else { format!(" ({})", functions.join(", ")) };
+            let functions = if functions.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", functions.join(", "))
+            };
             evidence.push(format!(
                 "CPU from {samples} on-CPU samples computing checksums{functions}: about {}",
                 format_ns(*ns as u64)
@@ -610,9 +723,17 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
         missing.push("blocks and bytes per algorithm: on uprobes blocks are not probed by default (about 0.8 us per block); --full-timing counts and times them".into());
     }
     if verify.count > 0 {
-        evidence.push(format!("verification on read: {} checks, {} CPU", format_count(verify.count as f64), format_ns(verify.total_ns)));
+        evidence.push(format!(
+            "verification on read: {} checks, {} CPU",
+            format_count(verify.count as f64),
+            format_ns(verify.total_ns)
+        ));
     }
-    let compute_ns = if total.total_ns > 0 { total.total_ns as f64 } else { sampled.as_ref().map_or(0.0, |(ns, _, _)| *ns) };
+    let compute_ns = if total.total_ns > 0 {
+        total.total_ns as f64
+    } else {
+        sampled.as_ref().map_or(0.0, |(ns, _, _)| *ns)
+    };
     let share = (compute_ns + verify.total_ns as f64) / cpu_ns;
     out.push(Finding {
         kind: "checksum".into(),
@@ -634,29 +755,63 @@ fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
 fn sampled_checksum_cpu(rec: &Recording) -> Option<(f64, u64, Vec<String>)> {
     let cpu = rec.cpu.as_ref().filter(|c| c.frequency_hz > 0)?;
     let is_checksum = |f: &str| {
-        ["fletcher_2", "fletcher_4", "sha256", "sha512", "SHA2", "skein", "edonr", "blake3"].iter().any(|name| f.contains(name))
+        [
+            "fletcher_2",
+            "fletcher_4",
+            "sha256",
+            "sha512",
+            "SHA2",
+            "skein",
+            "edonr",
+            "blake3",
+        ]
+        .iter()
+        .any(|name| f.contains(name))
     };
     let mut samples = 0;
     let mut by_function: BTreeMap<&str, u64> = BTreeMap::new();
     for stack in &cpu.stacks {
         // Frames run from the root to the leaf: the last checksum frame below
         // zio_checksum_compute is the function doing the work.
-        let Some(start) = stack.frames.iter().position(|f| f.contains("zio_checksum_compute")) else { continue };
-        let leaf = stack.frames[start..].iter().rev().find(|f| is_checksum(f)).unwrap_or(&stack.frames[start]);
+        let Some(start) = stack
+            .frames
+            .iter()
+            .position(|f| f.contains("zio_checksum_compute"))
+        else {
+            continue;
+        };
+        let leaf = stack.frames[start..]
+            .iter()
+            .rev()
+            .find(|f| is_checksum(f))
+            .unwrap_or(&stack.frames[start]);
         samples += stack.count;
         *by_function.entry(leaf.as_str()).or_default() += stack.count;
     }
     let mut functions: Vec<(&str, u64)> = by_function.into_iter().collect();
     functions.sort_by_key(|f| std::cmp::Reverse(f.1));
-    let names = functions.iter().take(3).map(|(f, _)| f.to_string()).collect();
-    Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples, names))
+    let names = functions
+        .iter()
+        .take(3)
+        .map(|(f, _)| f.to_string())
+        .collect();
+    Some((
+        samples as f64 * 1e9 / cpu.frequency_hz as f64,
+        samples,
+        names,
+    ))
 }
 
 /// CPU time in on-CPU samples with `function` on the stack, and their number;
 /// `None` when the recording has no CPU samples.
 fn sampled_cpu_under(rec: &Recording, function: &str) -> Option<(f64, u64)> {
     let cpu = rec.cpu.as_ref().filter(|c| c.frequency_hz > 0)?;
-    let samples: u64 = cpu.stacks.iter().filter(|s| s.frames.iter().any(|f| f.contains(function))).map(|s| s.count).sum();
+    let samples: u64 = cpu
+        .stacks
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f.contains(function)))
+        .map(|s| s.count)
+        .sum();
     Some((samples as f64 * 1e9 / cpu.frequency_hz as f64, samples))
 }
 
@@ -680,8 +835,12 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
     let factor = all.bytes as f64 / logical.bytes as f64;
     let has_commits = stat(rec, Stage::ZilCommit, None).count > 0;
     let vdevs: BTreeSet<u64> = leaf.iter().map(|h| h.vdev).collect();
-    let disk_busy = summarize(pick(rec, Stage::VdevDisk, None, None).into_iter().filter(|h| crate::zfs_names::io_class_is_write(h.class)))
-        .total_ns as f64
+    let disk_busy = summarize(
+        pick(rec, Stage::VdevDisk, None, None)
+            .into_iter()
+            .filter(|h| crate::zfs_names::io_class_is_write(h.class)),
+    )
+    .total_ns as f64
         / (wall_ns * vdevs.len().max(1) as f64);
     let mut evidence = vec![
         format!(
@@ -706,7 +865,12 @@ fn write_amplification(rec: &Recording, wall_ns: f64, commit_share: f64, out: &m
         && pool.volblocksize > 0
     {
         let sector = 1u64 << pool.ashift;
-        evidence.push(format!("layout {} ashift {}, volblocksize {}", pool.layout, pool.ashift, format_bytes(pool.volblocksize as f64)));
+        evidence.push(format!(
+            "layout {} ashift {}, volblocksize {}",
+            pool.layout,
+            pool.ashift,
+            format_bytes(pool.volblocksize as f64)
+        ));
         if pool.volblocksize <= 4 * sector {
             title = format!("{title}: small blocks on raidz");
             action = format!(
@@ -772,11 +936,18 @@ fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
         ));
     }
     if synced.count > 0 {
-        evidence.push(format!("txg_wait_synced: {} calls, p50 {}", synced.count, format_ns(synced.p50_ns)));
+        evidence.push(format!(
+            "txg_wait_synced: {} calls, p50 {}",
+            synced.count,
+            format_ns(synced.p50_ns)
+        ));
     }
     let slow = sync.max_ns > TXG_TIMEOUT_NS;
     let title = if wait.count > 0 {
-        format!("the write throttle delayed writers ({} of their time)", pct(share))
+        format!(
+            "the write throttle delayed writers ({} of their time)",
+            pct(share)
+        )
     } else if slow {
         "txg syncs run longer than the txg timeout: the pool cannot write dirty data as fast as it arrives".to_owned()
     } else {
@@ -800,15 +971,40 @@ fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
 }
 
 /// Finding 7: where reads spend their time (see [`crate::read_path`]).
-fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, out: &mut Vec<Finding>) {
+fn reads(
+    rec: &Recording,
+    path: &crate::read_path::ReadPath,
+    workload_ns: f64,
+    out: &mut Vec<Finding>,
+) {
     let reads = &path.reads;
     let reach = path.blocks_per_read;
-    let device_share = if path.timed { path.device_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
-    let cpu_share = if path.timed { path.cpu_per_read_ns / reads.mean_ns.max(1.0) } else { 0.0 };
+    let device_share = if path.timed {
+        path.device_per_read_ns / reads.mean_ns.max(1.0)
+    } else {
+        0.0
+    };
+    let cpu_share = if path.timed {
+        path.cpu_per_read_ns / reads.mean_ns.max(1.0)
+    } else {
+        0.0
+    };
     let amplification = path.amplification();
     let (bound, action) = read_bound(path, device_share, cpu_share);
-    let latency = if path.timed { format!(", p50 {}, mean {}", format_ns(reads.p50_ns), format_ns(reads.mean_ns as u64)) } else { String::new() };
-    let mut evidence = vec![format!("{} reads of {} on average{latency}", format_count(reads.count as f64), format_bytes(path.read_bytes()))];
+    let latency = if path.timed {
+        format!(
+            ", p50 {}, mean {}",
+            format_ns(reads.p50_ns),
+            format_ns(reads.mean_ns as u64)
+        )
+    } else {
+        String::new()
+    };
+    let mut evidence = vec![format!(
+        "{} reads of {} on average{latency}",
+        format_count(reads.count as f64),
+        format_bytes(path.read_bytes())
+    )];
     evidence.push(read_reach_line(path));
     if let Some(arc) = &path.arc {
         evidence.push(arc_split_line(arc));
@@ -824,7 +1020,11 @@ fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, o
         format_ns(path.cpu_per_read_ns as u64)
     ));
     if path.timed {
-        evidence.push(format!("device time is {} of a read's mean, CPU {}", pct(device_share), pct(cpu_share)));
+        evidence.push(format!(
+            "device time is {} of a read's mean, CPU {}",
+            pct(device_share),
+            pct(cpu_share)
+        ));
     }
     if reads.bytes > 0 && path.leaf_disk.bytes > 0 {
         evidence.push(format!(
@@ -834,11 +1034,18 @@ fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, o
         ));
     }
     if path.leaf_async_reads > 0 {
-        evidence.push(format!("prefetch and ZFS's own reads: {} leaf async reads", format_count(path.leaf_async_reads as f64)));
+        evidence.push(format!(
+            "prefetch and ZFS's own reads: {} leaf async reads",
+            format_count(path.leaf_async_reads as f64)
+        ));
     }
     // Untimed reads (counted at entry): their time is at least what they
     // waited for the devices.
-    let read_ns = if path.timed { reads.total_ns as f64 } else { reads.count as f64 * path.device_per_read_ns };
+    let read_ns = if path.timed {
+        reads.total_ns as f64
+    } else {
+        reads.count as f64 * path.device_per_read_ns
+    };
     let mut missing = match &path.arc {
         None => vec![
             "ARC hits are inferred (a read with no block read from disk); prefetch hits are not told apart \
@@ -860,7 +1067,11 @@ fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, o
         pool: String::new(),
         title: format!("reads are {bound}"),
         share: (read_ns / workload_ns).min(1.0),
-        confidence: if reads.count >= 100 && path.blocks.is_some() { Confidence::High } else { Confidence::Low },
+        confidence: if reads.count >= 100 && path.blocks.is_some() {
+            Confidence::High
+        } else {
+            Confidence::Low
+        },
         evidence,
         missing,
         action,
@@ -870,7 +1081,6 @@ fn reads(rec: &Recording, path: &crate::read_path::ReadPath, workload_ns: f64, o
             ("fan_out".into(), path.fan_out as f64),
             ("device_per_read_ns".into(), path.device_per_read_ns),
             ("cpu_per_read_ns".into(), path.cpu_per_read_ns),
-
             ("read_amplification".into(), amplification),
         ]
         .into_iter()
@@ -898,7 +1108,9 @@ fn cache_what_if(
     out: &mut Vec<Finding>,
 ) {
     use crate::cache_what_if::{CacheSpec, ReuseCurve, predict};
-    let Some(curve) = ReuseCurve::measure(rec) else { return };
+    let Some(curve) = ReuseCurve::measure(rec) else {
+        return;
+    };
     // Reads the ARC serves leave a cache nothing to do.
     if path.blocks_per_read < 0.05 || curve.all_reads == 0 {
         return;
@@ -911,8 +1123,14 @@ fn cache_what_if(
     }
     let disk_ns = path.device_per_read_ns * path.reads.count as f64;
     for spec in specs {
-        let Some(p) = predict(rec, path, &curve, spec, options.cpus) else { continue };
-        let gain = if p.rate_before > 0.0 { p.rate_after / p.rate_before } else { 0.0 };
+        let Some(p) = predict(rec, path, &curve, spec, options.cpus) else {
+            continue;
+        };
+        let gain = if p.rate_before > 0.0 {
+            p.rate_after / p.rate_before
+        } else {
+            0.0
+        };
         let title = format!(
             "{} of {}: would serve {} of the reads from disk the workload waited for, {} reads/s instead of {} ({gain:.1}x)",
             spec.kind,
@@ -1016,7 +1234,10 @@ fn cache_evidence(
     lines
 }
 
-fn cache_what_if_limits(curve: &crate::cache_what_if::ReuseCurve, path: &crate::read_path::ReadPath) -> Vec<String> {
+fn cache_what_if_limits(
+    curve: &crate::cache_what_if::ReuseCurve,
+    path: &crate::read_path::ReadPath,
+) -> Vec<String> {
     let mut limits = vec![
         "model: the cache keeps what the ARC evicts, oldest out first (the L2ARC's ring), and is warm; a block's \
          distance counts every byte read from disk since its previous read (its time in the ARC included: conservative); \
@@ -1050,7 +1271,11 @@ fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Finding>) {
     let table_sync = stat(rec, Stage::DdtSync, None);
     let spa_sync = stat(rec, Stage::SpaSync, None);
     let share = ((lookup.total_ns + table_sync.total_ns) as f64 / cpu_ns).min(1.0);
-    let sync_share = if spa_sync.total_ns > 0 { table_sync.total_ns as f64 / spa_sync.total_ns as f64 } else { 0.0 };
+    let sync_share = if spa_sync.total_ns > 0 {
+        table_sync.total_ns as f64 / spa_sync.total_ns as f64
+    } else {
+        0.0
+    };
     let per_second = lookup.count as f64 / (wall_ns / 1e9);
     let evidence = vec![
         format!(
@@ -1101,12 +1326,19 @@ fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Finding>) {
 /// What bounds the reads, and what to do: served by the ARC, CPU-bound,
 /// disk-bound (amplified when each read fetches a much larger block), or
 /// partly from disk.
-fn read_bound(path: &crate::read_path::ReadPath, device_share: f64, cpu_share: f64) -> (String, String) {
+fn read_bound(
+    path: &crate::read_path::ReadPath,
+    device_share: f64,
+    cpu_share: f64,
+) -> (String, String) {
     let reach = path.blocks_per_read;
     let amplification = path.amplification();
     if reach < 0.1 && (!path.timed || device_share < 0.5) {
         (
-            format!("served from the ARC ({:.2} blocks read from disk per read)", reach),
+            format!(
+                "served from the ARC ({:.2} blocks read from disk per read)",
+                reach
+            ),
             "Reads hit the ARC: nothing to tune on the disk side.".to_owned(),
         )
     } else if path.timed && device_share < 0.5 && cpu_share >= 0.5 {
@@ -1138,7 +1370,13 @@ fn read_bound(path: &crate::read_path::ReadPath, device_share: f64, cpu_share: f
             ),
             None => "Most reads hit the ARC; the rest wait for the disks: a larger ARC or an L2ARC moves them to memory.".to_owned(),
         };
-        (format!("partly served from disk ({:.0}% of reads reach the leaves)", reach * 100.0), action)
+        (
+            format!(
+                "partly served from disk ({:.0}% of reads reach the leaves)",
+                reach * 100.0
+            ),
+            action,
+        )
     }
 }
 
@@ -1167,7 +1405,11 @@ fn read_reach_line(path: &crate::read_path::ReadPath) -> String {
 /// (a cache device warms as the feed writes to it), from the timeline:
 /// the first third of the seconds with misses against the last third.
 fn l2arc_warmup_line(rec: &Recording) -> Option<String> {
-    let seconds: Vec<_> = rec.timeline.iter().filter(|p| p.arc_l2_hits + p.arc_disk_reads > 0).collect();
+    let seconds: Vec<_> = rec
+        .timeline
+        .iter()
+        .filter(|p| p.arc_l2_hits + p.arc_disk_reads > 0)
+        .collect();
     if seconds.len() < 3 || seconds.iter().all(|p| p.arc_l2_hits == 0) {
         return None;
     }
@@ -1186,7 +1428,13 @@ fn l2arc_warmup_line(rec: &Recording) -> Option<String> {
 
 /// Where the ARC served block reads from, demand and prefetch apart.
 fn arc_split_line(arc: &crate::read_path::ArcSplit) -> String {
-    let share = |part: u64, all: u64| if all == 0 { "0%".to_owned() } else { pct(part as f64 / all as f64) };
+    let share = |part: u64, all: u64| {
+        if all == 0 {
+            "0%".to_owned()
+        } else {
+            pct(part as f64 / all as f64)
+        }
+    };
     let paths = |p: &crate::read_path::ArcPaths| {
         let all = p.total();
         format!(
@@ -1199,7 +1447,11 @@ fn arc_split_line(arc: &crate::read_path::ArcSplit) -> String {
             share(p.disk, all)
         )
     };
-    let mut line = format!("ARC reads (arc_read), demand {}; prefetch {}", paths(&arc.demand), paths(&arc.prefetch));
+    let mut line = format!(
+        "ARC reads (arc_read), demand {}; prefetch {}",
+        paths(&arc.demand),
+        paths(&arc.prefetch)
+    );
     let cache = &arc.cache_device_reads;
     if cache.count > 0 {
         line.push_str(&format!(
@@ -1226,15 +1478,23 @@ pub fn render(findings: &[Finding], bench: Option<&bench::Benchmark>) -> String 
         let _ = writeln!(out, "findings: none (no ZFS activity in the recording)");
         return out;
     }
-    let _ = writeln!(out, "findings, by share of the workload's time (CPU share for compression and checksums):");
+    let _ = writeln!(
+        out,
+        "findings, by share of the workload's time (CPU share for compression and checksums):"
+    );
     // Findings that explain almost nothing are named on one line, not listed
     // as if they mattered (`--format json` keeps them whole). The sync-write
     // finding is kept whole: it is there only with ten commits or more, and
     // from older recordings its share is unknown (0).
-    let (shown, minor): (Vec<&Finding>, Vec<&Finding>) =
-        findings.iter().partition(|f| f.share >= MINOR_SHARE || f.kind == "sync_write_bound");
+    let (shown, minor): (Vec<&Finding>, Vec<&Finding>) = findings
+        .iter()
+        .partition(|f| f.share >= MINOR_SHARE || f.kind == "sync_write_bound");
     for (i, f) in shown.iter().enumerate() {
-        let pool = if f.pool.is_empty() { String::new() } else { format!(" [{}]", f.pool) };
+        let pool = if f.pool.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", f.pool)
+        };
         let _ = writeln!(
             out,
             "{}. {}{} ({}, {} confidence)",
@@ -1257,8 +1517,16 @@ pub fn render(findings: &[Finding], bench: Option<&bench::Benchmark>) -> String 
         let _ = writeln!(out, "   => {}", f.action);
     }
     if !minor.is_empty() {
-        let names: Vec<String> = minor.iter().map(|f| format!("{} ({})", f.title, pct(f.share))).collect();
-        let _ = writeln!(out, "below {} of the workload's time: {}", pct(MINOR_SHARE), names.join("; "));
+        let names: Vec<String> = minor
+            .iter()
+            .map(|f| format!("{} ({})", f.title, pct(f.share)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "below {} of the workload's time: {}",
+            pct(MINOR_SHARE),
+            names.join("; ")
+        );
     }
     out
 }
@@ -1272,11 +1540,33 @@ mod tests {
 
     #[test]
     fn what_if_specs() {
-        assert_eq!(parse_what_if("slog=ssd").unwrap(), WhatIf::Slog(SlogDevice::SSD));
-        assert_eq!(parse_slog("slog=0.1ms").unwrap(), SlogDevice { write_ns: 100_000.0, flush_ns: 100_000.0 });
-        assert_eq!(parse_slog("slog=80us,flush=50us").unwrap(), SlogDevice { write_ns: 80_000.0, flush_ns: 50_000.0 });
-        assert!(matches!(parse_what_if("l2arc=1g").unwrap(), WhatIf::Cache(_)));
-        assert!(parse_what_if("slog=fast").unwrap_err().contains("invalid --what-if 'slog=fast'"));
+        assert_eq!(
+            parse_what_if("slog=ssd").unwrap(),
+            WhatIf::Slog(SlogDevice::SSD)
+        );
+        assert_eq!(
+            parse_slog("slog=0.1ms").unwrap(),
+            SlogDevice {
+                write_ns: 100_000.0,
+                flush_ns: 100_000.0
+            }
+        );
+        assert_eq!(
+            parse_slog("slog=80us,flush=50us").unwrap(),
+            SlogDevice {
+                write_ns: 80_000.0,
+                flush_ns: 50_000.0
+            }
+        );
+        assert!(matches!(
+            parse_what_if("l2arc=1g").unwrap(),
+            WhatIf::Cache(_)
+        ));
+        assert!(
+            parse_what_if("slog=fast")
+                .unwrap_err()
+                .contains("invalid --what-if 'slog=fast'")
+        );
         assert!(parse_what_if("l2arc=1ms").is_err());
         assert!(parse_what_if("slog=0ms").is_err());
     }

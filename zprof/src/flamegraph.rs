@@ -35,14 +35,20 @@ pub type Folded = Vec<String>;
 
 fn total(rec: &Recording, stage: Stage, class: Option<&str>) -> u64 {
     let s: Summary = summarize(
-        rec.histograms.iter().filter(|h| h.stage == stage_name(stage) && class.is_none_or(|c| h.class_name == c)),
+        rec.histograms
+            .iter()
+            .filter(|h| h.stage == stage_name(stage) && class.is_none_or(|c| h.class_name == c)),
     );
     s.total_ns
 }
 
 fn classes(rec: &Recording, stage: Stage) -> Vec<String> {
-    let mut names: Vec<String> =
-        rec.histograms.iter().filter(|h| h.stage == stage_name(stage)).map(|h| h.class_name.clone()).collect();
+    let mut names: Vec<String> = rec
+        .histograms
+        .iter()
+        .filter(|h| h.stage == stage_name(stage))
+        .map(|h| h.class_name.clone())
+        .collect();
     names.sort();
     names.dedup();
     names
@@ -57,11 +63,20 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
         }
     };
     // The workload's own threads.
-    add("write;dmu_write".into(), total(rec, Stage::WorkloadWrite, None));
+    add(
+        "write;dmu_write".into(),
+        total(rec, Stage::WorkloadWrite, None),
+    );
     let wait = total(rec, Stage::TxWait, None);
-    add("write;tx_assign".into(), total(rec, Stage::TxAssign, None).saturating_sub(wait));
+    add(
+        "write;tx_assign".into(),
+        total(rec, Stage::TxAssign, None).saturating_sub(wait),
+    );
     add("write;tx_assign;throttle (dmu_tx_wait)".into(), wait);
-    add("read;dmu_read".into(), total(rec, Stage::WorkloadRead, None));
+    add(
+        "read;dmu_read".into(),
+        total(rec, Stage::WorkloadRead, None),
+    );
     let mut inside_commit = 0;
     for class in classes(rec, Stage::ZilLogWrite) {
         let ns = total(rec, Stage::ZilLogWrite, Some(&class));
@@ -73,9 +88,18 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
     add("fsync;zil_commit;cache flush".into(), flush);
     let waited = total(rec, Stage::ZilTimeoutWait, None);
     inside_commit += waited;
-    add("fsync;zil_commit;commit timeout (waiting for the log block to fill)".into(), waited);
-    add("fsync;zil_commit;cpu and wake-ups".into(), total(rec, Stage::ZilCommit, None).saturating_sub(inside_commit));
-    add("txg_wait_synced".into(), total(rec, Stage::TxgWaitSynced, None));
+    add(
+        "fsync;zil_commit;commit timeout (waiting for the log block to fill)".into(),
+        waited,
+    );
+    add(
+        "fsync;zil_commit;cpu and wake-ups".into(),
+        total(rec, Stage::ZilCommit, None).saturating_sub(inside_commit),
+    );
+    add(
+        "txg_wait_synced".into(),
+        total(rec, Stage::TxgWaitSynced, None),
+    );
     // ZFS's own threads.
     add("txg sync;spa_sync".into(), total(rec, Stage::SpaSync, None));
     // zstd's early abort runs an lz4 trial inside zfs_zstd_compress; trials are
@@ -87,52 +111,102 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
             let ns = total(rec, Stage::ZstdCompress, Some(&class));
             let trial = trials_left.min(ns);
             trials_left -= trial;
-            add(format!("zio pipeline;compress;{class};zfs_zstd_compress;lz4 early-abort trial"), trial);
-            add(format!("zio pipeline;compress;{class};zfs_zstd_compress"), ns - trial);
+            add(
+                format!("zio pipeline;compress;{class};zfs_zstd_compress;lz4 early-abort trial"),
+                trial,
+            );
+            add(
+                format!("zio pipeline;compress;{class};zfs_zstd_compress"),
+                ns - trial,
+            );
             ns
         } else if class == "lz4" {
             let ns = total(rec, Stage::Lz4Compress, Some("lz4"));
-            add(format!("zio pipeline;compress;{class};lz4_compress_zfs"), ns);
+            add(
+                format!("zio pipeline;compress;{class};lz4_compress_zfs"),
+                ns,
+            );
             ns
         } else {
             0
         };
-        add(format!("zio pipeline;compress;{class}"), outer.saturating_sub(inner));
+        add(
+            format!("zio pipeline;compress;{class}"),
+            outer.saturating_sub(inner),
+        );
     }
     for class in classes(rec, Stage::Decompress) {
-        add(format!("zio pipeline;decompress;{class}"), total(rec, Stage::Decompress, Some(&class)));
+        add(
+            format!("zio pipeline;decompress;{class}"),
+            total(rec, Stage::Decompress, Some(&class)),
+        );
     }
     for class in classes(rec, Stage::ChecksumCompute) {
-        add(format!("zio pipeline;checksum;{class}"), total(rec, Stage::ChecksumCompute, Some(&class)));
+        add(
+            format!("zio pipeline;checksum;{class}"),
+            total(rec, Stage::ChecksumCompute, Some(&class)),
+        );
     }
-    add("zio pipeline;checksum verify".into(), total(rec, Stage::ChecksumVerify, None));
+    add(
+        "zio pipeline;checksum verify".into(),
+        total(rec, Stage::ChecksumVerify, None),
+    );
     for class in classes(rec, Stage::VdevDisk) {
-        add(format!("vdev I/O;{class};queue"), total(rec, Stage::VdevQueue, Some(&class)));
-        add(format!("vdev I/O;{class};disk"), total(rec, Stage::VdevDisk, Some(&class)));
+        add(
+            format!("vdev I/O;{class};queue"),
+            total(rec, Stage::VdevQueue, Some(&class)),
+        );
+        add(
+            format!("vdev I/O;{class};disk"),
+            total(rec, Stage::VdevDisk, Some(&class)),
+        );
     }
     // Kernel statics split the fallback span where the leaf I/O starts.
     let split_disk = total(rec, Stage::VdevDiskTimed, None);
     if split_disk > 0 {
-        add("vdev I/O;queue (no offsets)".into(), total(rec, Stage::VdevWaitTimed, None));
+        add(
+            "vdev I/O;queue (no offsets)".into(),
+            total(rec, Stage::VdevWaitTimed, None),
+        );
         add("vdev I/O;disk (no offsets)".into(), split_disk);
     } else {
-        add("vdev I/O;queue+disk (no offsets)".into(), total(rec, Stage::VdevQueueTimed, None));
+        add(
+            "vdev I/O;queue+disk (no offsets)".into(),
+            total(rec, Stage::VdevQueueTimed, None),
+        );
     }
-    add("vdev I/O;cache flush".into(), total(rec, Stage::Flush, None));
-    weights.into_iter().map(|(stack, w)| format!("{stack} {w}")).collect()
+    add(
+        "vdev I/O;cache flush".into(),
+        total(rec, Stage::Flush, None),
+    );
+    weights
+        .into_iter()
+        .map(|(stack, w)| format!("{stack} {w}"))
+        .collect()
 }
 
 /// CPU sample stacks, weighted in samples. Spaces in frame names (C++ or Rust
 /// generics) would break the folded format, so they become underscores.
 pub fn cpu_stacks(rec: &Recording) -> Folded {
-    let Some(cpu) = &rec.cpu else { return Vec::new() };
-    cpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
+    let Some(cpu) = &rec.cpu else {
+        return Vec::new();
+    };
+    cpu.stacks
+        .iter()
+        .map(|s| format!("{} {}", folded_frames(&s.frames), s.count))
+        .collect()
 }
 
 /// Off-CPU stacks, weighted in microseconds blocked.
 pub fn offcpu_stacks(rec: &Recording) -> Folded {
-    let Some(offcpu) = &rec.offcpu else { return Vec::new() };
-    offcpu.stacks.iter().map(|s| format!("{} {}", folded_frames(&s.frames), s.count)).collect()
+    let Some(offcpu) = &rec.offcpu else {
+        return Vec::new();
+    };
+    offcpu
+        .stacks
+        .iter()
+        .map(|s| format!("{} {}", folded_frames(&s.frames), s.count))
+        .collect()
 }
 
 /// The stacks of one kind, or why the recording has none.
@@ -140,11 +214,15 @@ pub fn stacks_of(rec: &Recording, kind: FlameKind) -> Result<Folded, String> {
     match kind {
         FlameKind::Stages => Ok(stage_stacks(rec)),
         FlameKind::Cpu => {
-            rec.cpu.as_ref().ok_or("the recording has no CPU samples (it was made with --sample-freq 0)")?;
+            rec.cpu
+                .as_ref()
+                .ok_or("the recording has no CPU samples (it was made with --sample-freq 0)")?;
             Ok(cpu_stacks(rec))
         }
         FlameKind::OffCpu => {
-            rec.offcpu.as_ref().ok_or("the recording has no off-CPU time (record it with --off-cpu)")?;
+            rec.offcpu
+                .as_ref()
+                .ok_or("the recording has no off-CPU time (record it with --off-cpu)")?;
             Ok(offcpu_stacks(rec))
         }
         FlameKind::Wall => Ok(wall_clock(rec)?.0),
@@ -154,7 +232,8 @@ pub fn stacks_of(rec: &Recording, kind: FlameKind) -> Result<Folded, String> {
 /// A kind's name as the command line spells it.
 pub fn kind_name(kind: FlameKind) -> String {
     use clap::ValueEnum;
-    kind.to_possible_value().map_or_else(|| format!("{kind:?}"), |v| v.get_name().to_owned())
+    kind.to_possible_value()
+        .map_or_else(|| format!("{kind:?}"), |v| v.get_name().to_owned())
 }
 
 /// The wall-clock view's root frames, in the order the title lists them.
@@ -209,20 +288,41 @@ pub fn wall_clock(rec: &Recording) -> Result<(Folded, WallSplit), String> {
         return Err("the wall-clock view needs CPU samples and off-CPU time: record with --off-cpu (and --sample-freq above 0)".into());
     };
     let us_per_sample = 1_000_000 / cpu.frequency_hz.max(1);
-    let mut split = WallSplit { by_category: vec![0; WALL_CATEGORIES.len()], idle_us: 0 };
+    let mut split = WallSplit {
+        by_category: vec![0; WALL_CATEGORIES.len()],
+        idle_us: 0,
+    };
     let mut lines: BTreeMap<String, u64> = BTreeMap::new();
-    let stacks = cpu.stacks.iter().map(|s| (s, true)).chain(offcpu.stacks.iter().map(|s| (s, false)));
+    let stacks = cpu
+        .stacks
+        .iter()
+        .map(|s| (s, true))
+        .chain(offcpu.stacks.iter().map(|s| (s, false)));
     for (stack, on_cpu) in stacks {
-        let us = if on_cpu { stack.count * us_per_sample } else { stack.count };
+        let us = if on_cpu {
+            stack.count * us_per_sample
+        } else {
+            stack.count
+        };
         match wall_category(&stack.frames, on_cpu) {
             Some(index) => {
                 split.by_category[index] += us;
-                *lines.entry(format!("{};{}", WALL_CATEGORIES[index], folded_frames(&stack.frames))).or_default() += us;
+                *lines
+                    .entry(format!(
+                        "{};{}",
+                        WALL_CATEGORIES[index],
+                        folded_frames(&stack.frames)
+                    ))
+                    .or_default() += us;
             }
             None => split.idle_us += us,
         }
     }
-    let folded = lines.into_iter().filter(|(_, us)| *us > 0).map(|(stack, us)| format!("{stack} {us}")).collect();
+    let folded = lines
+        .into_iter()
+        .filter(|(_, us)| *us > 0)
+        .map(|(stack, us)| format!("{stack} {us}"))
+        .collect();
     Ok((folded, split))
 }
 
@@ -242,10 +342,17 @@ fn wall_category(frames: &[String], on_cpu: bool) -> Option<usize> {
             _ => 2,
         });
     }
-    if frames.last().is_some_and(|f| f == crate::stacks::RUNNABLE_FRAME) {
+    if frames
+        .last()
+        .is_some_and(|f| f == crate::stacks::RUNNABLE_FRAME)
+    {
         return Some(9);
     }
-    let in_stage = |stage: Stage| frames.iter().any(|f| *f == format!("[in {}]", stage_name(stage)));
+    let in_stage = |stage: Stage| {
+        frames
+            .iter()
+            .any(|f| *f == format!("[in {}]", stage_name(stage)))
+    };
     let by_stage = [
         (Stage::ZilCommit, 3),
         (Stage::TxgWaitSynced, 4),
@@ -258,8 +365,20 @@ fn wall_category(frames: &[String], on_cpu: bool) -> Option<usize> {
     if let Some((_, index)) = by_stage.iter().find(|(stage, _)| in_stage(*stage)) {
         return Some(*index);
     }
-    const ZFS_WORK: [&str; 9] = ["zio_", "vdev_", "spa_", "dmu_", "zil_", "arc_", "dbuf_", "metaslab_", "zfs_"];
-    real().any(|f| ZFS_WORK.iter().any(|p| f.starts_with(p))).then_some(8)
+    const ZFS_WORK: [&str; 9] = [
+        "zio_",
+        "vdev_",
+        "spa_",
+        "dmu_",
+        "zil_",
+        "arc_",
+        "dbuf_",
+        "metaslab_",
+        "zfs_",
+    ];
+    real()
+        .any(|f| ZFS_WORK.iter().any(|p| f.starts_with(p)))
+        .then_some(8)
 }
 
 /// One stack's frames in folded form. A run of unknown frames (a user stack
@@ -281,8 +400,12 @@ pub fn parse_folded(lines: &[String]) -> Result<Vec<(Vec<String>, u64)>, String>
     lines
         .iter()
         .map(|line| {
-            let (stack, weight) = line.rsplit_once(' ').ok_or_else(|| format!("no weight in {line:?}"))?;
-            let weight = weight.parse().map_err(|_| format!("bad weight in {line:?}"))?;
+            let (stack, weight) = line
+                .rsplit_once(' ')
+                .ok_or_else(|| format!("no weight in {line:?}"))?;
+            let weight = weight
+                .parse()
+                .map_err(|_| format!("bad weight in {line:?}"))?;
             Ok((stack.split(';').map(str::to_owned).collect(), weight))
         })
         .collect()
@@ -300,14 +423,36 @@ enum Group {
 fn colour_group(frame: &str) -> Option<Group> {
     let f = frame.to_ascii_lowercase();
     let any = |words: &[&str]| words.iter().any(|w| f.contains(w));
-    if any(&["compress", "zstd", "lz4", "gzip", "lzjb", "zle", "deflate", "inflate"]) {
+    if any(&[
+        "compress", "zstd", "lz4", "gzip", "lzjb", "zle", "deflate", "inflate",
+    ]) {
         Some(Group::Compression)
-    } else if any(&["checksum", "fletcher", "sha256", "sha512", "sha2", "skein", "edonr", "blake3"]) {
+    } else if any(&[
+        "checksum", "fletcher", "sha256", "sha512", "sha2", "skein", "edonr", "blake3",
+    ]) {
         Some(Group::Checksum)
     } else if any(&[
-        "vdev i/o", "disk", "queue", "flush", "log block write", "fsync", "pwrite", "pread", "io_schedule",
-        "spa_sync", "txg_wait", "throttle", "main pool", "log vdev", "sync read", "sync write", "async read",
-        "async write", "scrub", "trim", "waiting",
+        "vdev i/o",
+        "disk",
+        "queue",
+        "flush",
+        "log block write",
+        "fsync",
+        "pwrite",
+        "pread",
+        "io_schedule",
+        "spa_sync",
+        "txg_wait",
+        "throttle",
+        "main pool",
+        "log vdev",
+        "sync read",
+        "sync write",
+        "async read",
+        "async write",
+        "scrub",
+        "trim",
+        "waiting",
     ]) {
         Some(Group::Io)
     } else {
@@ -318,9 +463,21 @@ fn colour_group(frame: &str) -> Option<Group> {
 /// The colour of a frame's group.
 fn colour_of(frame: &str) -> Option<Color> {
     colour_group(frame).map(|group| match group {
-        Group::Compression => Color { r: 230, g: 140, b: 30 }, // orange
-        Group::Checksum => Color { r: 80, g: 180, b: 80 },     // green
-        Group::Io => Color { r: 90, g: 140, b: 220 },          // I/O and waiting: blue
+        Group::Compression => Color {
+            r: 230,
+            g: 140,
+            b: 30,
+        }, // orange
+        Group::Checksum => Color {
+            r: 80,
+            g: 180,
+            b: 80,
+        }, // green
+        Group::Io => Color {
+            r: 90,
+            g: 140,
+            b: 220,
+        }, // I/O and waiting: blue
     })
 }
 
@@ -340,13 +497,20 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
     let target = format!(
         "{} {} (OpenZFS {})",
         rec.target.kind,
-        rec.target.object.rsplit('/').next().unwrap_or(&rec.target.object),
+        rec.target
+            .object
+            .rsplit('/')
+            .next()
+            .unwrap_or(&rec.target.object),
         rec.target.zfs_version.as_deref().unwrap_or("?")
     );
     if kind == FlameKind::Wall {
         let split = wall_clock(rec).map(|(_, split)| split).unwrap_or_default();
         return Titles {
-            title: format!("zprof wall clock: where the traced threads' time went, {target}, {:.1} s", rec.duration_s),
+            title: format!(
+                "zprof wall clock: where the traced threads' time went, {target}, {:.1} s",
+                rec.duration_s
+            ),
             subtitle: format!(
                 "{}; {} of thread time, idle threads' {} left out",
                 wall_split_text(&split),
@@ -357,11 +521,21 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         };
     }
     if kind == FlameKind::OffCpu {
-        let (lost, stack_lost, periods, cut_us, blocked_us) = rec.offcpu.as_ref().map_or((0, 0, 0, 0, 0), |o| {
-            (o.start_map_full + o.map_full, o.stack_lost, o.periods, o.cut_us, o.stacks.iter().map(|s| s.count).sum::<u64>())
-        });
+        let (lost, stack_lost, periods, cut_us, blocked_us) =
+            rec.offcpu.as_ref().map_or((0, 0, 0, 0, 0), |o| {
+                (
+                    o.start_map_full + o.map_full,
+                    o.stack_lost,
+                    o.periods,
+                    o.cut_us,
+                    o.stacks.iter().map(|s| s.count).sum::<u64>(),
+                )
+            });
         return Titles {
-            title: format!("zprof off-CPU: where the traced threads waited, {target}, {:.1} s", rec.duration_s),
+            title: format!(
+                "zprof off-CPU: where the traced threads waited, {target}, {:.1} s",
+                rec.duration_s
+            ),
             subtitle: format!(
                 "width = time off the CPU, {} in all, summed over threads (a [runnable] leaf: preempted, waiting for a CPU); of {periods} periods {lost} lost, {stack_lost} without stack; {} in stacks cut at {} frames",
                 format_ns(blocked_us * 1_000),
@@ -373,17 +547,33 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
     }
     if kind == FlameKind::Cpu {
         let Some(cpu) = rec.cpu.as_ref() else {
-            return Titles { title: "zprof CPU: no samples".into(), subtitle: String::new(), count_name: "samples".into() };
+            return Titles {
+                title: "zprof CPU: no samples".into(),
+                subtitle: String::new(),
+                count_name: "samples".into(),
+            };
         };
         let lost = cpu.stack_lost + cpu.sample_map_full;
-        let lost_pct = if cpu.samples_total > 0 { lost as f64 * 100.0 / cpu.samples_total as f64 } else { 0.0 };
+        let lost_pct = if cpu.samples_total > 0 {
+            lost as f64 * 100.0 / cpu.samples_total as f64
+        } else {
+            0.0
+        };
         let unnamed: Vec<String> = cpu
             .unnamed_processes
             .iter()
-            .map(|p| format!("{} (pid {}): {} of {} user stacks unnamed, {}", p.name, p.pid, p.unnamed, p.samples, p.why))
+            .map(|p| {
+                format!(
+                    "{} (pid {}): {} of {} user stacks unnamed, {}",
+                    p.name, p.pid, p.unnamed, p.samples, p.why
+                )
+            })
             .collect();
         Titles {
-            title: format!("zprof CPU: on-CPU samples, {target}, {:.1} s", rec.duration_s),
+            title: format!(
+                "zprof CPU: on-CPU samples, {target}, {:.1} s",
+                rec.duration_s
+            ),
             subtitle: format!(
                 "{} samples at {} Hz per CPU; {lost_pct:.1}% of samples lost; {} cut at {} frames; {} frames unsymbolized, {} placed ([lib:symbol+off]: a function without symbol); {}orange compression, green checksums, blue I/O",
                 cpu.samples_total,
@@ -392,7 +582,11 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
                 cpu.stack_depth,
                 cpu.unsymbolized_frames,
                 cpu.placed_frames,
-                if unnamed.is_empty() { String::new() } else { format!("NOT NAMED: {}; ", unnamed.join("; ")) }
+                if unnamed.is_empty() {
+                    String::new()
+                } else {
+                    format!("NOT NAMED: {}; ", unnamed.join("; "))
+                }
             ),
             count_name: "samples".into(),
         }
@@ -444,7 +638,14 @@ pub struct Differential {
 fn workload_ops(rec: &Recording) -> u64 {
     [Stage::WorkloadWrite, Stage::WorkloadRead]
         .into_iter()
-        .map(|stage| summarize(rec.histograms.iter().filter(|h| h.stage == stage_name(stage))).count)
+        .map(|stage| {
+            summarize(
+                rec.histograms
+                    .iter()
+                    .filter(|h| h.stage == stage_name(stage)),
+            )
+            .count
+        })
         .sum()
 }
 
@@ -455,9 +656,18 @@ pub fn differential(a: &Recording, b: &Recording, kind: FlameKind) -> Result<Dif
     let (stacks_a, stacks_b) = (stacks_of(a, kind)?, stacks_of(b, kind)?);
     let (ops_a, ops_b) = (workload_ops(a), workload_ops(b));
     let (scale, basis) = if ops_a > 0 && ops_b > 0 {
-        (ops_b as f64 / ops_a as f64, format!("per workload operation ({ops_a} in A, {ops_b} in B)"))
+        (
+            ops_b as f64 / ops_a as f64,
+            format!("per workload operation ({ops_a} in A, {ops_b} in B)"),
+        )
     } else {
-        (b.duration_s / a.duration_s.max(1e-9), format!("per second (no workload operations counted; {:.1} s in A, {:.1} s in B)", a.duration_s, b.duration_s))
+        (
+            b.duration_s / a.duration_s.max(1e-9),
+            format!(
+                "per second (no workload operations counted; {:.1} s in A, {:.1} s in B)",
+                a.duration_s, b.duration_s
+            ),
+        )
     };
     let scaled: Folded = parse_folded(&stacks_a)?
         .into_iter()
@@ -471,13 +681,30 @@ pub fn differential(a: &Recording, b: &Recording, kind: FlameKind) -> Result<Dif
         &mut out,
     )
     .map_err(|e| format!("building the differential stacks: {e}"))?;
-    let lines: Folded = String::from_utf8_lossy(&out).lines().map(str::to_owned).collect();
-    let unit = if kind == FlameKind::Cpu { "samples" } else { "us" };
-    let version = |r: &Recording| format!("{} {}", r.target.kind, r.target.zfs_version.as_deref().unwrap_or("?"));
+    let lines: Folded = String::from_utf8_lossy(&out)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let unit = if kind == FlameKind::Cpu {
+        "samples"
+    } else {
+        "us"
+    };
+    let version = |r: &Recording| {
+        format!(
+            "{} {}",
+            r.target.kind,
+            r.target.zfs_version.as_deref().unwrap_or("?")
+        )
+    };
     Ok(Differential {
         lines,
         titles: Titles {
-            title: format!("zprof differential ({} kind): B against A, {}", kind_name(kind), version(b)),
+            title: format!(
+                "zprof differential ({} kind): B against A, {}",
+                kind_name(kind),
+                version(b)
+            ),
             subtitle: format!(
                 "widths: B; red: B spends more than A, blue: less, {basis}; A: {} ({:.1} s), B: {} ({:.1} s)",
                 version(a),
@@ -522,15 +749,31 @@ pub fn render_svg(lines: &Folded, titles: &Titles) -> std::io::Result<String> {
 pub fn share_of(lines: &Folded, pred: impl Fn(&str) -> bool) -> f64 {
     let parsed = parse_folded(lines).unwrap_or_default();
     let total: u64 = parsed.iter().map(|(_, w)| w).sum();
-    let matching: u64 = parsed.iter().filter(|(frames, _)| frames.iter().any(|f| pred(f))).map(|(_, w)| w).sum();
-    if total == 0 { 0.0 } else { matching as f64 / total as f64 }
+    let matching: u64 = parsed
+        .iter()
+        .filter(|(frames, _)| frames.iter().any(|f| pred(f)))
+        .map(|(_, w)| w)
+        .sum();
+    if total == 0 {
+        0.0
+    } else {
+        matching as f64 / total as f64
+    }
 }
 
 /// Human summary used in logs.
 pub fn describe(lines: &Folded, unit_ns: bool) -> String {
     let parsed = parse_folded(lines).unwrap_or_default();
     let total: u64 = parsed.iter().map(|(_, w)| w).sum();
-    if unit_ns { format!("{} stacks, {} in all", parsed.len(), format_ns(total * 1_000)) } else { format!("{} stacks, {total} samples", parsed.len()) }
+    if unit_ns {
+        format!(
+            "{} stacks, {} in all",
+            parsed.len(),
+            format_ns(total * 1_000)
+        )
+    } else {
+        format!("{} stacks, {total} samples", parsed.len())
+    }
 }
 
 #[cfg(test)]
@@ -539,32 +782,63 @@ mod tests {
 
     #[test]
     fn folded_round_trip() {
-        let lines: Folded = vec!["fsync;zil_commit;cache flush 120".into(), "write;dmu_write 7".into()];
+        let lines: Folded = vec![
+            "fsync;zil_commit;cache flush 120".into(),
+            "write;dmu_write 7".into(),
+        ];
         let parsed = parse_folded(&lines).unwrap();
-        let again: Folded = parsed.iter().map(|(f, w)| format!("{} {w}", f.join(";"))).collect();
+        let again: Folded = parsed
+            .iter()
+            .map(|(f, w)| format!("{} {w}", f.join(";")))
+            .collect();
         assert_eq!(again, lines);
         assert!(parse_folded(&["no-weight".to_owned()]).is_err());
     }
 
     #[test]
     fn runs_of_unknown_frames_are_one_frame() {
-        let frames: Vec<String> =
-            ["zprof-lab", "[unknown]", "[unknown]", "[unknown]", "zio_compress_data", "[unknown]", "a b;c"].map(String::from).into();
-        assert_eq!(folded_frames(&frames), "zprof-lab;[unknown];zio_compress_data;[unknown];a_b_c");
+        let frames: Vec<String> = [
+            "zprof-lab",
+            "[unknown]",
+            "[unknown]",
+            "[unknown]",
+            "zio_compress_data",
+            "[unknown]",
+            "a b;c",
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(
+            folded_frames(&frames),
+            "zprof-lab;[unknown];zio_compress_data;[unknown];a_b_c"
+        );
     }
 
     #[test]
     fn colours_group_frames() {
-        assert_eq!(colour_of("zfs_zstd_compress"), colour_of("lz4_compress_zfs"));
-        assert_eq!(colour_of("fletcher_4_native"), colour_of("zio_checksum_compute"));
-        assert_ne!(colour_of("zfs_zstd_compress"), colour_of("zio_checksum_compute"));
+        assert_eq!(
+            colour_of("zfs_zstd_compress"),
+            colour_of("lz4_compress_zfs")
+        );
+        assert_eq!(
+            colour_of("fletcher_4_native"),
+            colour_of("zio_checksum_compute")
+        );
+        assert_ne!(
+            colour_of("zfs_zstd_compress"),
+            colour_of("zio_checksum_compute")
+        );
         assert!(colour_of("dmu_write").is_none());
     }
 
     #[test]
     fn svg_is_well_formed_enough() {
         let lines: Folded = vec!["a;zfs_zstd_compress 10".into(), "a;b 5".into()];
-        let titles = Titles { title: "t & <t>".into(), subtitle: "s".into(), count_name: "us".into() };
+        let titles = Titles {
+            title: "t & <t>".into(),
+            subtitle: "s".into(),
+            count_name: "us".into(),
+        };
         let svg = render_svg(&lines, &titles).unwrap();
         assert!(svg.starts_with("<?xml"));
         assert!(svg.contains("zfs_zstd_compress"));

@@ -42,11 +42,19 @@ impl BuildInputs {
     /// Where dkms leaves them for OpenZFS `zfs_version` on kernel
     /// `kernel_release` (the kernel build directory: `kernel_build`, else the
     /// tree's own); the error says which is missing and what provides it.
-    pub fn locate(zfs_version: Option<&str>, kernel_build: Option<PathBuf>, kernel_release: &str) -> Result<BuildInputs, String> {
+    pub fn locate(
+        zfs_version: Option<&str>,
+        kernel_build: Option<PathBuf>,
+        kernel_release: &str,
+    ) -> Result<BuildInputs, String> {
         let Some(version) = zfs_version else {
             return Err("the module does not say its OpenZFS version (/sys/module/zfs/version), so its dkms tree is unknown".into());
         };
-        BuildInputs::for_tree(PathBuf::from(format!("/var/lib/dkms/zfs/{version}/build")), kernel_build, kernel_release)
+        BuildInputs::for_tree(
+            PathBuf::from(format!("/var/lib/dkms/zfs/{version}/build")),
+            kernel_build,
+            kernel_release,
+        )
     }
 
     /// The inputs of a configured tree for a module that runs on
@@ -54,21 +62,39 @@ impl BuildInputs {
     /// configured with unless `kernel_build` says otherwise, and a tree last
     /// configured for another kernel is refused (its zfs_config.h describes
     /// that kernel, and so may the layouts).
-    pub fn for_tree(zfs_build: PathBuf, kernel_build: Option<PathBuf>, kernel_release: &str) -> Result<BuildInputs, String> {
+    pub fn for_tree(
+        zfs_build: PathBuf,
+        kernel_build: Option<PathBuf>,
+        kernel_release: &str,
+    ) -> Result<BuildInputs, String> {
         let makefile = std::fs::read_to_string(zfs_build.join("Makefile")).unwrap_or_default();
         let variable = |name: &str| {
-            makefile.lines().find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix('=').map(|v| v.trim().to_owned()))
+            makefile.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim_start()
+                    .strip_prefix('=')
+                    .map(|v| v.trim().to_owned())
+            })
         };
-        if let Some(configured) = variable("LINUX_VERSION").filter(|v| !kernel_release.is_empty() && v != kernel_release) {
+        if let Some(configured) =
+            variable("LINUX_VERSION").filter(|v| !kernel_release.is_empty() && v != kernel_release)
+        {
             return Err(format!(
                 "the OpenZFS tree {} was last configured for kernel {configured}, not {kernel_release} where the module runs (rebuild it for this kernel: dkms build zfs/VERSION -k {kernel_release})",
                 zfs_build.display()
             ));
         }
         let kernel_build = kernel_build
-            .or_else(|| variable("LINUX_OBJ").map(PathBuf::from).filter(|p| p.join("Makefile").is_file()))
+            .or_else(|| {
+                variable("LINUX_OBJ")
+                    .map(PathBuf::from)
+                    .filter(|p| p.join("Makefile").is_file())
+            })
             .unwrap_or_else(|| PathBuf::from(format!("/lib/modules/{kernel_release}/build")));
-        let inputs = BuildInputs { zfs_build, kernel_build };
+        let inputs = BuildInputs {
+            zfs_build,
+            kernel_build,
+        };
         inputs.check()?;
         Ok(inputs)
     }
@@ -95,7 +121,9 @@ impl BuildInputs {
     /// The OpenZFS release of the tree (its META file's Version).
     pub fn zfs_version(&self) -> Option<String> {
         let meta = std::fs::read_to_string(self.zfs_build.join("META")).ok()?;
-        meta.lines().find_map(|l| l.strip_prefix("Version:")).map(|v| v.trim().to_owned())
+        meta.lines()
+            .find_map(|l| l.strip_prefix("Version:"))
+            .map(|v| v.trim().to_owned())
     }
 }
 
@@ -104,7 +132,11 @@ impl BuildInputs {
 /// branch is copied).
 fn condition_holds(line: &str) -> Option<bool> {
     let compact: String = line.split_whitespace().collect();
-    matches!(compact.as_str(), "ifneq($(KBUILD_EXTMOD),)" | "ifneq($(KERNELRELEASE),)").then_some(true)
+    matches!(
+        compact.as_str(),
+        "ifneq($(KBUILD_EXTMOD),)" | "ifneq($(KERNELRELEASE),)"
+    )
+    .then_some(true)
 }
 
 /// The flag assignments of a configured module/Kbuild that apply to an
@@ -147,13 +179,18 @@ pub type ByName = BTreeMap<String, u32>;
 pub fn parse_markers(asm: &str) -> Result<(ByName, ByName), String> {
     let (mut offsets, mut sizes) = (BTreeMap::new(), BTreeMap::new());
     for line in asm.lines() {
-        let Some(at) = line.find("\"->") else { continue };
+        let Some(at) = line.find("\"->") else {
+            continue;
+        };
         let text = line[at + 3..].split('"').next().unwrap_or("");
         let parts: Vec<&str> = text.split_whitespace().collect();
         let [kind, name, offset, size] = parts[..] else {
             return Err(format!("unexpected marker line: {line}"));
         };
-        let number = |s: &str| s.parse::<u32>().map_err(|_| format!("marker {name}: '{s}' is not a number"));
+        let number = |s: &str| {
+            s.parse::<u32>()
+                .map_err(|_| format!("marker {name}: '{s}' is not a number"))
+        };
         match kind {
             "field" => {
                 offsets.insert(name.to_owned(), number(offset)?);
@@ -176,17 +213,28 @@ pub fn parse_markers(asm: &str) -> Result<(ByName, ByName), String> {
 pub fn compile(inputs: &BuildInputs, build_id: Option<&str>) -> Result<OffsetsTable, String> {
     inputs.check()?;
     let kbuild_path = inputs.zfs_build.join("module/Kbuild");
-    let kbuild = std::fs::read_to_string(&kbuild_path).map_err(|e| format!("cannot read {}: {e}", kbuild_path.display()))?;
+    let kbuild = std::fs::read_to_string(&kbuild_path)
+        .map_err(|e| format!("cannot read {}: {e}", kbuild_path.display()))?;
     let flags = kbuild_flags(&kbuild);
     if !flags.iter().any(|f| f.contains("zfs_config.h")) {
-        return Err(format!("{} names no zfs_config.h for external builds: not a configured OpenZFS module tree", kbuild_path.display()));
+        return Err(format!(
+            "{} names no zfs_config.h for external builds: not a configured OpenZFS module tree",
+            kbuild_path.display()
+        ));
     }
     let dir = ScratchDir::new()?;
     let write = |name: &str, text: &str| {
-        std::fs::write(dir.0.join(name), text).map_err(|e| format!("cannot write {}: {e}", dir.0.join(name).display()))
+        std::fs::write(dir.0.join(name), text)
+            .map_err(|e| format!("cannot write {}: {e}", dir.0.join(name).display()))
     };
     write("zprof_offsets.c", OFFSETS_SOURCE)?;
-    write("Kbuild", &format!("{}\nccflags-y := $(ZFS_MODULE_CFLAGS) $(ZFS_MODULE_CPPFLAGS)\nobj-m := zprof_offsets.o\n", flags.join("\n")))?;
+    write(
+        "Kbuild",
+        &format!(
+            "{}\nccflags-y := $(ZFS_MODULE_CFLAGS) $(ZFS_MODULE_CPPFLAGS)\nobj-m := zprof_offsets.o\n",
+            flags.join("\n")
+        ),
+    )?;
     let output = Command::new("make")
         .arg("-s")
         .arg("-C")
@@ -206,11 +254,16 @@ pub fn compile(inputs: &BuildInputs, build_id: Option<&str>) -> Result<OffsetsTa
         ));
     }
     let asm_path = dir.0.join("zprof_offsets.s");
-    let asm = std::fs::read_to_string(&asm_path).map_err(|e| format!("make left no {}: {e}", asm_path.display()))?;
+    let asm = std::fs::read_to_string(&asm_path)
+        .map_err(|e| format!("make left no {}: {e}", asm_path.display()))?;
     let (offsets, sizes) = parse_markers(&asm)?;
     Ok(OffsetsTable {
         zfs_version: inputs.zfs_version().unwrap_or_else(|| "unknown".into()),
-        source: format!("compiled from {} with {}", inputs.zfs_build.display(), inputs.kernel_build.display()),
+        source: format!(
+            "compiled from {} with {}",
+            inputs.zfs_build.display(),
+            inputs.kernel_build.display()
+        ),
         build_ids: build_id.into_iter().map(str::to_owned).collect(),
         offsets,
         sizes,
@@ -222,11 +275,18 @@ struct ScratchDir(PathBuf);
 
 impl ScratchDir {
     fn new() -> Result<ScratchDir, String> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("zprof-offsets-{}-{nanos}", std::process::id()));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir =
+            std::env::temp_dir().join(format!("zprof-offsets-{}-{nanos}", std::process::id()));
         // A new directory of our own, never one found there: root runs make in it.
         use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         Ok(ScratchDir(dir))
     }
 }
@@ -239,7 +299,9 @@ impl Drop for ScratchDir {
 
 /// Where tables are cached: `$ZPROF_CACHE_DIR/kernel-offsets` (default /var/cache/zprof).
 pub fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("ZPROF_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| "/var/cache/zprof".into());
+    let base = std::env::var_os("ZPROF_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/cache/zprof".into());
     base.join("kernel-offsets")
 }
 
@@ -251,7 +313,8 @@ pub fn cache_path(build_id: &str) -> PathBuf {
 /// Writes `table` to `path` (creating its directory).
 pub fn store(table: &OffsetsTable, path: &Path) -> Result<(), String> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     let text = serde_json::to_string_pretty(table).map_err(|e| e.to_string())?;
     std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -259,7 +322,10 @@ pub fn store(table: &OffsetsTable, path: &Path) -> Result<(), String> {
 
 /// The build-id in a raw ELF note section, as /sys/module/NAME/notes/ shows it.
 pub fn note_build_id(note: &[u8]) -> Option<String> {
-    let word = |at: usize| note.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let word = |at: usize| {
+        note.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
     let mut at = 0;
     while at + 12 <= note.len() {
         let (name_size, desc_size, kind) = (word(at)?, word(at + 4)?, word(at + 8)?);
@@ -298,7 +364,9 @@ pub fn module_kernel_release(ko: &[u8]) -> Option<String> {
 
 /// The running kernel's release (`uname -r`).
 pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -323,8 +391,13 @@ mod tests {
                 "ZFS_MODULE_CPPFLAGS += -UDEBUG -DNDEBUG",
             ]
         );
-        let with_src = "ifneq ($(KBUILD_EXTMOD),)\nzfs_include = /b/include\nsrc = /b/module\nendif\n";
-        assert_eq!(kbuild_flags(with_src), ["zfs_include = /b/include"], "src/obj are not copied");
+        let with_src =
+            "ifneq ($(KBUILD_EXTMOD),)\nzfs_include = /b/include\nsrc = /b/module\nendif\n";
+        assert_eq!(
+            kbuild_flags(with_src),
+            ["zfs_include = /b/include"],
+            "src/obj are not copied"
+        );
     }
 
     #[test]
@@ -334,8 +407,16 @@ mod tests {
         assert_eq!(offsets["zio.io_spa"], 144);
         assert_eq!(sizes["zio.io_spa"], 8);
         assert_eq!(sizes["zio"], 1248);
-        assert!(parse_markers("\tret\n").unwrap_err().contains("no offsets markers"));
-        assert!(parse_markers(".ascii \"->field zio.io_spa $144 8\"").unwrap_err().contains("not a number"));
+        assert!(
+            parse_markers("\tret\n")
+                .unwrap_err()
+                .contains("no offsets markers")
+        );
+        assert!(
+            parse_markers(".ascii \"->field zio.io_spa $144 8\"")
+                .unwrap_err()
+                .contains("not a number")
+        );
     }
 
     #[test]
@@ -353,7 +434,10 @@ mod tests {
 
     #[test]
     fn missing_inputs_name_the_package() {
-        let inputs = BuildInputs { zfs_build: "/nonexistent/zfs".into(), kernel_build: "/nonexistent/kernel".into() };
+        let inputs = BuildInputs {
+            zfs_build: "/nonexistent/zfs".into(),
+            kernel_build: "/nonexistent/kernel".into(),
+        };
         assert!(inputs.check().unwrap_err().contains("install zfs-dkms"));
         let err = BuildInputs::locate(None, None, "6.1.0").unwrap_err();
         assert!(err.contains("/sys/module/zfs/version"), "{err}");
@@ -363,18 +447,28 @@ mod tests {
     fn a_tree_configured_for_another_kernel_is_refused() {
         let dir = std::env::temp_dir().join(format!("zprof-tree-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("Makefile"), "LINUX_OBJ = /nonexistent\nLINUX_VERSION = 6.1.0-57-amd64\n").unwrap();
+        std::fs::write(
+            dir.join("Makefile"),
+            "LINUX_OBJ = /nonexistent\nLINUX_VERSION = 6.1.0-57-amd64\n",
+        )
+        .unwrap();
         let err = BuildInputs::for_tree(dir.clone(), None, "6.12.57+deb13-amd64").unwrap_err();
         let same = BuildInputs::for_tree(dir.clone(), None, "6.1.0-57-amd64").unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(err.contains("last configured for kernel 6.1.0-57-amd64, not 6.12.57+deb13-amd64"), "{err}");
+        assert!(
+            err.contains("last configured for kernel 6.1.0-57-amd64, not 6.12.57+deb13-amd64"),
+            "{err}"
+        );
         assert!(same.contains("install zfs-dkms"), "{same}");
     }
 
     #[test]
     fn vermagic_names_the_kernel() {
         let modinfo = b"\0license=CDDL\0vermagic=6.1.0-57-amd64 SMP preempt mod_unload modversions \0name=zfs\0";
-        assert_eq!(module_kernel_release(modinfo).as_deref(), Some("6.1.0-57-amd64"));
+        assert_eq!(
+            module_kernel_release(modinfo).as_deref(),
+            Some("6.1.0-57-amd64")
+        );
         assert_eq!(module_kernel_release(b"no modinfo"), None);
     }
 }

@@ -8,8 +8,8 @@
 #![deny(missing_docs)]
 
 pub mod bench;
-pub mod cache_what_if;
 pub mod btf;
+pub mod cache_what_if;
 pub mod catalogue;
 pub mod cli;
 pub mod commands;
@@ -25,8 +25,8 @@ pub mod openzfs;
 pub mod read_path;
 pub mod recording;
 pub mod report;
-pub mod serve;
 pub mod requests;
+pub mod serve;
 pub mod stacks;
 pub mod symbols;
 pub mod sync_path;

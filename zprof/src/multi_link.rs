@@ -108,17 +108,34 @@ struct InfoAttr {
 }
 
 fn sys_bpf<T>(cmd: bpf_cmd, attr: &mut T) -> std::io::Result<i64> {
-    let ret = unsafe { libc::syscall(libc::SYS_bpf, cmd as libc::c_int, attr as *mut T, size_of::<T>() as u32) };
-    if ret < 0 { Err(std::io::Error::last_os_error()) } else { Ok(ret) }
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_int,
+            attr as *mut T,
+            size_of::<T>() as u32,
+        )
+    };
+    if ret < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 /// Whether an error from the first attempt means "this kernel has no multi
 /// links of this kind", so that aya's classic probes should be used instead.
 pub fn unsupported(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().and_then(|e| e.raw_os_error()).is_some_and(|code| {
-            matches!(code, libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP | libc::ENOSYS | libc::EPERM)
-        })
+        cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|e| e.raw_os_error())
+            .is_some_and(|code| {
+                matches!(
+                    code,
+                    libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP | libc::ENOSYS | libc::EPERM
+                )
+            })
     })
 }
 
@@ -139,26 +156,50 @@ impl MultiLinks {
         let definitions = std::mem::take(&mut object.maps);
         let mut maps = Vec::new();
         for (name, map) in ebpf.maps() {
-            let definition = definitions.get(name).ok_or_else(|| anyhow!("map {name} is not in the eBPF object"))?;
+            let definition = definitions
+                .get(name)
+                .ok_or_else(|| anyhow!("map {name} is not in the eBPF object"))?;
             maps.push((name, map_data_fd(name, map)?, definition));
         }
-        let text_sections: HashSet<usize> = object.functions.keys().map(|(section, _)| *section).collect();
-        object.relocate_maps(maps.into_iter(), &text_sections).context("relocating maps")?;
-        object.relocate_calls(&text_sections).context("relocating calls")?;
-        let attach_type = if kernel { BPF_TRACE_KPROBE_MULTI } else { BPF_TRACE_UPROBE_MULTI };
-        Ok(MultiLinks { object, attach_type, programs: HashMap::new(), links: Vec::new() })
+        let text_sections: HashSet<usize> = object
+            .functions
+            .keys()
+            .map(|(section, _)| *section)
+            .collect();
+        object
+            .relocate_maps(maps.into_iter(), &text_sections)
+            .context("relocating maps")?;
+        object
+            .relocate_calls(&text_sections)
+            .context("relocating calls")?;
+        let attach_type = if kernel {
+            BPF_TRACE_KPROBE_MULTI
+        } else {
+            BPF_TRACE_UPROBE_MULTI
+        };
+        Ok(MultiLinks {
+            object,
+            attach_type,
+            programs: HashMap::new(),
+            links: Vec::new(),
+        })
     }
 
     /// Loads program `name` (once) with the links' attach type.
     fn program(&mut self, name: &str) -> anyhow::Result<std::os::fd::BorrowedFd<'_>> {
         if !self.programs.contains_key(name) {
-            let program = self.object.programs.get(name).ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
+            let program = self
+                .object
+                .programs
+                .get(name)
+                .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
             let function = self
                 .object
                 .functions
                 .get(&program.function_key())
                 .ok_or_else(|| anyhow!("program {name} has no code in the eBPF object"))?;
-            let license = CString::new(self.object.license.as_bytes().to_vec()).unwrap_or_else(|_| c"GPL".into());
+            let license = CString::new(self.object.license.as_bytes().to_vec())
+                .unwrap_or_else(|_| c"GPL".into());
             let mut prog_name = [0u8; 16];
             // The kernel keeps 15 bytes of a program's name.
             for (slot, byte) in prog_name.iter_mut().zip(name.bytes().take(15)) {
@@ -184,17 +225,27 @@ impl MultiLinks {
                     let _ = sys_bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr);
                     let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
                     let text = String::from_utf8_lossy(&log[..end]).into_owned();
-                    return Err(anyhow::Error::new(first).context(format!("loading {name} for {:?} links: {text}", self.attach_type)));
+                    return Err(anyhow::Error::new(first).context(format!(
+                        "loading {name} for {:?} links: {text}",
+                        self.attach_type
+                    )));
                 }
             };
-            self.programs.insert(name.to_owned(), unsafe { OwnedFd::from_raw_fd(fd as i32) });
+            self.programs
+                .insert(name.to_owned(), unsafe { OwnedFd::from_raw_fd(fd as i32) });
         }
         Ok(self.programs[name].as_fd())
     }
 
     /// Attaches program `name` at file offset `offset` of `object_path`, on
     /// entry or (with `on_return`) on return, in every process.
-    pub fn attach(&mut self, name: &str, object_path: &Path, offset: u64, on_return: bool) -> anyhow::Result<()> {
+    pub fn attach(
+        &mut self,
+        name: &str,
+        object_path: &Path,
+        offset: u64,
+        on_return: bool,
+    ) -> anyhow::Result<()> {
         let prog_fd = self.program(name)?.as_raw_fd();
         let path = CString::new(object_path.as_os_str().as_encoded_bytes().to_vec())
             .map_err(|_| anyhow!("{} contains a NUL byte", object_path.display()))?;
@@ -208,17 +259,27 @@ impl MultiLinks {
             multi_flags: if on_return { MULTI_RETURN } else { 0 },
             ..Default::default()
         };
-        let fd = sys_bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
-            .with_context(|| format!("creating a uprobe_multi link for {name} at {}+{offset:#x}", object_path.display()))?;
+        let fd = sys_bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr).with_context(|| {
+            format!(
+                "creating a uprobe_multi link for {name} at {}+{offset:#x}",
+                object_path.display()
+            )
+        })?;
         self.links.push(unsafe { OwnedFd::from_raw_fd(fd as i32) });
         Ok(())
     }
 
     /// Attaches program `name` to kernel function `function`, on entry or
     /// (with `on_return`) on return.
-    pub fn attach_kprobe(&mut self, name: &str, function: &str, on_return: bool) -> anyhow::Result<()> {
+    pub fn attach_kprobe(
+        &mut self,
+        name: &str,
+        function: &str,
+        on_return: bool,
+    ) -> anyhow::Result<()> {
         let prog_fd = self.program(name)?.as_raw_fd();
-        let symbol = CString::new(function).map_err(|_| anyhow!("{function} contains a NUL byte"))?;
+        let symbol =
+            CString::new(function).map_err(|_| anyhow!("{function} contains a NUL byte"))?;
         let syms = [symbol.as_ptr() as u64];
         let mut attr = KprobeMultiLinkAttr {
             prog_fd: prog_fd as u32,
@@ -239,8 +300,11 @@ impl MultiLinks {
     pub fn run_stats(&self, name: &str) -> Option<(u64, u64)> {
         let fd = self.programs.get(name)?;
         let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-        let mut attr =
-            InfoAttr { bpf_fd: fd.as_raw_fd() as u32, info_len: size_of::<bpf_prog_info>() as u32, info: &mut info as *mut _ as u64 };
+        let mut attr = InfoAttr {
+            bpf_fd: fd.as_raw_fd() as u32,
+            info_len: size_of::<bpf_prog_info>() as u32,
+            info: &mut info as *mut _ as u64,
+        };
         sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
         Some((info.run_cnt, info.run_time_ns))
     }
@@ -281,7 +345,11 @@ fn map_data_fd(name: &str, map: &Map) -> anyhow::Result<i32> {
         | Map::Queue(data)
         | Map::Stack(data)
         | Map::Unsupported(data) => data,
-        _ => return Err(anyhow!("map {name}: a kind zprof's multi-link loader does not handle")),
+        _ => {
+            return Err(anyhow!(
+                "map {name}: a kind zprof's multi-link loader does not handle"
+            ));
+        }
     };
     Ok(data.fd().as_fd().as_raw_fd())
 }

@@ -23,22 +23,38 @@ use crate::{btf, kernel_offsets};
 
 /// Tables shipped with zprof, generated from real headers.
 const BUILTIN_TABLES: &[(&str, &str)] = &[
-    ("libzpool-2.1.11-debian.json", include_str!("../offsets/libzpool-2.1.11-debian.json")),
-    ("libzpool-2.3.2-debian.json", include_str!("../offsets/libzpool-2.3.2-debian.json")),
-    ("libzpool-2.3.9-debian.json", include_str!("../offsets/libzpool-2.3.9-debian.json")),
+    (
+        "libzpool-2.1.11-debian.json",
+        include_str!("../offsets/libzpool-2.1.11-debian.json"),
+    ),
+    (
+        "libzpool-2.3.2-debian.json",
+        include_str!("../offsets/libzpool-2.3.2-debian.json"),
+    ),
+    (
+        "libzpool-2.3.9-debian.json",
+        include_str!("../offsets/libzpool-2.3.9-debian.json"),
+    ),
 ];
 
 /// The OpenZFS release of a libzpool build zprof has a table for, by build-id:
 /// the surest way to name a build (Debian's 2.3.2 carries no version string).
 pub fn release_of_build(build_id: &str) -> Option<String> {
-    builtin_table_for(build_id).ok().flatten().map(|(_, table)| table.zfs_version)
+    builtin_table_for(build_id)
+        .ok()
+        .flatten()
+        .map(|(_, table)| table.zfs_version)
 }
 
 /// The built-in table (file name and contents) made for the build `build_id`.
 fn builtin_table_for(build_id: &str) -> Result<Option<(&'static str, OffsetsTable)>, String> {
     for (name, text) in BUILTIN_TABLES {
         let table = parse_table(text).map_err(|e| format!("built-in table {name}: {e}"))?;
-        if table.build_ids.iter().any(|id| id.eq_ignore_ascii_case(build_id)) {
+        if table
+            .build_ids
+            .iter()
+            .any(|id| id.eq_ignore_ascii_case(build_id))
+        {
             return Ok(Some((name, table)));
         }
     }
@@ -146,7 +162,15 @@ const REQUEST_NEEDED: [(&str, &str); 19] = [
 ];
 
 /// Module structs among [`REQUEST_NEEDED`] (the others are the kernel's own).
-const REQUEST_MODULE_STRUCTS: &[&str] = &["zvol_state", "znode", "zfsvfs", "objset", "dsl_dataset", "dsl_dir", "zfs_uio"];
+const REQUEST_MODULE_STRUCTS: &[&str] = &[
+    "zvol_state",
+    "znode",
+    "zfsvfs",
+    "objset",
+    "dsl_dataset",
+    "dsl_dir",
+    "zfs_uio",
+];
 
 /// The value of each (struct, member) of `needed`, in order, and by name;
 /// names the first member `lookup` cannot find.
@@ -157,16 +181,38 @@ fn look_up_all<const N: usize>(
     let mut values = [0u32; N];
     let mut named = BTreeMap::new();
     for (slot, (structure, member)) in values.iter_mut().zip(needed) {
-        *slot = lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
+        *slot =
+            lookup(structure, member).ok_or_else(|| format!("{structure}.{member} not found"))?;
         named.insert(format!("{structure}.{member}"), *slot);
     }
     Ok((values, named))
 }
 
-fn build_request(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(RequestOffsets, BTreeMap<String, u32>), String> {
+fn build_request(
+    lookup: impl Fn(&str, &str) -> Option<u32>,
+) -> Result<(RequestOffsets, BTreeMap<String, u32>), String> {
     let (values, named) = look_up_all(&REQUEST_NEEDED, lookup)?;
-    let [fua, preflush, opf, iter, size, bdev, disk, private, zv_objset, zv_volblocksize, z_inode, i_sb, s_fs_info, z_os, os_dsl_dataset, ds_dir, dd_parent, dd_myname, uio_resid] =
-        values;
+    let [
+        fua,
+        preflush,
+        opf,
+        iter,
+        size,
+        bdev,
+        disk,
+        private,
+        zv_objset,
+        zv_volblocksize,
+        z_inode,
+        i_sb,
+        s_fs_info,
+        z_os,
+        os_dsl_dataset,
+        ds_dir,
+        dd_parent,
+        dd_myname,
+        uio_resid,
+    ] = values;
     let request = RequestOffsets {
         valid: 1,
         req_fua_bit: fua,
@@ -221,10 +267,35 @@ const NEEDED: [(&str, &str); 23] = [
 
 /// Builds `Offsets` (and the values by name) from a lookup; names the first
 /// member it cannot find.
-fn build(lookup: impl Fn(&str, &str) -> Option<u32>) -> Result<(Offsets, BTreeMap<String, u32>), String> {
+fn build(
+    lookup: impl Fn(&str, &str) -> Option<u32>,
+) -> Result<(Offsets, BTreeMap<String, u32>), String> {
     let (values, named) = look_up_all(&NEEDED, lookup)?;
-    let [zio_type, zio_priority, zio_spa, zio_vd, zio_delta, zio_delay, zio_size, vdev_guid, zilog_spa, dsl_pool_spa, objset_spa, dmu_tx_pool, zio_error, zio_flags, zio_timestamp, vdev_top, vdev_islog, vdev_children, zio_private, vdev_id, vdev_alloc_bias, vdev_ops, vdev_op_type] =
-        values;
+    let [
+        zio_type,
+        zio_priority,
+        zio_spa,
+        zio_vd,
+        zio_delta,
+        zio_delay,
+        zio_size,
+        vdev_guid,
+        zilog_spa,
+        dsl_pool_spa,
+        objset_spa,
+        dmu_tx_pool,
+        zio_error,
+        zio_flags,
+        zio_timestamp,
+        vdev_top,
+        vdev_islog,
+        vdev_children,
+        zio_private,
+        vdev_id,
+        vdev_alloc_bias,
+        vdev_ops,
+        vdev_op_type,
+    ] = values;
     let offsets = Offsets {
         valid: 1,
         zio_type,
@@ -272,9 +343,16 @@ pub fn parse_table(text: &str) -> Result<OffsetsTable, serde_json::Error> {
 
 /// Offsets from a table file given by the user: its build-ids must name the
 /// traced build (`what`: "libzpool" or "zfs.ko"), else it is refused.
-fn from_file(path: &Path, build_id: Option<&str>, what: &str, remedy: &str) -> Result<FoundOffsets, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
-    let table = parse_table(&text).map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
+fn from_file(
+    path: &Path,
+    build_id: Option<&str>,
+    what: &str,
+    remedy: &str,
+) -> Result<FoundOffsets, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read offsets table {}: {e}", path.display()))?;
+    let table = parse_table(&text)
+        .map_err(|e| format!("offsets table {} is malformed: {e}", path.display()))?;
     // A table made for another build would be believed field by field:
     // garbage pool names, vdev rows gone. Its build-ids must name this one.
     let matches = build_id.map(|id| table.build_ids.iter().any(|t| t.eq_ignore_ascii_case(id)));
@@ -285,30 +363,52 @@ fn from_file(path: &Path, build_id: Option<&str>, what: &str, remedy: &str) -> R
             table.build_ids.join(", ")
         ));
     }
-    let offsets = from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
+    let offsets =
+        from_table(&table).map_err(|e| format!("offsets table {}: {e}", path.display()))?;
     let checked = match matches {
         Some(true) => "its build-id matches",
         _ => "unchecked: the table or the traced build names no build-id",
     };
-    let found = FoundOffsets::found(offsets, format!("{} (OpenZFS {}, {}; {checked})", path.display(), table.zfs_version, table.source));
-    Ok(if what == "zfs.ko" { found.with_request(|s, m| table.member(s, m)) } else { found })
+    let found = FoundOffsets::found(
+        offsets,
+        format!(
+            "{} (OpenZFS {}, {}; {checked})",
+            path.display(),
+            table.zfs_version,
+            table.source
+        ),
+    );
+    Ok(if what == "zfs.ko" {
+        found.with_request(|s, m| table.member(s, m))
+    } else {
+        found
+    })
 }
 
 /// Offsets for a libzpool build, by build-id, from the built-in tables or `extra`.
 pub fn for_libzpool(build_id: Option<&str>, extra: Option<&Path>) -> Result<FoundOffsets, String> {
     if let Some(path) = extra {
-        return from_file(path, build_id, "libzpool", "generate a table for this build with zprof/offsets/zfs_offsets.c");
+        return from_file(
+            path,
+            build_id,
+            "libzpool",
+            "generate a table for this build with zprof/offsets/zfs_offsets.c",
+        );
     }
     let Some(build_id) = build_id else {
         return Ok(FoundOffsets::none(
-            "the library has no build-id, so its struct layouts are unknown; pass --offsets FILE".into(),
+            "the library has no build-id, so its struct layouts are unknown; pass --offsets FILE"
+                .into(),
         ));
     };
     if let Some((name, table)) = builtin_table_for(build_id)? {
         let offsets = from_table(&table).map_err(|e| format!("built-in table {name}: {e}"))?;
         return Ok(FoundOffsets::found(
             offsets,
-            format!("built-in table {name} (OpenZFS {}, {})", table.zfs_version, table.source),
+            format!(
+                "built-in table {name} (OpenZFS {}, {})",
+                table.zfs_version, table.source
+            ),
         ));
     }
     Ok(FoundOffsets::none(format!(
@@ -336,37 +436,60 @@ pub struct KernelSources<'a> {
 /// Offsets for the kernel module; an error only for a bad `--offsets` file.
 pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
     if let Some(path) = sources.table {
-        return from_file(path, sources.build_id, "zfs.ko", "make one for this build with `zprof offsets`");
+        return from_file(
+            path,
+            sources.build_id,
+            "zfs.ko",
+            "make one for this build with `zprof offsets`",
+        );
     }
     let no_btf = match from_btf(sources.module_btf, sources.vmlinux_btf) {
         Ok(found) => return Ok(found),
         Err(reason) => reason,
     };
     let Some(build_id) = sources.build_id else {
-        return Ok(FoundOffsets::none(format!("{no_btf}, and the module shows no build-id to find or cache a table by")));
+        return Ok(FoundOffsets::none(format!(
+            "{no_btf}, and the module shows no build-id to find or cache a table by"
+        )));
     };
     let cached = kernel_offsets::cache_path(build_id);
     // A cached table that no longer serves (written by a zprof that read
     // fewer members) is compiled again and replaced.
     let mut stale = String::new();
     if cached.is_file() {
-        match from_file(&cached, Some(build_id), "zfs.ko", "remove it and run `zprof offsets` again") {
+        match from_file(
+            &cached,
+            Some(build_id),
+            "zfs.ko",
+            "remove it and run `zprof offsets` again",
+        ) {
             Ok(found) if found.request_missing.is_none() => {
-                return Ok(FoundOffsets { source: format!("headers, cached: {}", found.source), ..found });
+                return Ok(FoundOffsets {
+                    source: format!("headers, cached: {}", found.source),
+                    ..found
+                });
             }
             Ok(found) => {
-                stale = format!(" (replacing the cached table, made before the request layer: {})", found.request_missing.unwrap_or_default())
+                stale = format!(
+                    " (replacing the cached table, made before the request layer: {})",
+                    found.request_missing.unwrap_or_default()
+                )
             }
             Err(e) => stale = format!(" (replacing the cached table, unusable: {e})"),
         }
     }
-    let compiled = kernel_offsets::BuildInputs::locate(sources.zfs_version, None, sources.kernel_release)
-        .and_then(|inputs| kernel_offsets::compile(&inputs, Some(build_id)));
+    let compiled =
+        kernel_offsets::BuildInputs::locate(sources.zfs_version, None, sources.kernel_release)
+            .and_then(|inputs| kernel_offsets::compile(&inputs, Some(build_id)));
     Ok(match compiled {
         Ok(table) => {
             let offsets = match from_table(&table) {
                 Ok(offsets) => offsets,
-                Err(e) => return Ok(FoundOffsets::none(format!("{no_btf}; the table compiled from its headers lacks {e}"))),
+                Err(e) => {
+                    return Ok(FoundOffsets::none(format!(
+                        "{no_btf}; the table compiled from its headers lacks {e}"
+                    )));
+                }
             };
             let stored = match kernel_offsets::store(&table, &cached) {
                 Ok(()) => format!("cached in {}", cached.display()),
@@ -374,7 +497,10 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
             };
             FoundOffsets::found(
                 offsets,
-                format!("headers compiled here: OpenZFS {}, {}; {stored}{stale}", table.zfs_version, table.source),
+                format!(
+                    "headers compiled here: OpenZFS {}, {}; {stored}{stale}",
+                    table.zfs_version, table.source
+                ),
             )
             .with_request(|s, m| table.member(s, m))
         }
@@ -388,19 +514,29 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
 /// Offsets from the module's BTF, or why there are none.
 fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, String> {
     let Ok(split) = std::fs::read(module_btf) else {
-        return Err(format!("{} is absent: zfs.ko was built without BTF (dkms builds usually are)", module_btf.display()));
+        return Err(format!(
+            "{} is absent: zfs.ko was built without BTF (dkms builds usually are)",
+            module_btf.display()
+        ));
     };
-    let base = std::fs::read(vmlinux_btf).map_err(|e| format!("cannot read {}: {e}", vmlinux_btf.display()))?;
+    let base = std::fs::read(vmlinux_btf)
+        .map_err(|e| format!("cannot read {}: {e}", vmlinux_btf.display()))?;
     // Every struct a member of NEEDED is in, from the one list.
     let mut structs: Vec<&str> = NEEDED.iter().map(|(structure, _)| *structure).collect();
     structs.sort_unstable();
     structs.dedup();
-    let found = btf::struct_offsets(&split, Some(&base), &structs).map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
+    let found = btf::struct_offsets(&split, Some(&base), &structs)
+        .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
     let (offsets, values) = build(|s, m| found.get(s).and_then(|members| members.get(m)).copied())
         .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
     let found_offsets = FoundOffsets {
-        zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS").ok().flatten(),
-        ..FoundOffsets::found((offsets, values), format!("module BTF {}", module_btf.display()))
+        zio_flag_io_bypass: btf::enumerator(&split, Some(&base), "ZIO_FLAG_IO_BYPASS")
+            .ok()
+            .flatten(),
+        ..FoundOffsets::found(
+            (offsets, values),
+            format!("module BTF {}", module_btf.display()),
+        )
     };
     Ok(with_request_from_btf(found_offsets, &split, &base))
 }
@@ -408,13 +544,25 @@ fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, Strin
 /// The request layer's members from the module's BTF and the kernel's own.
 fn with_request_from_btf(found: FoundOffsets, split: &[u8], base: &[u8]) -> FoundOffsets {
     let module = btf::struct_offsets(split, Some(base), REQUEST_MODULE_STRUCTS).unwrap_or_default();
-    let kernel_structs: Vec<&str> =
-        REQUEST_NEEDED.iter().map(|(s, _)| *s).filter(|s| *s != "enum" && !REQUEST_MODULE_STRUCTS.contains(s)).collect();
+    let kernel_structs: Vec<&str> = REQUEST_NEEDED
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| *s != "enum" && !REQUEST_MODULE_STRUCTS.contains(s))
+        .collect();
     let kernel = btf::struct_offsets(base, None, &kernel_structs).unwrap_or_default();
-    let enumerator = |name: &str| btf::enumerator(base, None, name).ok().flatten().map(|v| v as u32);
+    let enumerator = |name: &str| {
+        btf::enumerator(base, None, name)
+            .ok()
+            .flatten()
+            .map(|v| v as u32)
+    };
     found.with_request(|s, m| match s {
         "enum" => enumerator(m),
-        _ => module.get(s).or_else(|| kernel.get(s)).and_then(|members| members.get(m)).copied(),
+        _ => module
+            .get(s)
+            .or_else(|| kernel.get(s))
+            .and_then(|members| members.get(m))
+            .copied(),
     })
 }
 
@@ -468,7 +616,8 @@ mod tests {
         let (_, text) = BUILTIN_TABLES[0];
         let mut table: serde_json::Value = serde_json::from_str(text).unwrap();
         let own = table["build_ids"][0].as_str().unwrap().to_owned();
-        let path = std::env::temp_dir().join(format!("zprof-foreign-offsets-{}.json", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("zprof-foreign-offsets-{}.json", std::process::id()));
         table["build_ids"] = serde_json::json!(["00ff"]);
         std::fs::write(&path, table.to_string()).unwrap();
         let err = for_libzpool(Some(&own), Some(&path)).unwrap_err();
@@ -476,8 +625,15 @@ mod tests {
         std::fs::write(&path, table.to_string()).unwrap();
         let found = for_libzpool(Some(&own), Some(&path)).unwrap();
         std::fs::remove_file(&path).unwrap();
-        assert!(err.contains("was made for libzpool build 00ff, not for the traced build"), "{err}");
-        assert!(found.source.contains("its build-id matches"), "{}", found.source);
+        assert!(
+            err.contains("was made for libzpool build 00ff, not for the traced build"),
+            "{err}"
+        );
+        assert!(
+            found.source.contains("its build-id matches"),
+            "{}",
+            found.source
+        );
     }
 
     #[test]
@@ -492,7 +648,12 @@ mod tests {
         };
         let found = for_kernel(&sources).unwrap();
         assert_eq!(found.offsets.valid, 0);
-        for part in ["without BTF", "no table for its build 00ff00ff", "/var/lib/dkms/zfs/0.0.1/build", "zprof offsets"] {
+        for part in [
+            "without BTF",
+            "no table for its build 00ff00ff",
+            "/var/lib/dkms/zfs/0.0.1/build",
+            "zprof offsets",
+        ] {
             assert!(found.source.contains(part), "{part}: {}", found.source);
         }
     }

@@ -53,11 +53,17 @@ pub struct CommitTimeout {
     pub single_writer_waits: bool,
 }
 
-const TIMEOUT_2_1: CommitTimeout = CommitTimeout { fraction: 0.05, single_writer_waits: true };
+const TIMEOUT_2_1: CommitTimeout = CommitTimeout {
+    fraction: 0.05,
+    single_writer_waits: true,
+};
 /// The rule assumed for a release zprof does not know (2.1's: the wait the
 /// SLOG what-if takes out of the measured commit is then the larger one).
 pub const COMMIT_TIMEOUT_ASSUMED: CommitTimeout = TIMEOUT_2_1;
-const TIMEOUT_2_2_4: CommitTimeout = CommitTimeout { fraction: 0.10, single_writer_waits: false };
+const TIMEOUT_2_2_4: CommitTimeout = CommitTimeout {
+    fraction: 0.10,
+    single_writer_waits: false,
+};
 
 /// How far zprof has checked a release on one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,13 +88,26 @@ pub struct Release {
 /// Stage groups whose figures depend on the release's semantics: without a
 /// series they are unavailable rather than computed with another release's rules.
 pub const SENSITIVE_GROUPS: &[(&str, &str)] = &[
-    ("compression", "zio_compress_data's level argument moved between releases"),
-    ("vdev", "the io_flags bit that marks aggregated child I/Os moved between releases"),
-    ("flush", "how and where cache flushes run moved between releases"),
+    (
+        "compression",
+        "zio_compress_data's level argument moved between releases",
+    ),
+    (
+        "vdev",
+        "the io_flags bit that marks aggregated child I/Os moved between releases",
+    ),
+    (
+        "flush",
+        "how and where cache flushes run moved between releases",
+    ),
 ];
 
-const LIBZPOOL_2_1: Semantics =
-    Semantics { zio_flag_io_bypass_bit: 21, compress_level_arg: 4, flush_mode: FLUSH_TIMED_CALL, zio_type_flush: 5 };
+const LIBZPOOL_2_1: Semantics = Semantics {
+    zio_flag_io_bypass_bit: 21,
+    compress_level_arg: 4,
+    flush_mode: FLUSH_TIMED_CALL,
+    zio_type_flush: 5,
+};
 const LIBZPOOL_2_3: Semantics = Semantics {
     zio_flag_io_bypass_bit: 22,
     compress_level_arg: 5,
@@ -97,14 +116,20 @@ const LIBZPOOL_2_3: Semantics = Semantics {
 };
 /// The kernel's flushes are bios completed by an interrupt: zio_flush's
 /// (outermost) call is timed as what it costs to issue them, on every release.
-const KERNEL_2_3: Semantics = Semantics { flush_mode: FLUSH_TIMED_CALL, ..LIBZPOOL_2_3 };
+const KERNEL_2_3: Semantics = Semantics {
+    flush_mode: FLUSH_TIMED_CALL,
+    ..LIBZPOOL_2_3
+};
 
 const FUNCTIONS_2_1: &[(&str, &[&str])] = &[];
 const FUNCTIONS_2_3: &[(&str, &[&str])] = &[
     ("lz4_compress_zfs", &["zfs_lz4_compress"]),
     // 2.3.3 made txg_wait_synced a wrapper of txg_wait_synced_flags, which
     // dmu_tx_wait and dsl_sync_task call directly: probe the inner function.
-    ("txg_wait_synced", &["txg_wait_synced_flags", "txg_wait_synced"]),
+    (
+        "txg_wait_synced",
+        &["txg_wait_synced_flags", "txg_wait_synced"],
+    ),
     // Leaf flushes end on a vdev_file taskq thread (see flush_done_entry).
     ("zio_interrupt", &["zio_interrupt"]),
 ];
@@ -204,20 +229,30 @@ pub const SERIES: &[Series] = &[
 pub const RELEASES: &[Release] = &[
     Release {
         version: "2.1.11",
-        libzpool: Check::Verified("Debian 12's libzpool5linux, by the test suite against zprof-lab's own counts"),
-        kernel: Check::Verified("Debian 12's zfs-dkms on Linux 6.1 in a qemu guest, against fio and zpool iostat -w"),
+        libzpool: Check::Verified(
+            "Debian 12's libzpool5linux, by the test suite against zprof-lab's own counts",
+        ),
+        kernel: Check::Verified(
+            "Debian 12's zfs-dkms on Linux 6.1 in a qemu guest, against fio and zpool iostat -w",
+        ),
     },
     Release {
         version: "2.3.2",
-        libzpool: Check::Verified("bookworm-backports' libzpool6linux, by the test suite against zprof-lab's own counts"),
-        kernel: Check::Verified("bookworm-backports' zfs-dkms on Debian 12's Linux 6.12 in a qemu guest, against fio and zpool iostat -w"),
+        libzpool: Check::Verified(
+            "bookworm-backports' libzpool6linux, by the test suite against zprof-lab's own counts",
+        ),
+        kernel: Check::Verified(
+            "bookworm-backports' zfs-dkms on Debian 12's Linux 6.12 in a qemu guest, against fio and zpool iostat -w",
+        ),
     },
     Release {
         version: "2.3.9",
         libzpool: Check::Unverified(
             "its libzpool needs glibc 2.38 and is not run here: symbols and offsets are checked against the build, the behaviour is the 2.3 series'",
         ),
-        kernel: Check::Unverified("zfs.ko 2.3.9 is not run here: probe points and semantics come from its source"),
+        kernel: Check::Unverified(
+            "zfs.ko 2.3.9 is not run here: probe points and semantics come from its source",
+        ),
     },
 ];
 
@@ -228,12 +263,20 @@ pub const RELEASES: &[Release] = &[
 /// probe goes on the next instruction instead. `None`: any function.
 /// (Function, exact bytes, what they are.)
 pub const SKIPPABLE_PROLOGUES: &[(Option<&str>, &[u8], &str)] = &[
-    (None, &[0xf3, 0x0f, 0x1e, 0xfa], "endbr64 (a CET marker that changes no register)"),
+    (
+        None,
+        &[0xf3, 0x0f, 0x1e, 0xfa],
+        "endbr64 (a CET marker that changes no register)",
+    ),
     // zio_interrupt(zio) is `xor %edx,%edx; mov $2,%esi; jmp zio_taskq_dispatch`
     // in 2.1.11 and 2.3.x alike: the first two set the tail call's other
     // arguments, flush_done_entry reads only the zio in %rdi, and the jmp is
     // emulated. It runs for every leaf I/O, so the saving is per I/O.
-    (Some("zio_interrupt"), &[0x31, 0xd2, 0xbe, 0x02, 0x00, 0x00, 0x00], "xor %edx,%edx; mov $2,%esi (set-up of the tail call; the zio in %rdi is untouched)"),
+    (
+        Some("zio_interrupt"),
+        &[0x31, 0xd2, 0xbe, 0x02, 0x00, 0x00, 0x00],
+        "xor %edx,%edx; mov $2,%esi (set-up of the tail call; the zio in %rdi is untouched)",
+    ),
 ];
 
 /// How many bytes of `function`'s start (`code`) a uprobe can skip, and why
@@ -241,10 +284,9 @@ pub const SKIPPABLE_PROLOGUES: &[(Option<&str>, &[u8], &str)] = &[
 pub fn prologue_skip(function: &str, code: &[u8]) -> Option<(usize, String)> {
     let mut skipped = 0;
     let mut why: Vec<&str> = Vec::new();
-    while let Some((_, bytes, what)) = SKIPPABLE_PROLOGUES
-        .iter()
-        .find(|(only, bytes, _)| only.is_none_or(|f| f == function) && code[skipped..].starts_with(bytes))
-    {
+    while let Some((_, bytes, what)) = SKIPPABLE_PROLOGUES.iter().find(|(only, bytes, _)| {
+        only.is_none_or(|f| f == function) && code[skipped..].starts_with(bytes)
+    }) {
         skipped += bytes.len();
         why.push(what);
     }
@@ -296,7 +338,11 @@ impl Status {
 
 /// "2.3.2" or "2.3.2-2~bpo12+2" -> (2, 3, 2).
 pub fn parse_version(version: &str) -> Option<(u32, u32, u32)> {
-    let core = version.trim().trim_start_matches("zfs-").split(['-', '~', '+', '_']).next()?;
+    let core = version
+        .trim()
+        .trim_start_matches("zfs-")
+        .split(['-', '~', '+', '_'])
+        .next()?;
     let mut parts = core.split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
@@ -319,10 +365,14 @@ pub fn interpret(version: Option<&str>, kernel: bool) -> Interpretation {
         return Interpretation {
             version: Some(text.to_owned()),
             series: None,
-            status: Status::Unknown(format!("'{text}' is not a version zprof can read (expected X.Y.Z)")),
+            status: Status::Unknown(format!(
+                "'{text}' is not a version zprof can read (expected X.Y.Z)"
+            )),
         };
     };
-    let series = SERIES.iter().find(|s| s.first <= parsed && parsed <= s.last);
+    let series = SERIES
+        .iter()
+        .find(|s| s.first <= parsed && parsed <= s.last);
     let normalized = format!("{}.{}.{}", parsed.0, parsed.1, parsed.2);
     let release = RELEASES.iter().find(|r| r.version == normalized);
     let status = match (series, release) {
@@ -339,14 +389,20 @@ pub fn interpret(version: Option<&str>, kernel: bool) -> Interpretation {
             s.name, s.source
         )),
     };
-    Interpretation { version: Some(normalized), series, status }
+    Interpretation {
+        version: Some(normalized),
+        series,
+        status,
+    }
 }
 
 impl Interpretation {
     /// Load-time semantics for the eBPF programs (zeroes without a series: the
     /// programs of the sensitive groups are then not attached).
     pub fn semantics(&self, kernel: bool) -> Semantics {
-        self.series.map_or_else(Semantics::default, |s| if kernel { s.kernel } else { s.libzpool })
+        self.series.map_or_else(Semantics::default, |s| {
+            if kernel { s.kernel } else { s.libzpool }
+        })
     }
 
     /// The function that plays `function`'s role (named as in the 2.1 catalogue)
@@ -356,9 +412,15 @@ impl Interpretation {
     where
         'static: 'a,
     {
-        let Some(series) = self.series else { return function };
+        let Some(series) = self.series else {
+            return function;
+        };
         match series.functions.iter().find(|(name, _)| *name == function) {
-            Some((_, candidates)) => candidates.iter().copied().find(|c| present(c)).unwrap_or(candidates[0]),
+            Some((_, candidates)) => candidates
+                .iter()
+                .copied()
+                .find(|c| present(c))
+                .unwrap_or(candidates[0]),
             None => function,
         }
     }
@@ -369,7 +431,10 @@ impl Interpretation {
             return None;
         }
         let (_, why) = SENSITIVE_GROUPS.iter().find(|(g, _)| *g == group)?;
-        Some(format!("{why}, and this build's release is {}", self.status))
+        Some(format!(
+            "{why}, and this build's release is {}",
+            self.status
+        ))
     }
 
     /// A version the user gave (`--zfs-version`) is not one zprof identified:
@@ -386,7 +451,9 @@ impl Interpretation {
 
     /// The version as reports print it.
     pub fn version_text(&self) -> String {
-        self.version.clone().unwrap_or_else(|| "unknown version".into())
+        self.version
+            .clone()
+            .unwrap_or_else(|| "unknown version".into())
     }
 }
 
@@ -412,13 +479,23 @@ mod tests {
         assert_eq!(v232.semantics(false).zio_flag_io_bypass_bit, 22);
         assert_eq!(v232.semantics(false).compress_level_arg, 5);
         assert_eq!(v232.status.word(), "verified");
-        assert_eq!(interpret(Some("2.3.2"), true).status.word(), "verified", "by the 6.12-2.3.2 guest cell");
+        assert_eq!(
+            interpret(Some("2.3.2"), true).status.word(),
+            "verified",
+            "by the 6.12-2.3.2 guest cell"
+        );
         assert_eq!(interpret(Some("2.3.9"), false).status.word(), "unverified");
         assert_eq!(interpret(Some("2.3.9"), true).status.word(), "unverified");
         let v225 = interpret(Some("2.2.5"), false);
         assert_eq!(v225.series.unwrap().name, "2.2.4-2.2.x");
         assert!(!v225.series.unwrap().commit_timeout.single_writer_waits);
-        assert!(interpret(Some("2.2.3"), false).series.unwrap().commit_timeout.single_writer_waits);
+        assert!(
+            interpret(Some("2.2.3"), false)
+                .series
+                .unwrap()
+                .commit_timeout
+                .single_writer_waits
+        );
         assert_eq!(v225.semantics(false).zio_flag_io_bypass_bit, 21);
         assert_eq!(v225.status.word(), "unverified");
     }
@@ -430,52 +507,92 @@ mod tests {
             assert_eq!(it.status.word(), "unknown", "{version:?}");
             assert_eq!(it.semantics(false), Semantics::default());
             assert!(it.unavailable("vdev").is_some());
-            assert!(it.unavailable("zil").is_none(), "zil_commit is read the same way in every release");
+            assert!(
+                it.unavailable("zil").is_none(),
+                "zil_commit is read the same way in every release"
+            );
         }
-        assert!(interpret(Some("2.3.2"), false).unavailable("vdev").is_none());
+        assert!(
+            interpret(Some("2.3.2"), false)
+                .unavailable("vdev")
+                .is_none()
+        );
     }
 
     #[test]
     fn renamed_and_wrapped_functions_resolve_per_build() {
         let v232 = interpret(Some("2.3.2"), false);
         let has = |names: &'static [&'static str]| move |f: &str| names.contains(&f);
-        assert_eq!(v232.function_name("lz4_compress_zfs", has(&["zfs_lz4_compress"])), "zfs_lz4_compress");
+        assert_eq!(
+            v232.function_name("lz4_compress_zfs", has(&["zfs_lz4_compress"])),
+            "zfs_lz4_compress"
+        );
         // 2.3.2 has no txg_wait_synced_flags; 2.3.9 does, and it is preferred.
-        assert_eq!(v232.function_name("txg_wait_synced", has(&["txg_wait_synced"])), "txg_wait_synced");
+        assert_eq!(
+            v232.function_name("txg_wait_synced", has(&["txg_wait_synced"])),
+            "txg_wait_synced"
+        );
         let both = has(&["txg_wait_synced", "txg_wait_synced_flags"]);
-        assert_eq!(v232.function_name("txg_wait_synced", both), "txg_wait_synced_flags");
+        assert_eq!(
+            v232.function_name("txg_wait_synced", both),
+            "txg_wait_synced_flags"
+        );
         let v2111 = interpret(Some("2.1.11"), false);
-        assert_eq!(v2111.function_name("lz4_compress_zfs", has(&["lz4_compress_zfs"])), "lz4_compress_zfs");
+        assert_eq!(
+            v2111.function_name("lz4_compress_zfs", has(&["lz4_compress_zfs"])),
+            "lz4_compress_zfs"
+        );
     }
 
     #[test]
     fn prologues_are_skipped_only_where_the_bytes_match() {
         let endbr_push = [0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5];
-        assert_eq!(prologue_skip("zil_commit", &endbr_push).map(|s| s.0), Some(4));
+        assert_eq!(
+            prologue_skip("zil_commit", &endbr_push).map(|s| s.0),
+            Some(4)
+        );
         assert_eq!(prologue_skip("zil_commit", &[0x55, 0x48, 0x89, 0xe5]), None);
-        let interrupt = [0x31, 0xd2, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xe9, 0xa4, 0x66, 0xff, 0xff];
-        assert_eq!(prologue_skip("zio_interrupt", &interrupt).map(|s| s.0), Some(7));
+        let interrupt = [
+            0x31, 0xd2, 0xbe, 0x02, 0x00, 0x00, 0x00, 0xe9, 0xa4, 0x66, 0xff, 0xff,
+        ];
+        assert_eq!(
+            prologue_skip("zio_interrupt", &interrupt).map(|s| s.0),
+            Some(7)
+        );
         // The same bytes elsewhere may set an argument the program reads.
         assert_eq!(prologue_skip("zio_flush", &interrupt), None);
         // Another immediate is another call: not skipped.
         let other = [0x31, 0xd2, 0xbe, 0x03, 0x00, 0x00, 0x00, 0xe9];
         assert_eq!(prologue_skip("zio_interrupt", &other), None);
         // A CET build's zio_interrupt: endbr64, then the same set-up.
-        let cet: Vec<u8> = [0xf3, 0x0f, 0x1e, 0xfa].iter().chain(&interrupt).copied().collect();
+        let cet: Vec<u8> = [0xf3, 0x0f, 0x1e, 0xfa]
+            .iter()
+            .chain(&interrupt)
+            .copied()
+            .collect();
         assert_eq!(prologue_skip("zio_interrupt", &cet).map(|s| s.0), Some(11));
     }
 
     #[test]
     fn series_do_not_overlap_and_bits_stay_in_the_low_word() {
         for pair in SERIES.windows(2) {
-            assert!(pair[0].last < pair[1].first, "{} overlaps {}", pair[0].name, pair[1].name);
+            assert!(
+                pair[0].last < pair[1].first,
+                "{} overlaps {}",
+                pair[0].name,
+                pair[1].name
+            );
         }
         for s in SERIES {
             assert!(s.libzpool.zio_flag_io_bypass_bit < 32 && s.kernel.zio_flag_io_bypass_bit < 32);
         }
         for r in RELEASES {
             let parsed = parse_version(r.version).unwrap();
-            assert!(SERIES.iter().any(|s| s.first <= parsed && parsed <= s.last), "{} has no series", r.version);
+            assert!(
+                SERIES.iter().any(|s| s.first <= parsed && parsed <= s.last),
+                "{} has no series",
+                r.version
+            );
         }
     }
 }

@@ -111,7 +111,9 @@ impl ArcSplit {
     /// The split of `rec`'s arc_read rows, or `None` when arc_read was not probed.
     pub fn measure(rec: &Recording) -> Option<ArcSplit> {
         use zprof_common::arc_read_class as c;
-        if !rec.probes.iter().any(|p| (p.function == "arc_read" || p.function == "spa_read_history_add") && p.attached) {
+        if !rec.probes.iter().any(|p| {
+            (p.function == "arc_read" || p.function == "spa_read_history_add") && p.attached
+        }) {
             return None;
         }
         let cache_reads = rec.histograms.iter().filter(|h| {
@@ -119,9 +121,16 @@ impl ArcSplit {
                 && h.class & zprof_common::VDEV_CACHE_DEVICE != 0
                 && !crate::zfs_names::io_class_is_write(h.class)
         });
-        let mut split = ArcSplit { cache_device_reads: summarize(cache_reads), ..ArcSplit::default() };
+        let mut split = ArcSplit {
+            cache_device_reads: summarize(cache_reads),
+            ..ArcSplit::default()
+        };
         for row in pick(rec, Stage::ArcRead, None, None) {
-            let paths = if row.class & c::PREFETCH != 0 { &mut split.prefetch } else { &mut split.demand };
+            let paths = if row.class & c::PREFETCH != 0 {
+                &mut split.prefetch
+            } else {
+                &mut split.demand
+            };
             paths.add(row.class, row.count);
         }
         Some(split)
@@ -147,18 +156,29 @@ impl ReadPath {
         if reads.count == 0 {
             return None;
         }
-        let timed = reads.total_ns > 0 && !read_rows.iter().all(|h| h.class_name.ends_with(COUNT_ONLY));
+        let timed =
+            reads.total_ns > 0 && !read_rows.iter().all(|h| h.class_name.ends_with(COUNT_ONLY));
         let block_rows = pick(rec, Stage::BlockRead, None, None);
         let blocks = (!block_rows.is_empty()).then(|| summarize(block_rows.iter().copied()));
         let leaf_rows = pick(rec, Stage::VdevDisk, None, Some("sync read"));
         let leaf_disk = summarize(leaf_rows.iter().copied());
         let leaf_queue = summarize(pick(rec, Stage::VdevQueue, None, Some("sync read")));
-        let leaf_async_reads = summarize(pick(rec, Stage::VdevTotal, None, Some("async read"))).count;
-        let leaves = leaf_rows.iter().filter(|h| h.count > 0).map(|h| (&h.pool, h.vdev)).collect::<std::collections::BTreeSet<_>>().len();
+        let leaf_async_reads =
+            summarize(pick(rec, Stage::VdevTotal, None, Some("async read"))).count;
+        let leaves = leaf_rows
+            .iter()
+            .filter(|h| h.count > 0)
+            .map(|h| (&h.pool, h.vdev))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let block_bytes = weighted_block_bytes(&block_rows);
         let leaf_reads = leaf_disk.count + leaf_async_reads;
         let fan_out = fan_out(blocks.as_ref().map_or(0, |b| b.count), leaf_reads, leaves);
-        let sync_share = if leaf_reads == 0 { 0.0 } else { leaf_disk.count as f64 / leaf_reads as f64 };
+        let sync_share = if leaf_reads == 0 {
+            0.0
+        } else {
+            leaf_disk.count as f64 / leaf_reads as f64
+        };
         let sync_blocks = match (sync_block_reads(rec), &blocks) {
             (Some(n), _) => n as f64,
             (None, Some(b)) => b.count as f64 * sync_share,
@@ -192,7 +212,11 @@ impl ReadPath {
 
     /// Leaf bytes read (sync) per byte the workload asked for.
     pub fn amplification(&self) -> f64 {
-        if self.reads.bytes == 0 { 0.0 } else { self.leaf_disk.bytes as f64 / self.reads.bytes as f64 }
+        if self.reads.bytes == 0 {
+            0.0
+        } else {
+            self.leaf_disk.bytes as f64 / self.reads.bytes as f64
+        }
     }
 
     /// Mean size of one workload read.
@@ -231,7 +255,12 @@ fn sync_block_reads(rec: &Recording) -> Option<u64> {
     if rows.is_empty() || rows.iter().any(|h| h.class & c::PRIORITY_UNKNOWN != 0) {
         return None;
     }
-    Some(rows.iter().filter(|h| h.class & c::ASYNC == 0).map(|h| h.count).sum())
+    Some(
+        rows.iter()
+            .filter(|h| h.class & c::ASYNC == 0)
+            .map(|h| h.count)
+            .sum(),
+    )
 }
 
 /// Leaf reads per block read, between 1 and the leaves that read. Without
@@ -311,7 +340,10 @@ mod tests {
         let h = hist(&[(1_000_000, 50), (9_000_000, 50)]);
         let one = expected_max(&[&h], 1);
         let five = expected_max(&[&h], 5);
-        assert!((one / 5e6 - 1.0).abs() < 1e-9, "one draw is the exact mean: {one}");
+        assert!(
+            (one / 5e6 - 1.0).abs() < 1e-9,
+            "one draw is the exact mean: {one}"
+        );
         let exact = 1e6 / 32.0 + 9e6 * 31.0 / 32.0;
         assert!((five / exact - 1.0).abs() < 0.02, "{five} vs {exact}");
     }
@@ -343,6 +375,9 @@ mod tests {
         };
         let blocks = [row(12, 7, 7 * 4096), row(20, 221, 221 << 20)];
         let weighted = weighted_block_bytes(&blocks.iter().collect::<Vec<_>>());
-        assert!(weighted > 1_040_000.0 && weighted <= 1_048_576.0, "{weighted}");
+        assert!(
+            weighted > 1_040_000.0 && weighted <= 1_048_576.0,
+            "{weighted}"
+        );
     }
 }

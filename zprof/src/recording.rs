@@ -123,16 +123,28 @@ impl CpuTicks {
     /// "cpu user nice system idle iowait irq softirq steal ...": idle and
     /// iowait are not busy.
     fn parse(line: &str) -> Option<CpuTicks> {
-        let fields: Vec<u64> = line.strip_prefix("cpu ")?.split_whitespace().take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        let fields: Vec<u64> = line
+            .strip_prefix("cpu ")?
+            .split_whitespace()
+            .take(8)
+            .map(|f| f.parse().ok())
+            .collect::<Option<_>>()?;
         let all: u64 = fields.iter().sum();
         let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
-        Some(CpuTicks { busy: all - idle, all })
+        Some(CpuTicks {
+            busy: all - idle,
+            all,
+        })
     }
 
     /// Busy share of the time since `earlier`, 0..1.
     pub fn busy_since(&self, earlier: &CpuTicks) -> f64 {
         let all = self.all.saturating_sub(earlier.all);
-        if all == 0 { 0.0 } else { (self.busy.saturating_sub(earlier.busy) as f64 / all as f64).clamp(0.0, 1.0) }
+        if all == 0 {
+            0.0
+        } else {
+            (self.busy.saturating_sub(earlier.busy) as f64 / all as f64).clamp(0.0, 1.0)
+        }
     }
 }
 
@@ -319,8 +331,11 @@ pub struct Losses {
 impl Losses {
     /// The non-zero counters, with the names reports use.
     pub fn nonzero(&self) -> Vec<(String, u64)> {
-        let by_stage: Vec<String> =
-            self.return_without_entry_by_stage.iter().map(|(stage, n)| format!("{stage} {n}")).collect();
+        let by_stage: Vec<String> = self
+            .return_without_entry_by_stage
+            .iter()
+            .map(|(stage, n)| format!("{stage} {n}"))
+            .collect();
         let unmatched = if by_stage.is_empty() {
             "return without entry".to_owned()
         } else {
@@ -329,17 +344,38 @@ impl Losses {
         [
             ("entry map full".to_owned(), self.entry_map_full),
             (unmatched, self.return_without_entry),
-            ("histogram map full (raise --hist-entries)".to_owned(), self.hist_map_full),
+            (
+                "histogram map full (raise --hist-entries)".to_owned(),
+                self.hist_map_full,
+            ),
             ("ring buffer full".to_owned(), self.ringbuf_full),
             ("failed reads".to_owned(), self.read_failed),
             ("nested calls not timed".to_owned(), self.nested_entry),
             ("in flight at detach".to_owned(), self.in_flight_at_end),
-            ("forked processes not followed".to_owned(), self.tracked_full),
-            ("requests folded (request map full: raise --request-rows)".to_owned(), self.request_folded),
-            ("requests not timed (start map full)".to_owned(), self.request_start_full),
-            ("file requests ended without a start".to_owned(), self.request_end_without_start),
-            ("requests in flight at detach".to_owned(), self.requests_in_flight_at_end),
-            ("dataset or gone pool names not kept (name map full)".to_owned(), self.name_map_full),
+            (
+                "forked processes not followed".to_owned(),
+                self.tracked_full,
+            ),
+            (
+                "requests folded (request map full: raise --request-rows)".to_owned(),
+                self.request_folded,
+            ),
+            (
+                "requests not timed (start map full)".to_owned(),
+                self.request_start_full,
+            ),
+            (
+                "file requests ended without a start".to_owned(),
+                self.request_end_without_start,
+            ),
+            (
+                "requests in flight at detach".to_owned(),
+                self.requests_in_flight_at_end,
+            ),
+            (
+                "dataset or gone pool names not kept (name map full)".to_owned(),
+                self.name_map_full,
+            ),
         ]
         .into_iter()
         .filter(|(_, n)| *n > 0)
@@ -458,7 +494,12 @@ pub fn stage_name(stage: Stage) -> &'static str {
 }
 
 /// Selects histograms of a stage, optionally of one pool and one class name.
-pub fn pick<'a>(rec: &'a Recording, stage: Stage, pool: Option<&str>, class: Option<&str>) -> Vec<&'a HistRecord> {
+pub fn pick<'a>(
+    rec: &'a Recording,
+    stage: Stage,
+    pool: Option<&str>,
+    class: Option<&str>,
+) -> Vec<&'a HistRecord> {
     rec.histograms
         .iter()
         .filter(|h| h.stage == stage_name(stage))
@@ -486,7 +527,9 @@ pub enum RecordingError {
         cause: std::io::Error,
     },
     /// Larger than any recording zprof writes (or an endless file).
-    #[error("{path} is not a zprof recording: more than {limit_mib} MiB (recordings are a few MiB)")]
+    #[error(
+        "{path} is not a zprof recording: more than {limit_mib} MiB (recordings are a few MiB)"
+    )]
     TooLarge {
         /// File.
         path: String,
@@ -518,7 +561,9 @@ pub enum RecordingError {
         found: String,
     },
     /// Written by a newer zprof.
-    #[error("{path} is recording format version {found}, newer than this zprof reads ({VERSION}); upgrade zprof")]
+    #[error(
+        "{path} is recording format version {found}, newer than this zprof reads ({VERSION}); upgrade zprof"
+    )]
     TooNew {
         /// File.
         path: String,
@@ -580,14 +625,23 @@ impl Recording {
     pub fn load(path: &Path) -> Result<Recording, RecordingError> {
         use std::io::Read as _;
         let shown = path.display().to_string();
-        let read_error = |cause| RecordingError::Read { path: shown.clone(), cause };
+        let read_error = |cause| RecordingError::Read {
+            path: shown.clone(),
+            cause,
+        };
         // A huge file, or an endless one (/dev/zero), must not take the
         // machine's memory before it is refused: its size is checked first,
         // its first bytes must open a JSON object, and at most one byte past
         // the limit is read.
         let file = std::fs::File::open(path).map_err(read_error)?;
-        let too_large = || RecordingError::TooLarge { path: shown.clone(), limit_mib: MAX_RECORDING_BYTES >> 20 };
-        if file.metadata().is_ok_and(|m| m.is_file() && m.len() > MAX_RECORDING_BYTES) {
+        let too_large = || RecordingError::TooLarge {
+            path: shown.clone(),
+            limit_mib: MAX_RECORDING_BYTES >> 20,
+        };
+        if file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() > MAX_RECORDING_BYTES)
+        {
             return Err(too_large());
         }
         let mut reader = std::io::BufReader::new(file.take(MAX_RECORDING_BYTES + 1));
@@ -596,14 +650,21 @@ impl Recording {
         if let Some(first) = head.iter().find(|b| !b.is_ascii_whitespace())
             && *first != b'{'
         {
-            return Err(RecordingError::NotJson { path: shown, first: *first });
+            return Err(RecordingError::NotJson {
+                path: shown,
+                first: *first,
+            });
         }
         reader.read_to_end(&mut bytes).map_err(read_error)?;
         if bytes.len() as u64 > MAX_RECORDING_BYTES {
             return Err(too_large());
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|e| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text ({e})"))))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not UTF-8 text ({e})"),
+            ))
+        })?;
         Self::parse(&text, &shown)
     }
 
@@ -611,25 +672,48 @@ impl Recording {
     pub fn parse(text: &str, shown: &str) -> Result<Recording, RecordingError> {
         // Check the schema and version first, so a newer or foreign file gets the
         // right message instead of a field-level parse error.
-        let value: serde_json::Value = serde_json::from_str(text)
-            .map_err(|cause| RecordingError::Corrupt { path: shown.to_owned(), cause: cause.to_string() })?;
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|cause| RecordingError::Corrupt {
+                path: shown.to_owned(),
+                cause: cause.to_string(),
+            })?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
         if schema != SCHEMA {
-            return Err(RecordingError::WrongSchema { path: shown.to_owned(), found: schema.to_owned() });
+            return Err(RecordingError::WrongSchema {
+                path: shown.to_owned(),
+                found: schema.to_owned(),
+            });
         }
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
         if version > VERSION {
-            return Err(RecordingError::TooNew { path: shown.to_owned(), found: version });
+            return Err(RecordingError::TooNew {
+                path: shown.to_owned(),
+                found: version,
+            });
         }
-        let recording: Recording = serde_json::from_value(value)
-            .map_err(|_| RecordingError::Corrupt { path: shown.to_owned(), cause: field_error(text) })?;
-        recording.validate().map_err(|problem| RecordingError::Invalid { path: shown.to_owned(), problem })?;
+        let recording: Recording =
+            serde_json::from_value(value).map_err(|_| RecordingError::Corrupt {
+                path: shown.to_owned(),
+                cause: field_error(text),
+            })?;
+        recording
+            .validate()
+            .map_err(|problem| RecordingError::Invalid {
+                path: shown.to_owned(),
+                problem,
+            })?;
         Ok(recording)
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s < MAX_DURATION_S) {
-            return Err(format!("duration {} s is not a recording's length", self.duration_s));
+        if !(self.duration_s.is_finite()
+            && self.duration_s > 0.0
+            && self.duration_s < MAX_DURATION_S)
+        {
+            return Err(format!(
+                "duration {} s is not a recording's length",
+                self.duration_s
+            ));
         }
         if let Some(busy) = self.machine_cpu_busy
             && !(0.0..=1.0).contains(&busy)
@@ -643,23 +727,52 @@ impl Recording {
         bounded_sum("histogram times", hist(|h| h.total_ns))?;
         bounded_sum("histogram bytes", hist(|h| h.bytes))?;
         bounded_sum("histogram output bytes", hist(|h| h.bytes_out))?;
-        bounded_sum("program run counts", self.bpf_programs.iter().map(|p| p.run_count))?;
-        bounded_sum("program run times", self.bpf_programs.iter().map(|p| p.run_time_ns))?;
+        bounded_sum(
+            "program run counts",
+            self.bpf_programs.iter().map(|p| p.run_count),
+        )?;
+        bounded_sum(
+            "program run times",
+            self.bpf_programs.iter().map(|p| p.run_time_ns),
+        )?;
         bounded_sum("txg durations", self.txgs.iter().map(|t| t.duration_ns))?;
         if let Some(offcpu) = &self.offcpu {
-            bounded_sum("off-CPU time", offcpu.stacks.iter().map(|s| s.count).chain([offcpu.start_map_full, offcpu.map_full]))?;
+            bounded_sum(
+                "off-CPU time",
+                offcpu
+                    .stacks
+                    .iter()
+                    .map(|s| s.count)
+                    .chain([offcpu.start_map_full, offcpu.map_full]),
+            )?;
         }
         if let Some(cpu) = &self.cpu {
-            bounded_sum("CPU samples", cpu.stacks.iter().map(|s| s.count).chain([cpu.samples_total, cpu.stack_lost, cpu.sample_map_full]))?;
+            bounded_sum(
+                "CPU samples",
+                cpu.stacks.iter().map(|s| s.count).chain([
+                    cpu.samples_total,
+                    cpu.stack_lost,
+                    cpu.sample_map_full,
+                ]),
+            )?;
         }
-        bounded_sum("loss counters", self.losses.nonzero().into_iter().map(|(_, n)| n))?;
+        bounded_sum(
+            "loss counters",
+            self.losses.nonzero().into_iter().map(|(_, n)| n),
+        )?;
         let requests = |f: fn(&crate::requests::RequestRecord) -> u64| self.requests.iter().map(f);
         bounded_sum("request counts", requests(|r| r.count))?;
         bounded_sum("request times", requests(|r| r.total_ns))?;
         bounded_sum("request bytes", requests(|r| r.bytes))?;
-        bounded_sum("slow request times", self.slow_requests.iter().map(|r| r.duration_ns))?;
+        bounded_sum(
+            "slow request times",
+            self.slow_requests.iter().map(|r| r.duration_ns),
+        )?;
         for r in &self.requests {
-            check_distribution(&r.as_hist(), &format!("request row {} {} {}", r.layer, r.op, r.dataset))?;
+            check_distribution(
+                &r.as_hist(),
+                &format!("request row {} {} {}", r.layer, r.op, r.dataset),
+            )?;
         }
         for h in &self.histograms {
             if stage_from_name(&h.stage).is_none() {
@@ -684,18 +797,29 @@ fn check_distribution(h: &HistRecord, what: &str) -> Result<(), String> {
         if *index as usize >= HIST_BUCKETS {
             return Err(format!("{what} has bucket index {index} out of range"));
         }
-        sum = sum.checked_add(*count).ok_or_else(|| format!("{what} bucket counts overflow"))?;
+        sum = sum
+            .checked_add(*count)
+            .ok_or_else(|| format!("{what} bucket counts overflow"))?;
     }
     if sum != h.count {
-        return Err(format!("{what} buckets sum to {sum}, count says {}", h.count));
+        return Err(format!(
+            "{what} buckets sum to {sum}, count says {}",
+            h.count
+        ));
     }
     // A count this large is a wrapped counter, not a measurement (the sums
     // are bounded by the totals checked before).
     if h.count > MAX_PLAUSIBLE {
-        return Err(format!("{what} holds wrapped counters (count {}, total {} ns)", h.count, h.total_ns));
+        return Err(format!(
+            "{what} holds wrapped counters (count {}, total {} ns)",
+            h.count, h.total_ns
+        ));
     }
     if h.count > 0 && h.max_ns.saturating_mul(h.count) < h.total_ns {
-        return Err(format!("{what}: total {} ns exceeds count x max", h.total_ns));
+        return Err(format!(
+            "{what}: total {} ns exceeds count x max",
+            h.total_ns
+        ));
     }
     Ok(())
 }
@@ -714,15 +838,25 @@ const MAX_PLAUSIBLE_SUM: u64 = 1 << 62;
 /// A well-formed JSON text that is not a recording: parsed again from the text
 /// (a `Value` has no positions) to name the field where the value went wrong.
 fn field_error(text: &str) -> String {
-    let Err(err) = serde_json::from_str::<Recording>(text) else { return "unexpected shape".into() };
-    let offset: usize = text.split_inclusive('\n').take(err.line().saturating_sub(1)).map(str::len).sum::<usize>()
+    let Err(err) = serde_json::from_str::<Recording>(text) else {
+        return "unexpected shape".into();
+    };
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(err.line().saturating_sub(1))
+        .map(str::len)
+        .sum::<usize>()
         + err.column().saturating_sub(1);
     let mut end = offset.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     let before = &text[..end];
-    let field = before.rfind("\":").and_then(|end| before[..end].rfind('"').map(|start| &before[start + 1..end]));
+    let field = before.rfind("\":").and_then(|end| {
+        before[..end]
+            .rfind('"')
+            .map(|start| &before[start + 1..end])
+    });
     match field {
         Some(field) => format!("field \"{field}\": {err}"),
         None => err.to_string(),
@@ -733,7 +867,9 @@ fn field_error(text: &str) -> String {
 /// forged counter).
 fn bounded_sum(what: &str, mut values: impl Iterator<Item = u64>) -> Result<u64, String> {
     values
-        .try_fold(0u64, |sum, v| sum.checked_add(v).filter(|s| *s <= MAX_PLAUSIBLE_SUM))
+        .try_fold(0u64, |sum, v| {
+            sum.checked_add(v).filter(|s| *s <= MAX_PLAUSIBLE_SUM)
+        })
         .ok_or_else(|| format!("{what} add up beyond any measurement (wrapped counters)"))
 }
 
@@ -822,7 +958,10 @@ pub struct Stalls {
 }
 
 /// Splits merged histograms into typical events and stalls (see [`Stalls`]).
-pub fn split_stalls<'a>(records: impl IntoIterator<Item = &'a HistRecord> + Clone, factor: f64) -> Stalls {
+pub fn split_stalls<'a>(
+    records: impl IntoIterator<Item = &'a HistRecord> + Clone,
+    factor: f64,
+) -> Stalls {
     let summary = summarize(records.clone());
     if summary.count == 0 {
         return Stalls::default();
@@ -833,14 +972,23 @@ pub fn split_stalls<'a>(records: impl IntoIterator<Item = &'a HistRecord> + Clon
         for [index, count] in &r.buckets {
             if (hist_bucket_low(*index as usize) as f64) > threshold {
                 stalled += count;
-                stalled_ns += *count as f64 * bucket_midpoint(*index as usize, summary.max_ns) as f64;
+                stalled_ns +=
+                    *count as f64 * bucket_midpoint(*index as usize, summary.max_ns) as f64;
             }
         }
     }
     let stalled_ns = stalled_ns.min(summary.total_ns as f64);
     let typical = summary.count - stalled.min(summary.count);
-    let typical_mean_ns = if typical > 0 { (summary.total_ns as f64 - stalled_ns) / typical as f64 } else { 0.0 };
-    Stalls { typical_mean_ns, stalled, stalled_ns }
+    let typical_mean_ns = if typical > 0 {
+        (summary.total_ns as f64 - stalled_ns) / typical as f64
+    } else {
+        0.0
+    };
+    Stalls {
+        typical_mean_ns,
+        stalled,
+        stalled_ns,
+    }
 }
 
 /// Converts dense kernel buckets to the sparse recording form.
@@ -898,7 +1046,11 @@ mod tests {
         let s = summarize([&hist("zil_commit", &values)]);
         assert_eq!(s.count, 100);
         assert!((940..=1_070).contains(&s.p50_ns), "p50 {}", s.p50_ns);
-        assert!((940_000..=1_000_000).contains(&s.p99_ns), "p99 {}", s.p99_ns);
+        assert!(
+            (940_000..=1_000_000).contains(&s.p99_ns),
+            "p99 {}",
+            s.p99_ns
+        );
         assert_eq!(s.max_ns, 1_000_000);
         assert!((s.mean_ns - 100_900.0).abs() < 1.0);
     }
@@ -921,21 +1073,37 @@ mod tests {
 
     #[test]
     fn a_value_of_the_wrong_kind_names_its_field() {
-        let text = serde_json::to_string_pretty(&recording(vec![])).unwrap().replace("\"ringbuf_full\": 0", "\"ringbuf_full\": -3");
+        let text = serde_json::to_string_pretty(&recording(vec![]))
+            .unwrap()
+            .replace("\"ringbuf_full\": 0", "\"ringbuf_full\": -3");
         let err = Recording::parse(&text, "rec.json").unwrap_err().to_string();
-        assert!(err.contains("field \"ringbuf_full\": invalid value: integer `-3`, expected u64 at line"), "{err}");
+        assert!(
+            err.contains(
+                "field \"ringbuf_full\": invalid value: integer `-3`, expected u64 at line"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
     fn corrupt_truncated_and_foreign_files_are_named() {
         let text = serde_json::to_string(&recording(vec![])).unwrap();
         let truncated = &text[..text.len() / 2];
-        let err = Recording::parse(truncated, "rec.json").unwrap_err().to_string();
-        assert!(err.starts_with("rec.json is not a valid zprof recording (corrupt or truncated?)"), "{err}");
-        let err = Recording::parse(r#"{"jobs": []}"#, "fio.json").unwrap_err().to_string();
+        let err = Recording::parse(truncated, "rec.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("rec.json is not a valid zprof recording (corrupt or truncated?)"),
+            "{err}"
+        );
+        let err = Recording::parse(r#"{"jobs": []}"#, "fio.json")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a zprof recording"), "{err}");
         let newer = text.replace("\"version\":1", "\"version\":99");
-        let err = Recording::parse(&newer, "new.json").unwrap_err().to_string();
+        let err = Recording::parse(&newer, "new.json")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("newer than this zprof reads"), "{err}");
     }
 

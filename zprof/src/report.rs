@@ -9,7 +9,6 @@
 
 use std::{collections::BTreeSet, fmt::Write as _};
 
-
 use serde::Serialize;
 use zprof_common::Stage;
 
@@ -154,34 +153,56 @@ pub fn format_count(n: f64) -> String {
         }
         out.push(c);
     }
-    if n < 10.0 && n.fract() != 0.0 { format!("{n:.1}") } else { out }
+    if n < 10.0 && n.fract() != 0.0 {
+        format!("{n:.1}")
+    } else {
+        out
+    }
 }
 
 /// Builds the report rows from a recording.
 /// The report of `recording`, its requests grouped `by`.
 pub fn build(recording: &Recording, by: GroupBy) -> Report {
     let seconds = recording.duration_s.max(1e-9);
-    let pools: BTreeSet<&str> =
-        recording.histograms.iter().map(|h| h.pool.as_str()).filter(|p| !p.is_empty()).collect();
+    let pools: BTreeSet<&str> = recording
+        .histograms
+        .iter()
+        .map(|h| h.pool.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
     let per_pool = pools.len() > 1;
     let mut rows = Vec::new();
     // ddt_sync runs at every txg even where no dataset dedups: its row says
     // something only beside the lookups.
-    let dedups = recording.histograms.iter().any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
+    let dedups = recording
+        .histograms
+        .iter()
+        .any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
     for stage in Stage::ALL {
         // Its values are bytes, not times: the cache what-if reads it.
         if stage == Stage::DdtSync && !dedups || stage == Stage::ArcMissReuse {
             continue;
         }
         let name = stage_name(stage);
-        let of_stage: Vec<_> = recording.histograms.iter().filter(|h| h.stage == name).collect();
+        let of_stage: Vec<_> = recording
+            .histograms
+            .iter()
+            .filter(|h| h.stage == name)
+            .collect();
         // Rows by class name: classes that differ only in what the name does not
         // show (lz4's unused level argument) are one row.
         // Ordered by pool, then class number (I/O priority order, algorithm order).
         let mut groups: Vec<(String, u32, String)> = Vec::new();
         for h in &of_stage {
-            let pool = if per_pool { h.pool.clone() } else { String::new() };
-            match groups.iter_mut().find(|(p, _, name)| *p == pool && *name == h.class_name) {
+            let pool = if per_pool {
+                h.pool.clone()
+            } else {
+                String::new()
+            };
+            match groups
+                .iter_mut()
+                .find(|(p, _, name)| *p == pool && *name == h.class_name)
+            {
                 Some(group) => group.1 = group.1.min(h.class),
                 None => groups.push((pool, h.class, h.class_name.clone())),
             }
@@ -194,19 +215,35 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
                 .filter(|h| h.class_name == class_name && (!per_pool || h.pool == pool))
                 .collect();
             let summary = summarize(members.iter().copied());
-            let detail = members.first().map(|h| h.class_name.clone()).unwrap_or_default();
+            let detail = members
+                .first()
+                .map(|h| h.class_name.clone())
+                .unwrap_or_default();
             let mut note = String::new();
             match stage {
-                Stage::Compress | Stage::ZstdCompress | Stage::Lz4Compress if summary.bytes_out > 0 => {
+                Stage::Compress | Stage::ZstdCompress | Stage::Lz4Compress
+                    if summary.bytes_out > 0 =>
+                {
                     let ratio = summary.bytes as f64 / summary.bytes_out as f64;
-                    let _ = write!(note, "ratio {ratio:.2}x of {}", format_bytes(summary.bytes as f64));
+                    let _ = write!(
+                        note,
+                        "ratio {ratio:.2}x of {}",
+                        format_bytes(summary.bytes as f64)
+                    );
                 }
-                Stage::WorkloadWrite | Stage::WorkloadRead | Stage::VdevTotal | Stage::ChecksumCompute => {
+                Stage::WorkloadWrite
+                | Stage::WorkloadRead
+                | Stage::VdevTotal
+                | Stage::ChecksumCompute => {
                     let _ = write!(note, "{}/s", format_bytes(summary.bytes as f64 / seconds));
                 }
-                Stage::ZstdCompress | Stage::Lz4Compress => note.push_str("counted within compress"),
+                Stage::ZstdCompress | Stage::Lz4Compress => {
+                    note.push_str("counted within compress")
+                }
                 Stage::ZilLogBlock => note.push_str("issue to written and flushed"),
-                Stage::VdevWaitTimed | Stage::VdevDiskTimed => note.push_str("split where the leaf I/O starts"),
+                Stage::VdevWaitTimed | Stage::VdevDiskTimed => {
+                    note.push_str("split where the leaf I/O starts")
+                }
                 _ => {}
             }
             rows.push(Row {
@@ -221,7 +258,14 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
             });
         }
     }
-    let stat = |stage: Stage| summarize(recording.histograms.iter().filter(|h| h.stage == stage_name(stage)));
+    let stat = |stage: Stage| {
+        summarize(
+            recording
+                .histograms
+                .iter()
+                .filter(|h| h.stage == stage_name(stage)),
+        )
+    };
     let writes = stat(Stage::WorkloadWrite);
     let reads = stat(Stage::WorkloadRead);
     let commits = stat(Stage::ZilCommit);
@@ -234,12 +278,23 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         format_count(commits.count as f64 / seconds),
     );
     if !recording.txgs.is_empty() {
-        let mean = recording.txgs.iter().map(|t| t.duration_ns).sum::<u64>() / recording.txgs.len() as u64;
-        let _ = write!(workload, ", {} txgs synced (mean spa_sync {})", recording.txgs.len(), format_ns(mean));
+        let mean =
+            recording.txgs.iter().map(|t| t.duration_ns).sum::<u64>() / recording.txgs.len() as u64;
+        let _ = write!(
+            workload,
+            ", {} txgs synced (mean spa_sync {})",
+            recording.txgs.len(),
+            format_ns(mean)
+        );
     }
     if !recording.requests.is_empty() {
         let rate = |op: &[&str]| {
-            let n: u64 = recording.requests.iter().filter(|r| op.contains(&r.op.as_str())).map(|r| r.count).sum();
+            let n: u64 = recording
+                .requests
+                .iter()
+                .filter(|r| op.contains(&r.op.as_str()))
+                .map(|r| r.count)
+                .sum();
             format_count(n as f64 / seconds)
         };
         let _ = write!(
@@ -256,7 +311,11 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         target.kind,
         target.object,
         target.zfs_version.as_deref().unwrap_or("version unknown"),
-        if target.zfs_status.is_empty() { String::new() } else { format!(", {}", target.zfs_status) },
+        if target.zfs_status.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", target.zfs_status)
+        },
         recording.duration_s
     );
     if let Some(command) = &recording.command {
@@ -275,7 +334,12 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
         workload,
         requests: requests::rows(&recording.requests, by, recording.duration_s),
         requests_by: by,
-        slow_requests: recording.slow_requests.iter().take(SLOW_SHOWN).cloned().collect(),
+        slow_requests: recording
+            .slow_requests
+            .iter()
+            .take(SLOW_SHOWN)
+            .cloned()
+            .collect(),
         slow_requests_total: recording.slow_requests.len() as u64 + recording.slow_requests_dropped,
         rows,
         top_vdevs: crate::top_vdevs::rows(recording),
@@ -286,7 +350,14 @@ pub fn build(recording: &Recording, by: GroupBy) -> Report {
             // A fallback that was not needed is not a gap in the measurement.
             .filter(|p| !p.attached && !p.reason.as_deref().unwrap_or("").starts_with("not needed"))
             .filter(|p| !p.reason.as_deref().unwrap_or("").starts_with("left out"))
-            .map(|p| format!("{} ({}): {}", p.function, p.group, p.reason.as_deref().unwrap_or("not attached")))
+            .map(|p| {
+                format!(
+                    "{} ({}): {}",
+                    p.function,
+                    p.group,
+                    p.reason.as_deref().unwrap_or("not attached")
+                )
+            })
             .collect(),
         warnings: recording.warnings.clone(),
         cost: cost_line(recording),
@@ -339,11 +410,19 @@ fn cost_line(recording: &Recording) -> Option<String> {
 /// (rate x run time per event), the costliest first.
 fn cost_per_program_line(recording: &Recording) -> Option<String> {
     let seconds = recording.duration_s.max(1e-9);
-    let mut programs: Vec<_> = recording.bpf_programs.iter().filter(|p| p.run_count > 0).collect();
+    let mut programs: Vec<_> = recording
+        .bpf_programs
+        .iter()
+        .filter(|p| p.run_count > 0)
+        .collect();
     if programs.is_empty() {
         return None;
     }
-    programs.sort_by(|a, b| b.run_time_ns.cmp(&a.run_time_ns).then(a.program.cmp(&b.program)));
+    programs.sort_by(|a, b| {
+        b.run_time_ns
+            .cmp(&a.run_time_ns)
+            .then(a.program.cmp(&b.program))
+    });
     // The six costliest say where the time goes; the rest are summed.
     const SHOWN: usize = 6;
     let mut parts: Vec<String> = programs
@@ -361,9 +440,16 @@ fn cost_per_program_line(recording: &Recording) -> Option<String> {
     if programs.len() > SHOWN {
         let rest = &programs[SHOWN..];
         let runs: u64 = rest.iter().map(|p| p.run_count).sum();
-        parts.push(format!("{} more at {}/s in all", rest.len(), format_count(runs as f64 / seconds)));
+        parts.push(format!(
+            "{} more at {}/s in all",
+            rest.len(),
+            format_count(runs as f64 / seconds)
+        ));
     }
-    Some(format!("  per program (events/s x BPF time per event): {}", parts.join(", ")))
+    Some(format!(
+        "  per program (events/s x BPF time per event): {}",
+        parts.join(", ")
+    ))
 }
 
 /// The loss counters, and the CPU samples whose stacks were lost or not
@@ -373,19 +459,34 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
     if let Some(cpu) = &recording.cpu {
         if cpu.stack_lost > 0 {
             losses.push((
-                format!("CPU samples with a lost stack (of {} sampled; raise --stack-storage-size)", cpu.samples_total),
+                format!(
+                    "CPU samples with a lost stack (of {} sampled; raise --stack-storage-size)",
+                    cpu.samples_total
+                ),
                 cpu.stack_lost,
             ));
         }
         if cpu.sample_map_full > 0 {
-            losses.push(("CPU samples not counted (sample map full)".to_owned(), cpu.sample_map_full));
+            losses.push((
+                "CPU samples not counted (sample map full)".to_owned(),
+                cpu.sample_map_full,
+            ));
         }
         if cpu.cut_samples > 0 {
-            losses.push((format!("CPU samples with a stack cut at {} frames (outermost frames lost)", cpu.stack_depth), cpu.cut_samples));
+            losses.push((
+                format!(
+                    "CPU samples with a stack cut at {} frames (outermost frames lost)",
+                    cpu.stack_depth
+                ),
+                cpu.cut_samples,
+            ));
         }
         for process in &cpu.unnamed_processes {
             losses.push((
-                format!("CPU samples of {} (pid {}) with no user frame named: {}", process.name, process.pid, process.why),
+                format!(
+                    "CPU samples of {} (pid {}) with no user frame named: {}",
+                    process.name, process.pid, process.why
+                ),
                 process.unnamed,
             ));
         }
@@ -393,7 +494,13 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
     if let Some(offcpu) = &recording.offcpu
         && offcpu.stack_lost > 0
     {
-        losses.push((format!("off-CPU periods with a lost stack (of {}; stack map full or slot taken)", offcpu.periods), offcpu.stack_lost));
+        losses.push((
+            format!(
+                "off-CPU periods with a lost stack (of {}; stack map full or slot taken)",
+                offcpu.periods
+            ),
+            offcpu.stack_lost,
+        ));
     }
     losses
 }
@@ -401,7 +508,10 @@ fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
 /// What a row's in-flight figure is divided by: the leaf vdevs of a vdev row.
 fn per_device(stage: Stage, members: &[&HistRecord]) -> f64 {
     let leaf_stage = matches!(stage, Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal)
-        || matches!(stage, Stage::VdevQueueTimed | Stage::VdevWaitTimed | Stage::VdevDiskTimed);
+        || matches!(
+            stage,
+            Stage::VdevQueueTimed | Stage::VdevWaitTimed | Stage::VdevDiskTimed
+        );
     if !leaf_stage {
         return 1.0;
     }
@@ -450,14 +560,24 @@ pub fn render_table(report: &Report) -> String {
             time(s.p99_ns),
             time(s.max_ns),
             time(s.total_ns),
-            if timed { format!("{:.2}", row.in_flight) } else { "-".to_owned() },
+            if timed {
+                format!("{:.2}", row.in_flight)
+            } else {
+                "-".to_owned()
+            },
             row.note
         );
     }
     if report.rows.is_empty() {
-        let _ = writeln!(out, "(no events: did the workload run on the traced target?)");
+        let _ = writeln!(
+            out,
+            "(no events: did the workload run on the traced target?)"
+        );
     } else {
-        let _ = writeln!(out, "INFLT: mean number in the stage at once (its time over the wall time); per leaf vdev on vdev rows");
+        let _ = writeln!(
+            out,
+            "INFLT: mean number in the stage at once (its time over the wall time); per leaf vdev on vdev rows"
+        );
     }
     let _ = writeln!(out);
     if !report.top_vdevs.is_empty() {
@@ -466,7 +586,11 @@ pub fn render_table(report: &Report) -> String {
     if report.losses.is_empty() {
         let _ = writeln!(out, "lost events: none");
     } else {
-        let parts: Vec<String> = report.losses.iter().map(|(n, v)| format!("{n} {v}")).collect();
+        let parts: Vec<String> = report
+            .losses
+            .iter()
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect();
         let _ = writeln!(out, "lost or unmatched: {}", parts.join(", "));
     }
     if let Some(cost) = &report.cost {
@@ -537,7 +661,11 @@ fn render_slow_requests(out: &mut String, report: &Report) {
         } else if r.stages.is_empty() {
             "no timed stage (CPU, page cache, ARC)".to_owned()
         } else {
-            r.stages.iter().map(|(name, ns)| format!("{name} {}", format_ns(*ns))).collect::<Vec<_>>().join(", ")
+            r.stages
+                .iter()
+                .map(|(name, ns)| format!("{name} {}", format_ns(*ns)))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         let _ = writeln!(
             out,
@@ -546,7 +674,11 @@ fn render_slow_requests(out: &mut String, report: &Report) {
             format_ns(r.duration_ns),
             r.layer,
             op,
-            if r.dataset.is_empty() { "(dataset unknown)" } else { &r.dataset },
+            if r.dataset.is_empty() {
+                "(dataset unknown)"
+            } else {
+                &r.dataset
+            },
             r.comm,
             r.pid,
             format_bytes(r.bytes as f64),

@@ -145,7 +145,11 @@ impl Names<'_> {
             0 => String::new(),
             // The root cgroup's id is 1, mounted or not.
             1 => self.cgroups.get(&1).cloned().unwrap_or_else(|| "/".into()),
-            id => self.cgroups.get(&id).cloned().unwrap_or_else(|| format!("cgroup id {id}")),
+            id => self
+                .cgroups
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("cgroup id {id}")),
         }
     }
 
@@ -197,11 +201,15 @@ pub fn op_name(layer: u32, op: u32) -> &'static str {
 
 /// The flags' names.
 pub fn flag_names(flags: u32) -> Vec<String> {
-    [(request::FLAG_SYNC, "sync"), (request::FLAG_DIRECT, "direct"), (request::FLAG_PREFLUSH, "preflush")]
-        .into_iter()
-        .filter(|(bit, _)| flags & bit != 0)
-        .map(|(_, name)| name.to_owned())
-        .collect()
+    [
+        (request::FLAG_SYNC, "sync"),
+        (request::FLAG_DIRECT, "direct"),
+        (request::FLAG_PREFLUSH, "preflush"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| flags & bit != 0)
+    .map(|(_, name)| name.to_owned())
+    .collect()
 }
 
 /// Text of a NUL-terminated byte array.
@@ -251,12 +259,19 @@ pub fn cgroup_paths(root: &Path, wanted: &[u64]) -> HashMap<u64, String> {
         if found.len() == wanted.len() || visited > 100_000 {
             break;
         }
-        let Ok(meta) = std::fs::metadata(&dir) else { continue };
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
         if wanted.contains(&meta.ino()) {
-            let relative = dir.strip_prefix(root).map(|p| p.display().to_string()).unwrap_or_default();
+            let relative = dir
+                .strip_prefix(root)
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
             found.insert(meta.ino(), format!("/{relative}"));
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(entry.path());
@@ -278,7 +293,11 @@ pub fn cgroup2_root() -> Option<std::path::PathBuf> {
 
 /// Whether a request row is on `pool` (its dataset is the pool or below it).
 pub fn on_pool(record: &RequestRecord, pool: &str) -> bool {
-    record.dataset == pool || record.dataset.strip_prefix(pool).is_some_and(|rest| rest.starts_with('/'))
+    record.dataset == pool
+        || record
+            .dataset
+            .strip_prefix(pool)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The sync requests of `pool` as the application saw them (fsyncs, O_SYNC
@@ -286,7 +305,11 @@ pub fn on_pool(record: &RequestRecord, pool: &str) -> bool {
 /// measured in the traced threads: the share of the file requests' time
 /// (fsyncs and O_SYNC writes, which make those commits) spent committing.
 /// `None` without such rows.
-pub fn sync_requests_line(records: &[RequestRecord], pool: &str, commit_total_ns: u64) -> Option<String> {
+pub fn sync_requests_line(
+    records: &[RequestRecord],
+    pool: &str,
+    commit_total_ns: u64,
+) -> Option<String> {
     let kinds: [(&str, &str, &str, bool); 4] = [
         ("file", "fsync", "fsyncs", false),
         ("file", "write", "O_SYNC writes", true),
@@ -411,12 +434,19 @@ mod tests {
     fn dir(parent: u64, name: &str) -> DirName {
         let mut bytes = [0u8; 256];
         bytes[..name.len()].copy_from_slice(name.as_bytes());
-        DirName { parent, name: bytes }
+        DirName {
+            parent,
+            name: bytes,
+        }
     }
 
     #[test]
     fn dataset_names_join_their_components_up_to_the_pool() {
-        let dirs = HashMap::from([(10, dir(0, "tank")), (20, dir(10, "vols")), (30, dir(20, "db"))]);
+        let dirs = HashMap::from([
+            (10, dir(0, "tank")),
+            (20, dir(10, "vols")),
+            (30, dir(20, "db")),
+        ]);
         assert_eq!(dataset_name(30, &dirs), "tank/vols/db");
         assert_eq!(dataset_name(10, &dirs), "tank");
         // A parent evicted from the name map is shown as unknown, not skipped.
@@ -427,7 +457,10 @@ mod tests {
     #[test]
     fn a_cycle_in_the_names_stops_at_the_depth_walked() {
         let dirs = HashMap::from([(1, dir(2, "a")), (2, dir(1, "b"))]);
-        assert_eq!(dataset_name(1, &dirs).split('/').count(), MAX_NAME_DEPTH + 1);
+        assert_eq!(
+            dataset_name(1, &dirs).split('/').count(),
+            MAX_NAME_DEPTH + 1
+        );
         assert!(dataset_name(1, &dirs).starts_with(".../"));
     }
 
@@ -451,14 +484,33 @@ mod tests {
 
     #[test]
     fn rows_group_along_the_dimension_asked_for() {
-        let records =
-            [row("tank/a", 10, "write", &[], 3), row("tank/a", 11, "write", &[], 4), row("tank/b", 10, "write", &["sync"], 5)];
+        let records = [
+            row("tank/a", 10, "write", &[], 3),
+            row("tank/a", 11, "write", &[], 4),
+            row("tank/b", 10, "write", &["sync"], 5),
+        ];
         let by_dataset = rows(&records, GroupBy::Dataset, 1.0);
-        let summary: Vec<(&str, &str, u64)> = by_dataset.iter().map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count)).collect();
-        assert_eq!(summary, [("tank/a", "write", 7), ("tank/b", "write sync", 5)]);
+        let summary: Vec<(&str, &str, u64)> = by_dataset
+            .iter()
+            .map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count))
+            .collect();
+        assert_eq!(
+            summary,
+            [("tank/a", "write", 7), ("tank/b", "write sync", 5)]
+        );
         let by_process = rows(&records, GroupBy::Process, 1.0);
-        let summary: Vec<(&str, &str, u64)> = by_process.iter().map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count)).collect();
-        assert_eq!(summary, [("fio[10]", "write", 3), ("fio[10]", "write sync", 5), ("fio[11]", "write", 4)]);
+        let summary: Vec<(&str, &str, u64)> = by_process
+            .iter()
+            .map(|r| (r.who.as_str(), r.op.as_str(), r.summary.count))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("fio[10]", "write", 3),
+                ("fio[10]", "write sync", 5),
+                ("fio[11]", "write", 4)
+            ]
+        );
         let by_cgroup = rows(&records, GroupBy::Cgroup, 2.0);
         assert_eq!(by_cgroup.len(), 2);
         assert_eq!(by_cgroup[0].per_second, 3.5);
@@ -477,7 +529,10 @@ mod tests {
     fn operations_and_flags_have_names() {
         assert_eq!(op_name(request::LAYER_FILE, request::OP_FLUSH), "fsync");
         assert_eq!(op_name(request::LAYER_ZVOL, request::OP_FLUSH), "flush");
-        assert_eq!(flag_names(request::FLAG_SYNC | request::FLAG_DIRECT), ["sync", "direct"]);
+        assert_eq!(
+            flag_names(request::FLAG_SYNC | request::FLAG_DIRECT),
+            ["sync", "direct"]
+        );
     }
 
     #[test]

@@ -35,20 +35,36 @@ const MAX_REQUEST_BYTES: usize = 16 * 1024;
 pub fn serve(args: ServeArgs) -> anyhow::Result<i32> {
     // The address is taken before anything is attached: a port in use must
     // not leave probes behind or cost an attach.
-    let listener = std::net::TcpListener::bind(args.listen)
-        .map_err(|e| UsageError(format!("cannot listen on {}: {e}; pass --listen ADDR:PORT (a free port)", args.listen)))?;
+    let listener = std::net::TcpListener::bind(args.listen).map_err(|e| {
+        UsageError(format!(
+            "cannot listen on {}: {e}; pass --listen ADDR:PORT (a free port)",
+            args.listen
+        ))
+    })?;
     listener.set_nonblocking(true)?;
     let address = listener.local_addr()?;
     let session = attach_everywhere(&args.attach)?;
-    let options = Options { per_vdev: args.per_vdev, max_series: args.max_series as usize, openmetrics: false };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let options = Options {
+        per_vdev: args.per_vdev,
+        max_series: args.max_series as usize,
+        openmetrics: false,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(run(session, listener, address, options))
 }
 
 /// Attaches for every process (no filter, no CPU sampling, no per-event
 /// streams): what the long-running views (`serve`, `top`) read.
 pub(crate) fn attach_everywhere(args: &LiveArgs) -> anyhow::Result<Session> {
-    let (target, found) = prepare(&args.target, &target::Traced { command: None, pid: None })?;
+    let (target, found) = prepare(
+        &args.target,
+        &target::Traced {
+            command: None,
+            pid: None,
+        },
+    )?;
     let mut session = Session::start(
         target,
         found,
@@ -68,7 +84,12 @@ pub(crate) fn attach_everywhere(args: &LiveArgs) -> anyhow::Result<Session> {
     Ok(session)
 }
 
-async fn run(mut session: Session, listener: std::net::TcpListener, address: std::net::SocketAddr, options: Options) -> anyhow::Result<i32> {
+async fn run(
+    mut session: Session,
+    listener: std::net::TcpListener,
+    address: std::net::SocketAddr,
+    options: Options,
+) -> anyhow::Result<i32> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
@@ -120,14 +141,21 @@ fn parse_request(head: &str) -> Option<Request> {
         .find(|(name, _)| name.trim().eq_ignore_ascii_case("accept"))
         .map(|(_, value)| value.to_ascii_lowercase())
         .unwrap_or_default();
-    Some(Request { method, path, openmetrics: accept.contains("application/openmetrics-text") })
+    Some(Request {
+        method,
+        path,
+        openmetrics: accept.contains("application/openmetrics-text"),
+    })
 }
 
 async fn read_head(stream: &mut TcpStream) -> anyhow::Result<String> {
     let mut head = Vec::new();
     let mut buffer = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        anyhow::ensure!(head.len() < MAX_REQUEST_BYTES, "request larger than {MAX_REQUEST_BYTES} bytes");
+        anyhow::ensure!(
+            head.len() < MAX_REQUEST_BYTES,
+            "request larger than {MAX_REQUEST_BYTES} bytes"
+        );
         let n = stream.read(&mut buffer).await?;
         anyhow::ensure!(n > 0, "connection closed before the request ended");
         head.extend_from_slice(&buffer[..n]);
@@ -135,12 +163,25 @@ async fn read_head(stream: &mut TcpStream) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
-async fn answer(session: &mut Session, mut stream: TcpStream, options: &Options) -> anyhow::Result<()> {
-    let head = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await.context("no request within 5 s")??;
+async fn answer(
+    session: &mut Session,
+    mut stream: TcpStream,
+    options: &Options,
+) -> anyhow::Result<()> {
+    let head = tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream))
+        .await
+        .context("no request within 5 s")??;
     let (status, content_type, body) = match parse_request(&head) {
-        Some(r) if r.method != "GET" && r.method != "HEAD" => ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_owned()),
+        Some(r) if r.method != "GET" && r.method != "HEAD" => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET /metrics\n".to_owned(),
+        ),
         Some(r) if r.path == "/metrics" || r.path.starts_with("/metrics?") => {
-            let options = Options { openmetrics: r.openmetrics, ..*options };
+            let options = Options {
+                openmetrics: r.openmetrics,
+                ..*options
+            };
             let scrape = session.live()?;
             let content_type = if r.openmetrics {
                 "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -148,10 +189,26 @@ async fn answer(session: &mut Session, mut stream: TcpStream, options: &Options)
                 "text/plain; version=0.0.4; charset=utf-8"
             };
             let body = exposition::render(&scrape, &options);
-            ("200 OK", content_type, if r.method == "HEAD" { String::new() } else { body })
+            (
+                "200 OK",
+                content_type,
+                if r.method == "HEAD" {
+                    String::new()
+                } else {
+                    body
+                },
+            )
         }
-        Some(r) if r.path == "/" => ("200 OK", "text/plain", "zprof serve: the stages are at /metrics\n".to_owned()),
-        Some(_) => ("404 Not Found", "text/plain", "not found: the stages are at /metrics\n".to_owned()),
+        Some(r) if r.path == "/" => (
+            "200 OK",
+            "text/plain",
+            "zprof serve: the stages are at /metrics\n".to_owned(),
+        ),
+        Some(_) => (
+            "404 Not Found",
+            "text/plain",
+            "not found: the stages are at /metrics\n".to_owned(),
+        ),
         None => ("400 Bad Request", "text/plain", "bad request\n".to_owned()),
     };
     let response = format!(
@@ -171,7 +228,14 @@ mod tests {
     fn a_scrape_request_is_read_with_its_accept_header() {
         // Debian 12's Prometheus 2.42 scraping 127.0.0.1:19931, as received.
         let head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:19931\r\nUser-Agent: Prometheus/2.42.0+ds\r\nAccept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\nAccept-Encoding: gzip\r\nX-Prometheus-Scrape-Timeout-Seconds: 1\r\n\r\n";
-        assert_eq!(parse_request(head), Some(Request { method: "GET".into(), path: "/metrics".into(), openmetrics: true }));
+        assert_eq!(
+            parse_request(head),
+            Some(Request {
+                method: "GET".into(),
+                path: "/metrics".into(),
+                openmetrics: true
+            })
+        );
         let plain = parse_request("GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         assert!(!plain.openmetrics);
         assert_eq!(parse_request(""), None);

@@ -142,13 +142,20 @@ impl StackNamer {
     fn why_unnamed(&self, tgid: u32) -> String {
         match self.maps.get(&tgid) {
             None => "its memory map was never read (it exited within 250 ms of starting)".into(),
-            Some(_) => "its addresses lie outside its mapped files (stacks walked without frame pointers)".into(),
+            Some(_) => {
+                "its addresses lie outside its mapped files (stacks walked without frame pointers)"
+                    .into()
+            }
         }
     }
 
     /// A stack as drained: `addresses` gives a stack id's addresses,
     /// innermost first. Cheap: naming waits for the end.
-    pub fn raw(&self, key: &SampleKey, mut addresses: impl FnMut(i32) -> Option<Vec<u64>>) -> RawStack {
+    pub fn raw(
+        &self,
+        key: &SampleKey,
+        mut addresses: impl FnMut(i32) -> Option<Vec<u64>>,
+    ) -> RawStack {
         let mut walk = |id: i32| match id {
             NO_STACK => Walk::None,
             id if id < 0 => Walk::Lost,
@@ -168,7 +175,11 @@ impl StackNamer {
     /// in, user frames, kernel frames, outermost first.
     fn name(&mut self, raw: &RawStack) -> Named {
         let thread = requests::c_string(&raw.comm);
-        let process = self.names.get(&raw.tgid).cloned().unwrap_or_else(|| thread.clone());
+        let process = self
+            .names
+            .get(&raw.tgid)
+            .cloned()
+            .unwrap_or_else(|| thread.clone());
         let mut frames = vec![process];
         if thread != frames[0] {
             frames.push(thread);
@@ -178,28 +189,46 @@ impl StackNamer {
         if let Some(stage) = Stage::from_u32(raw.pad & !OFFCPU_RUNNABLE) {
             frames.push(format!("[in {}]", stage_name(stage)));
         }
-        let depth = |walk: &Walk| if let Walk::Addresses(a) = walk { a.len() } else { 0 };
-        let cut = depth(&raw.user) == STACK_DEPTH as usize || depth(&raw.kernel) == STACK_DEPTH as usize;
+        let depth = |walk: &Walk| {
+            if let Walk::Addresses(a) = walk {
+                a.len()
+            } else {
+                0
+            }
+        };
+        let cut =
+            depth(&raw.user) == STACK_DEPTH as usize || depth(&raw.kernel) == STACK_DEPTH as usize;
         if cut {
             frames.push(CUT_FRAME.into());
         }
-        let maps = raw.maps_version.and_then(|v| self.maps.get(&raw.tgid)?.get(v as usize));
+        let maps = raw
+            .maps_version
+            .and_then(|v| self.maps.get(&raw.tgid)?.get(v as usize));
         let first_user = frames.len();
         match &raw.user {
             Walk::None => {}
             Walk::Lost => frames.push(USER_LOST_FRAME.into()),
-            Walk::Addresses(ips) => frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.user(maps, ip))),
+            Walk::Addresses(ips) => {
+                frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.user(maps, ip)))
+            }
         }
-        let user_unknown = frames.len() > first_user && frames[first_user..].iter().all(|f| f == UNKNOWN_FRAME);
+        let user_unknown =
+            frames.len() > first_user && frames[first_user..].iter().all(|f| f == UNKNOWN_FRAME);
         match &raw.kernel {
             Walk::None => {}
             Walk::Lost => frames.push(KERNEL_LOST_FRAME.into()),
-            Walk::Addresses(ips) => frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.kernel(ip))),
+            Walk::Addresses(ips) => {
+                frames.extend(ips.iter().rev().map(|&ip| self.symbolizer.kernel(ip)))
+            }
         }
         if raw.pad & OFFCPU_RUNNABLE != 0 {
             frames.push(RUNNABLE_FRAME.into());
         }
-        Named { frames, cut, user_unknown }
+        Named {
+            frames,
+            cut,
+            user_unknown,
+        }
     }
 }
 
@@ -245,7 +274,9 @@ pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedSta
             let counts = user_weight.entry(stack.tgid).or_default();
             counts.0 += weight;
             counts.1 += if named.user_unknown { weight } else { 0 };
-            thread_names.entry(stack.tgid).or_insert_with(|| requests::c_string(&stack.comm));
+            thread_names
+                .entry(stack.tgid)
+                .or_insert_with(|| requests::c_string(&stack.comm));
         }
         *out.stacks.entry(named.frames).or_default() += weight;
     }
@@ -254,13 +285,19 @@ pub fn name_all(raw: HashMap<RawStack, u64>, namer: &mut StackNamer) -> NamedSta
         .filter(|(_, (all, unnamed))| *unnamed * 2 > *all)
         .map(|(tgid, (samples, unnamed))| UnnamedProcess {
             pid: tgid,
-            name: namer.names.get(&tgid).or_else(|| thread_names.get(&tgid)).cloned().unwrap_or_default(),
+            name: namer
+                .names
+                .get(&tgid)
+                .or_else(|| thread_names.get(&tgid))
+                .cloned()
+                .unwrap_or_default(),
             samples,
             unnamed,
             why: namer.why_unnamed(tgid),
         })
         .collect();
-    out.unnamed_processes.sort_by_key(|p| std::cmp::Reverse(p.unnamed));
+    out.unnamed_processes
+        .sort_by_key(|p| std::cmp::Reverse(p.unnamed));
     out
 }
 
@@ -303,7 +340,9 @@ impl SampleMapSizes {
     /// samples share a stack. Capped at 65,536 stacks (35 MiB a generation),
     /// where the bound loosens past 999 Hz on 2 CPUs; losses are counted.
     pub fn for_rate(hz: u64, cpus: u64) -> SampleMapSizes {
-        let per_period = (hz * cpus.max(1)).div_ceil(1_000 / DRAIN_PERIOD.as_millis() as u64).max(1);
+        let per_period = (hz * cpus.max(1))
+            .div_ceil(1_000 / DRAIN_PERIOD.as_millis() as u64)
+            .max(1);
         let stacks = (256 * per_period).next_power_of_two().clamp(4_096, 65_536) as u32;
         let samples = (4 * per_period).next_power_of_two().clamp(1_024, 65_536) as u32;
         SampleMapSizes { stacks, samples }
@@ -325,12 +364,19 @@ impl StackDrains {
     /// Takes the stack maps out of the loaded object.
     pub fn new(ebpf: &mut aya::Ebpf, sampling: bool, off_cpu: bool) -> anyhow::Result<StackDrains> {
         let mut take = |name: &str| -> anyhow::Result<Map> {
-            ebpf.take_map(name).ok_or_else(|| anyhow::anyhow!("{name} missing from the eBPF object"))
+            ebpf.take_map(name)
+                .ok_or_else(|| anyhow::anyhow!("{name} missing from the eBPF object"))
         };
         let samples = if sampling {
             Some(SampleMaps {
-                samples: [BpfHashMap::try_from(take("SAMPLES_0")?)?, BpfHashMap::try_from(take("SAMPLES_1")?)?],
-                stacks: [StackTraceMap::try_from(take("CPU_STACKS_0")?)?, StackTraceMap::try_from(take("CPU_STACKS_1")?)?],
+                samples: [
+                    BpfHashMap::try_from(take("SAMPLES_0")?)?,
+                    BpfHashMap::try_from(take("SAMPLES_1")?)?,
+                ],
+                stacks: [
+                    StackTraceMap::try_from(take("CPU_STACKS_0")?)?,
+                    StackTraceMap::try_from(take("CPU_STACKS_1")?)?,
+                ],
                 raw: HashMap::new(),
             })
         } else {
@@ -340,14 +386,22 @@ impl StackDrains {
             Some(OffCpuMaps {
                 starts: BpfHashMap::try_from(take("OFFCPU_STARTS")?)?,
                 blocked: BpfHashMap::try_from(take("OFFCPU")?)?,
-                stacks: [StackTraceMap::try_from(take("OFFCPU_STACKS_0")?)?, StackTraceMap::try_from(take("OFFCPU_STACKS_1")?)?],
+                stacks: [
+                    StackTraceMap::try_from(take("OFFCPU_STACKS_0")?)?,
+                    StackTraceMap::try_from(take("OFFCPU_STACKS_1")?)?,
+                ],
                 kept: HashMap::new(),
                 raw: HashMap::new(),
             })
         } else {
             None
         };
-        Ok(StackDrains { generation: Array::try_from(take("STACK_GENERATION")?)?, live: 0, samples, offcpu })
+        Ok(StackDrains {
+            generation: Array::try_from(take("STACK_GENERATION")?)?,
+            live: 0,
+            samples,
+            offcpu,
+        })
     }
 
     /// Drains the idle generation (idle for a drain period: no program can
@@ -416,7 +470,9 @@ impl Drainer {
     /// Starts draining every [`DRAIN_PERIOD`].
     pub fn start(drains: StackDrains) -> anyhow::Result<Drainer> {
         let (requests, received) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new().name("zprof-drain".into()).spawn(move || drain_loop(drains, &received))?;
+        let thread = std::thread::Builder::new()
+            .name("zprof-drain".into())
+            .spawn(move || drain_loop(drains, &received))?;
         Ok(Drainer { requests, thread })
     }
 
@@ -428,11 +484,16 @@ impl Drainer {
     /// Drains what is left and returns everything.
     pub fn finish(self) -> anyhow::Result<Drained> {
         let _ = self.requests.send(DrainRequest::Finish);
-        self.thread.join().map_err(|_| anyhow::anyhow!("the stack-draining thread panicked"))
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the stack-draining thread panicked"))
     }
 }
 
-fn drain_loop(mut drains: StackDrains, received: &std::sync::mpsc::Receiver<DrainRequest>) -> Drained {
+fn drain_loop(
+    mut drains: StackDrains,
+    received: &std::sync::mpsc::Receiver<DrainRequest>,
+) -> Drained {
     use std::sync::mpsc::RecvTimeoutError;
     let mut namer = StackNamer::default();
     let mut error = None;
@@ -457,7 +518,11 @@ fn drain_loop(mut drains: StackDrains, received: &std::sync::mpsc::Receiver<Drai
     {
         error = Some(format!("{err:#}"));
     }
-    Drained { drains, namer, error }
+    Drained {
+        drains,
+        namer,
+        error,
+    }
 }
 
 /// The CPU sample maps of both generations, and what was drained from them.
@@ -471,13 +536,26 @@ pub struct SampleMaps {
 impl SampleMaps {
     /// Takes the samples of `generation`'s maps, then empties them (when
     /// `empty`: not the live generation read in place at the end).
-    fn drain(&mut self, generation: u32, namer: &mut StackNamer, empty: bool) -> anyhow::Result<()> {
+    fn drain(
+        &mut self,
+        generation: u32,
+        namer: &mut StackNamer,
+        empty: bool,
+    ) -> anyhow::Result<()> {
         let parity = (generation & 1) as usize;
-        let entries: Vec<(SampleKey, u64)> = self.samples[parity].iter().collect::<Result<_, _>>()?;
-        let with_user_stacks: HashSet<u32> = entries.iter().filter(|(k, _)| k.user_stack >= 0).map(|(k, _)| k.tgid).collect();
+        let entries: Vec<(SampleKey, u64)> =
+            self.samples[parity].iter().collect::<Result<_, _>>()?;
+        let with_user_stacks: HashSet<u32> = entries
+            .iter()
+            .filter(|(k, _)| k.user_stack >= 0)
+            .map(|(k, _)| k.tgid)
+            .collect();
         namer.refresh(with_user_stacks);
         for (key, count) in &entries {
-            *self.raw.entry(namer.raw(key, |id| addresses_in(&self.stacks[parity], id))).or_default() += count;
+            *self
+                .raw
+                .entry(namer.raw(key, |id| addresses_in(&self.stacks[parity], id)))
+                .or_default() += count;
         }
         if !empty {
             return Ok(());
@@ -507,11 +585,22 @@ impl OffCpuMaps {
     /// Names and takes the blocked time of the generations before `live`,
     /// keeps the stacks of threads blocked since `idle`, and empties `idle`'s
     /// stack map; at the `last` drain, takes `live`'s time too, in place.
-    fn drain(&mut self, idle: u32, live: u32, namer: &mut StackNamer, last: bool) -> anyhow::Result<()> {
+    fn drain(
+        &mut self,
+        idle: u32,
+        live: u32,
+        namer: &mut StackNamer,
+        last: bool,
+    ) -> anyhow::Result<()> {
         let parity = |generation: u32| (generation & 1) as usize;
         // Threads blocked now, read before the blocked time: one that wakes
         // between the two reads is then in both, never in neither.
-        let open: Vec<OffCpuStart> = self.starts.iter().filter_map(Result::ok).map(|(_, s)| s).collect();
+        let open: Vec<OffCpuStart> = self
+            .starts
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(_, s)| s)
+            .collect();
         if !last {
             for start in open.iter().filter(|s| s.key.generation == idle) {
                 for id in [start.key.user_stack, start.key.kernel_stack] {
@@ -522,19 +611,33 @@ impl OffCpuMaps {
             }
         }
         let keys: Vec<SampleKey> = self.blocked.keys().collect::<Result<_, _>>()?;
-        namer.refresh(keys.iter().filter(|k| k.user_stack >= 0).map(|k| k.tgid).collect::<HashSet<u32>>());
+        namer.refresh(
+            keys.iter()
+                .filter(|k| k.user_stack >= 0)
+                .map(|k| k.tgid)
+                .collect::<HashSet<u32>>(),
+        );
         for key in keys.into_iter().filter(|k| last || k.generation != live) {
             // Read and removed at once, so that little can land in between.
-            let Ok(ns) = self.blocked.get(&key, 0) else { continue };
+            let Ok(ns) = self.blocked.get(&key, 0) else {
+                continue;
+            };
             let _ = self.blocked.remove(&key);
             let in_map = key.generation == idle || key.generation == live;
             let map = &self.stacks[parity(key.generation)];
             let kept = &self.kept;
-            let raw = namer.raw(&key, |id| if in_map { addresses_in(map, id) } else { kept.get(&(key.generation, id)).cloned() });
+            let raw = namer.raw(&key, |id| {
+                if in_map {
+                    addresses_in(map, id)
+                } else {
+                    kept.get(&(key.generation, id)).cloned()
+                }
+            });
             *self.raw.entry(raw).or_default() += ns;
         }
         let open_generations: HashSet<u32> = open.iter().map(|s| s.key.generation).collect();
-        self.kept.retain(|(generation, _), _| open_generations.contains(generation));
+        self.kept
+            .retain(|(generation, _), _| open_generations.contains(generation));
         if !last {
             empty_stacks(&mut self.stacks[parity(idle)]);
         }
@@ -548,13 +651,22 @@ mod tests {
 
     #[test]
     fn the_cut_frame_names_the_depth_cap() {
-        assert!(CUT_FRAME.contains(&format!(" {STACK_DEPTH} ")), "{CUT_FRAME}");
+        assert!(
+            CUT_FRAME.contains(&format!(" {STACK_DEPTH} ")),
+            "{CUT_FRAME}"
+        );
     }
 
     #[test]
     fn sample_maps_grow_with_the_rate_within_bounds() {
         // 99 Hz on 2 CPUs: 50 samples a period, 100 stacks at most in 16,384 buckets.
-        assert_eq!(SampleMapSizes::for_rate(99, 2), SampleMapSizes { stacks: 16_384, samples: 1_024 });
+        assert_eq!(
+            SampleMapSizes::for_rate(99, 2),
+            SampleMapSizes {
+                stacks: 16_384,
+                samples: 1_024
+            }
+        );
         assert_eq!(SampleMapSizes::for_rate(1, 1).stacks, 4_096);
         assert_eq!(SampleMapSizes::for_rate(999, 64).stacks, 65_536);
         let sizes = SampleMapSizes::for_rate(499, 2);

@@ -122,18 +122,29 @@ impl ElfSymbols {
                 (offset, size, s.address())
             })
             .collect();
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Some(ElfSymbols { file_name, functions, function_starts: crate::elf::function_starts(&file), segments })
+        let file_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Some(ElfSymbols {
+            file_name,
+            functions,
+            function_starts: crate::elf::function_starts(&file),
+            segments,
+        })
     }
 
     fn lookup(&self, file_offset: u64) -> Found<'_> {
-        let Some((seg_offset, _, vaddr)) =
-            self.segments.iter().find(|(o, size, _)| file_offset >= *o && file_offset < o + size)
+        let Some((seg_offset, _, vaddr)) = self
+            .segments
+            .iter()
+            .find(|(o, size, _)| file_offset >= *o && file_offset < o + size)
         else {
             return Found::Unknown;
         };
         let address = file_offset - seg_offset + vaddr;
-        let before = |start: u64| self.functions[..self.functions.partition_point(|f| f.0 <= start)].last();
+        let before =
+            |start: u64| self.functions[..self.functions.partition_point(|f| f.0 <= start)].last();
         if let Some((_, end, name)) = before(address)
             && address < *end
         {
@@ -142,12 +153,15 @@ impl ElfSymbols {
         // Past the end of the nearest symbol: a function without one (a static
         // in a stripped library). Its start is known from the unwind table, so
         // every address in it gets the same name.
-        let Some(&function) = self.function_starts[..self.function_starts.partition_point(|&f| f <= address)].last()
+        let Some(&function) =
+            self.function_starts[..self.function_starts.partition_point(|&f| f <= address)].last()
         else {
             return Found::Unknown;
         };
         Found::Placed(match before(function) {
-            Some((start, _, name)) => format!("[{}:{name}+{:#x}]", self.file_name, function - start),
+            Some((start, _, name)) => {
+                format!("[{}:{name}+{:#x}]", self.file_name, function - start)
+            }
             None => format!("[{}+{function:#x}]", self.file_name),
         })
     }
@@ -164,7 +178,11 @@ fn function_symbols(file: &object::File) -> Vec<(u64, u64, String)> {
         .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined() && s.address() != 0)
         .filter_map(|s| {
             let name = s.name().ok()?;
-            Some((s.address(), s.address() + s.size().max(1), format!("{:#}", rustc_demangle::demangle(name))))
+            Some((
+                s.address(),
+                s.address() + s.size().max(1),
+                format!("{:#}", rustc_demangle::demangle(name)),
+            ))
         })
         .collect()
 }
@@ -175,7 +193,10 @@ fn function_symbols(file: &object::File) -> Vec<(u64, u64, String)> {
 fn debug_file(file: &object::File, path: &Path, debug_dirs: &[PathBuf]) -> Option<PathBuf> {
     if let Some(hex) = crate::elf::build_id_of(file).filter(|hex| hex.len() > 2) {
         for dir in debug_dirs {
-            let candidate = dir.join(".build-id").join(&hex[..2]).join(format!("{}.debug", &hex[2..]));
+            let candidate = dir
+                .join(".build-id")
+                .join(&hex[..2])
+                .join(format!("{}.debug", &hex[2..]));
             if candidate.is_file() {
                 return Some(candidate);
             }
@@ -186,7 +207,10 @@ fn debug_file(file: &object::File, path: &Path, debug_dirs: &[PathBuf]) -> Optio
     let parent = path.parent().unwrap_or(Path::new("/"));
     let mut candidates = vec![parent.join(name), parent.join(".debug").join(name)];
     for dir in debug_dirs {
-        candidates.push(dir.join(parent.strip_prefix("/").unwrap_or(parent)).join(name));
+        candidates.push(
+            dir.join(parent.strip_prefix("/").unwrap_or(parent))
+                .join(name),
+        );
     }
     candidates.into_iter().find(|c| c.is_file() && c != path)
 }
@@ -207,7 +231,8 @@ impl KernelSymbols {
                 let address = u64::from_str_radix(parts.next()?, 16).ok()?;
                 let kind = parts.next()?;
                 let name = parts.next()?;
-                (address != 0 && matches!(kind, "t" | "T" | "w" | "W")).then(|| (address, name.to_owned()))
+                (address != 0 && matches!(kind, "t" | "T" | "w" | "W"))
+                    .then(|| (address, name.to_owned()))
             })
             .collect();
         symbols.sort();
@@ -247,7 +272,13 @@ pub const UNKNOWN_FRAME: &str = "[unknown]";
 impl Symbolizer {
     /// A symbolizer that looks for debug files in these directories.
     pub fn with_debug_dirs(debug_dirs: Vec<PathBuf>) -> Symbolizer {
-        Symbolizer { files: HashMap::new(), kernel: None, debug_dirs, unsymbolized: 0, placed: 0 }
+        Symbolizer {
+            files: HashMap::new(),
+            kernel: None,
+            debug_dirs,
+            unsymbolized: 0,
+            placed: 0,
+        }
     }
 
     /// Names a user-space address of a process. A function without a symbol
@@ -260,9 +291,14 @@ impl Symbolizer {
         };
         let file_offset = address - mapping.start + mapping.file_offset;
         let debug_dirs = &self.debug_dirs;
-        let symbols =
-            self.files.entry(mapping.path.clone()).or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path), debug_dirs));
-        match symbols.as_ref().map_or(Found::Unknown, |s| s.lookup(file_offset)) {
+        let symbols = self
+            .files
+            .entry(mapping.path.clone())
+            .or_insert_with(|| ElfSymbols::load(Path::new(&mapping.path), debug_dirs));
+        match symbols
+            .as_ref()
+            .map_or(Found::Unknown, |s| s.lookup(file_offset))
+        {
             Found::Named(name) => name.to_owned(),
             Found::Placed(place) => {
                 self.placed += 1;

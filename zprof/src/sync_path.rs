@@ -85,7 +85,11 @@ pub struct SyncPath {
     pub writers: f64,
 }
 
-fn rows<'a>(rec: &'a Recording, stage: Stage, pool: &str) -> impl Iterator<Item = &'a HistRecord> + Clone + use<'a> {
+fn rows<'a>(
+    rec: &'a Recording,
+    stage: Stage,
+    pool: &str,
+) -> impl Iterator<Item = &'a HistRecord> + Clone + use<'a> {
     pick(rec, stage, Some(pool), None).into_iter()
 }
 
@@ -104,7 +108,10 @@ impl SyncPath {
         if cycles.count == 0 || cycles.bytes == 0 || commits.count == 0 || log_writes.count == 0 {
             return None;
         }
-        let on_log_device = rows(rec, Stage::ZilLogWrite, pool).filter(|h| h.class == 1).map(|h| h.count).sum::<u64>()
+        let on_log_device = rows(rec, Stage::ZilLogWrite, pool)
+            .filter(|h| h.class == 1)
+            .map(|h| h.count)
+            .sum::<u64>()
             > log_writes.count / 2;
         let leaf_writes = log_writes.bytes as f64 / log_writes.count as f64;
         let commit = split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR);
@@ -129,7 +136,11 @@ impl SyncPath {
             // A log device is flushed where it was written; a main pool's
             // top-level vdev in all of its leaves.
             leaf_ios_per_commit: leaf_writes
-                + if on_log_device { leaf_writes } else { leaf_flushes_per_commit(rec, pool, commits.count) },
+                + if on_log_device {
+                    leaf_writes
+                } else {
+                    leaf_flushes_per_commit(rec, pool, commits.count)
+                },
             on_log_device,
             writers: ((cycles.total_ns + commits.total_ns) as f64 / 1e9 / seconds).max(1.0),
         })
@@ -149,8 +160,13 @@ impl SyncPath {
     /// Share of the writers' time lost to stalls.
     pub fn stall_fraction(&self) -> f64 {
         let stalled = self.commit.stalled_ns + self.cycle.stalled_ns;
-        let all = self.commit_mean_ns * self.commits as f64 + self.cycle_mean_ns * self.cycles as f64;
-        if all > 0.0 { (stalled / all).clamp(0.0, 1.0) } else { 0.0 }
+        let all =
+            self.commit_mean_ns * self.commits as f64 + self.cycle_mean_ns * self.cycles as f64;
+        if all > 0.0 {
+            (stalled / all).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
     /// Time per commit that is neither device nor timeout: the commit's rest
@@ -175,14 +191,16 @@ impl SyncPath {
     pub fn predict(&self, write_ns: f64, flush_ns: f64, rule: CommitTimeout) -> Prediction {
         let (fraction, wake) = self.timeout_parts(rule);
         let timeout = fraction * (write_ns + flush_ns) + wake;
-        let per_leaf = (LOG_DEVICE_LEAF_IOS / self.leaf_ios_per_commit.max(LOG_DEVICE_LEAF_IOS)).min(1.0);
+        let per_leaf =
+            (LOG_DEVICE_LEAF_IOS / self.leaf_ios_per_commit.max(LOG_DEVICE_LEAF_IOS)).min(1.0);
         // Between "all per commit" and "all per leaf I/O": zprof cannot tell
         // the two parts apart in one run.
         let scale = per_leaf.powf(PER_LEAF_WEIGHT);
         let rate = |non_device_scale: f64| {
             let commit = timeout + write_ns + flush_ns + self.other_ns * non_device_scale;
             let cycle = self.cycle.typical_mean_ns * non_device_scale;
-            let per_writer = self.writes_per_commit() * 1e9 / (commit + cycle).max(1.0) * (1.0 - self.stall_fraction());
+            let per_writer = self.writes_per_commit() * 1e9 / (commit + cycle).max(1.0)
+                * (1.0 - self.stall_fraction());
             (commit, per_writer)
         };
         let (commit_ns, per_writer) = rate(scale);

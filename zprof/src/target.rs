@@ -34,8 +34,12 @@ impl FromStr for TargetSpec {
             "kernel" => Ok(TargetSpec::Kernel),
             "libzpool" => Ok(TargetSpec::Libzpool(None)),
             _ => match s.strip_prefix("libzpool=") {
-                Some(path) if !path.is_empty() => Ok(TargetSpec::Libzpool(Some(PathBuf::from(path)))),
-                _ => Err(format!("unknown target '{s}': use kernel, libzpool or libzpool=PATH")),
+                Some(path) if !path.is_empty() => {
+                    Ok(TargetSpec::Libzpool(Some(PathBuf::from(path))))
+                }
+                _ => Err(format!(
+                    "unknown target '{s}': use kernel, libzpool or libzpool=PATH"
+                )),
             },
         }
     }
@@ -72,10 +76,14 @@ pub enum TargetError {
     )]
     NotPrivileged,
     /// Kernel target requested where it cannot work.
-    #[error("the kernel target cannot run here: {0}; use --target libzpool to trace OpenZFS in user space")]
+    #[error(
+        "the kernel target cannot run here: {0}; use --target libzpool to trace OpenZFS in user space"
+    )]
     KernelUnavailable(String),
     /// The library does not exist or is not readable.
-    #[error("libzpool not found at {path}: {reason}; install libzpool5linux or pass --target libzpool=PATH")]
+    #[error(
+        "libzpool not found at {path}: {reason}; install libzpool5linux or pass --target libzpool=PATH"
+    )]
     LibraryMissing {
         /// Where zprof looked.
         path: String,
@@ -135,7 +143,9 @@ pub fn privileged() -> bool {
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
     let Some(caps) = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
@@ -146,7 +156,8 @@ pub fn privileged() -> bool {
     const CAP_SYS_ADMIN: u64 = 21;
     const CAP_PERFMON: u64 = 38;
     const CAP_BPF: u64 = 39;
-    caps & (1 << CAP_SYS_ADMIN) != 0 || (caps & (1 << CAP_BPF) != 0 && caps & (1 << CAP_PERFMON) != 0)
+    caps & (1 << CAP_SYS_ADMIN) != 0
+        || (caps & (1 << CAP_BPF) != 0 && caps & (1 << CAP_PERFMON) != 0)
 }
 
 /// What tells zprof which libzpool a recording is about: the command it runs
@@ -161,7 +172,10 @@ pub struct Traced<'a> {
 
 /// Whether a file name is a libzpool shared object (`libzpool.so.N[.M.P]`).
 fn is_libzpool(name: &str) -> bool {
-    name.strip_prefix("libzpool.so.").is_some_and(|rest| rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+    name.strip_prefix("libzpool.so.").is_some_and(|rest| {
+        rest.split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// Every libzpool the dynamic linker knows (`ldconfig -p`), one per file.
@@ -172,15 +186,31 @@ pub fn installed_libzpools() -> Vec<PathBuf> {
             let line = line.trim();
             let name = line.split_whitespace().next().unwrap_or("");
             let native = line.contains("x86-64") || line.contains("(libc6)");
-            if is_libzpool(name) && native && let Some(path) = line.rsplit("=> ").next() {
+            if is_libzpool(name)
+                && native
+                && let Some(path) = line.rsplit("=> ").next()
+            {
                 found.push(PathBuf::from(path.trim()));
             }
         }
     }
     if found.is_empty() {
-        for dir in ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/local/lib", "/usr/lib64", "/usr/lib"] {
-            let Ok(entries) = std::fs::read_dir(dir) else { continue };
-            found.extend(entries.flatten().filter(|e| is_libzpool(&e.file_name().to_string_lossy())).map(|e| e.path()));
+        for dir in [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/local/lib",
+            "/usr/lib64",
+            "/usr/lib",
+        ] {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| is_libzpool(&e.file_name().to_string_lossy()))
+                    .map(|e| e.path()),
+            );
         }
     }
     let mut unique: Vec<PathBuf> = Vec::new();
@@ -212,17 +242,27 @@ fn maps_libzpool(pid: u32) -> Option<PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     maps.lines()
         .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|path| Path::new(path).file_name().is_some_and(|n| is_libzpool(&n.to_string_lossy())))
+        .find(|path| {
+            Path::new(path)
+                .file_name()
+                .is_some_and(|n| is_libzpool(&n.to_string_lossy()))
+        })
         .map(PathBuf::from)
 }
 
 /// The child processes of every thread of `pid`.
 fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
     tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|list| list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 
@@ -233,17 +273,25 @@ fn linked_libzpool(program: &str) -> Option<PathBuf> {
     let path = if program.contains('/') {
         PathBuf::from(program)
     } else {
-        std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| p.is_file())?
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())?
     };
-    let output = std::process::Command::new("/lib64/ld-linux-x86-64.so.2").arg("--list").arg(&path).output().ok()?;
+    let output = std::process::Command::new("/lib64/ld-linux-x86-64.so.2")
+        .arg("--list")
+        .arg(&path)
+        .output()
+        .ok()?;
     if !output.status.success() {
         return None; // a script, a static binary or not a program at all
     }
-    String::from_utf8_lossy(&output.stdout).lines().find_map(|line| {
-        let (name, rest) = line.trim().split_once(" => ")?;
-        let path = rest.split(" (").next()?.trim();
-        is_libzpool(name).then(|| PathBuf::from(path))
-    })
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| {
+            let (name, rest) = line.trim().split_once(" => ")?;
+            let path = rest.split(" (").next()?.trim();
+            is_libzpool(name).then(|| PathBuf::from(path))
+        })
 }
 
 /// Picks the libzpool to trace: the one the process maps or the command links,
@@ -251,13 +299,21 @@ fn linked_libzpool(program: &str) -> Option<PathBuf> {
 /// error listing them.
 pub fn find_libzpool(traced: &Traced) -> Result<PathBuf, TargetError> {
     let mapped = traced.pid.and_then(mapped_libzpool);
-    let linked = || traced.command.and_then(|c| c.first()).and_then(|p| linked_libzpool(p));
+    let linked = || {
+        traced
+            .command
+            .and_then(|c| c.first())
+            .and_then(|p| linked_libzpool(p))
+    };
     choose_libzpool(mapped.or_else(linked), installed_libzpools)
 }
 
 /// The choice itself: what the traced program uses wins; otherwise the
 /// installed libraries must leave no doubt.
-fn choose_libzpool(used: Option<PathBuf>, installed: impl FnOnce() -> Vec<PathBuf>) -> Result<PathBuf, TargetError> {
+fn choose_libzpool(
+    used: Option<PathBuf>,
+    installed: impl FnOnce() -> Vec<PathBuf>,
+) -> Result<PathBuf, TargetError> {
     if let Some(found) = used {
         return Ok(found);
     }
@@ -268,7 +324,11 @@ fn choose_libzpool(used: Option<PathBuf>, installed: impl FnOnce() -> Vec<PathBu
         }),
         [only] => Ok(only.clone()),
         several => Err(TargetError::SeveralLibraries(
-            several.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            several
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
         )),
     }
 }
@@ -277,17 +337,37 @@ fn choose_libzpool(used: Option<PathBuf>, installed: impl FnOnce() -> Vec<PathBu
 fn check_kernel(paths: &SystemPaths) -> Result<(), TargetError> {
     let mut missing = Vec::new();
     if !paths.kprobe_pmu.exists() {
-        missing.push(format!("kprobes are not available on this kernel (no {})", paths.kprobe_pmu.display()));
+        missing.push(format!(
+            "kprobes are not available on this kernel (no {})",
+            paths.kprobe_pmu.display()
+        ));
     }
     if !paths.zfs_module.exists() {
-        missing.push(format!("no zfs module is loaded ({} is absent)", paths.zfs_module.display()));
+        missing.push(format!(
+            "no zfs module is loaded ({} is absent)",
+            paths.zfs_module.display()
+        ));
     }
-    if missing.is_empty() { Ok(()) } else { Err(TargetError::KernelUnavailable(missing.join(" and "))) }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(TargetError::KernelUnavailable(missing.join(" and ")))
+    }
 }
 
 /// OpenZFS's kernel modules as kallsyms names them: zfs.ko and the modules split
 /// from it (zfs_zstd_compress is in zzstd.ko, the fletcher4 code in zcommon.ko).
-const ZFS_MODULES: &[&str] = &["[zfs]", "[zzstd]", "[zcommon]", "[icp]", "[spl]", "[znvpair]", "[zlua]", "[zunicode]", "[zavl]"];
+const ZFS_MODULES: &[&str] = &[
+    "[zfs]",
+    "[zzstd]",
+    "[zcommon]",
+    "[icp]",
+    "[spl]",
+    "[znvpair]",
+    "[zlua]",
+    "[zunicode]",
+    "[zavl]",
+];
 
 /// Functions of the kernel itself (not a module) that the catalogue probes.
 const KERNEL_CORE_FUNCTIONS: &[&str] = &["bio_endio"];
@@ -295,8 +375,15 @@ const KERNEL_CORE_FUNCTIONS: &[&str] = &["bio_endio"];
 /// Functions of OpenZFS's modules in kallsyms (static ones included), and the
 /// kernel's own that zprof probes, by name.
 fn kernel_functions(kallsyms: &Path) -> HashMap<String, u64> {
-    let Ok(text) = std::fs::read_to_string(kallsyms) else { return HashMap::new() };
-    let core = |line: &str| !line.ends_with(']') && KERNEL_CORE_FUNCTIONS.iter().any(|f| line.ends_with(&format!(" {f}")));
+    let Ok(text) = std::fs::read_to_string(kallsyms) else {
+        return HashMap::new();
+    };
+    let core = |line: &str| {
+        !line.ends_with(']')
+            && KERNEL_CORE_FUNCTIONS
+                .iter()
+                .any(|f| line.ends_with(&format!(" {f}")))
+    };
     text.lines()
         .filter(|l| ZFS_MODULES.iter().any(|m| l.ends_with(m)) || core(l))
         .filter_map(|l| {
@@ -312,8 +399,16 @@ fn kernel_functions(kallsyms: &Path) -> HashMap<String, u64> {
 /// OpenZFS version of a libzpool file: the Debian package that owns it, if any.
 fn libzpool_version(path: &Path) -> Option<String> {
     let real = std::fs::canonicalize(path).ok()?;
-    let owner = std::process::Command::new("dpkg-query").arg("-S").arg(&real).output().ok()?;
-    let package = String::from_utf8_lossy(&owner.stdout).split(':').next()?.trim().to_owned();
+    let owner = std::process::Command::new("dpkg-query")
+        .arg("-S")
+        .arg(&real)
+        .output()
+        .ok()?;
+    let package = String::from_utf8_lossy(&owner.stdout)
+        .split(':')
+        .next()?
+        .trim()
+        .to_owned();
     if package.is_empty() {
         return None;
     }
@@ -323,13 +418,20 @@ fn libzpool_version(path: &Path) -> Option<String> {
         .ok()?;
     let version = String::from_utf8_lossy(&version.stdout).to_string();
     // "2.1.11-1+deb12u1" -> "2.1.11"
-    let upstream = version.split(['-', '+', '~']).next()?.trim_start_matches(|c: char| !c.is_ascii_digit() || c == ':');
+    let upstream = version
+        .split(['-', '+', '~'])
+        .next()?
+        .trim_start_matches(|c: char| !c.is_ascii_digit() || c == ':');
     (!upstream.is_empty()).then(|| upstream.rsplit(':').next().unwrap_or(upstream).to_owned())
 }
 
 /// Resolves `--target` into a checked target; `traced` says which libzpool
 /// the command or process uses when the target does not name one.
-pub fn resolve(spec: &TargetSpec, paths: &SystemPaths, traced: &Traced) -> Result<Target, TargetError> {
+pub fn resolve(
+    spec: &TargetSpec,
+    paths: &SystemPaths,
+    traced: &Traced,
+) -> Result<Target, TargetError> {
     match spec {
         TargetSpec::Kernel => {
             check_kernel(paths)?;
@@ -397,9 +499,14 @@ mod tests {
     #[test]
     fn target_spec_parses() {
         assert_eq!("kernel".parse::<TargetSpec>().unwrap(), TargetSpec::Kernel);
-        assert_eq!("libzpool".parse::<TargetSpec>().unwrap(), TargetSpec::Libzpool(None));
         assert_eq!(
-            "libzpool=/opt/lib/libzpool.so".parse::<TargetSpec>().unwrap(),
+            "libzpool".parse::<TargetSpec>().unwrap(),
+            TargetSpec::Libzpool(None)
+        );
+        assert_eq!(
+            "libzpool=/opt/lib/libzpool.so"
+                .parse::<TargetSpec>()
+                .unwrap(),
             TargetSpec::Libzpool(Some("/opt/lib/libzpool.so".into()))
         );
         let err = "zfs".parse::<TargetSpec>().unwrap_err();
@@ -414,8 +521,13 @@ mod tests {
             kprobe_pmu: "/nonexistent/kprobe/type".into(),
             kallsyms: "/proc/kallsyms".into(),
         };
-        let err = resolve(&TargetSpec::Kernel, &paths, &Traced::default()).unwrap_err().to_string();
-        assert!(err.contains("kprobes are not available on this kernel"), "{err}");
+        let err = resolve(&TargetSpec::Kernel, &paths, &Traced::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("kprobes are not available on this kernel"),
+            "{err}"
+        );
         assert!(err.contains("no zfs module is loaded"), "{err}");
         assert!(err.contains("--target libzpool"), "{err}");
     }
@@ -423,8 +535,13 @@ mod tests {
     #[test]
     fn missing_library_names_the_path() {
         let spec = TargetSpec::Libzpool(Some("/nonexistent/libzpool.so.5".into()));
-        let err = resolve(&spec, &SystemPaths::default(), &Traced::default()).unwrap_err().to_string();
-        assert!(err.starts_with("libzpool not found at /nonexistent/libzpool.so.5"), "{err}");
+        let err = resolve(&spec, &SystemPaths::default(), &Traced::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("libzpool not found at /nonexistent/libzpool.so.5"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -432,7 +549,12 @@ mod tests {
         for name in ["libzpool.so.5", "libzpool.so.6", "libzpool.so.6.0.0"] {
             assert!(is_libzpool(name), "{name}");
         }
-        for name in ["libzpool.so", "libzpool.so.6.bak", "libzfs.so.6", "libzpool.so."] {
+        for name in [
+            "libzpool.so",
+            "libzpool.so.6.bak",
+            "libzfs.so.6",
+            "libzpool.so.",
+        ] {
             assert!(!is_libzpool(name), "{name}");
         }
     }
@@ -445,9 +567,15 @@ mod tests {
         assert_eq!(choose_libzpool(Some(six.clone()), both).unwrap(), six);
         assert_eq!(choose_libzpool(None, || vec![five.clone()]).unwrap(), five);
         let err = choose_libzpool(None, both).unwrap_err().to_string();
-        assert!(err.contains("/lib/libzpool.so.5, /opt/zfs/lib/libzpool.so.6"), "{err}");
+        assert!(
+            err.contains("/lib/libzpool.so.5, /opt/zfs/lib/libzpool.so.6"),
+            "{err}"
+        );
         assert!(err.contains("--target libzpool=PATH"), "{err}");
-        assert!(matches!(choose_libzpool(None, Vec::new), Err(TargetError::LibraryMissing { .. })));
+        assert!(matches!(
+            choose_libzpool(None, Vec::new),
+            Err(TargetError::LibraryMissing { .. })
+        ));
     }
 
     #[test]
@@ -469,7 +597,10 @@ mod tests {
         let functions = kernel_functions(&path);
         std::fs::remove_file(&path).unwrap();
         assert_eq!(functions.len(), 3);
-        assert!(functions.contains_key("zfs_zstd_compress"), "zstd lives in zzstd.ko");
+        assert!(
+            functions.contains_key("zfs_zstd_compress"),
+            "zstd lives in zzstd.ko"
+        );
         assert_eq!(functions["zio_write_compress"], 0xffffffffc0001000);
     }
 }

@@ -59,8 +59,11 @@ pub fn interval(before: &[HistRecord], now: &[HistRecord]) -> Vec<HistRecord> {
     let earlier: BTreeMap<_, &HistRecord> = before.iter().map(|h| (key(h), h)).collect();
     now.iter()
         .map(|h| {
-            let Some(old) = earlier.get(&key(h)) else { return h.clone() };
-            let old_buckets: BTreeMap<u64, u64> = old.buckets.iter().map(|[i, n]| (*i, *n)).collect();
+            let Some(old) = earlier.get(&key(h)) else {
+                return h.clone();
+            };
+            let old_buckets: BTreeMap<u64, u64> =
+                old.buckets.iter().map(|[i, n]| (*i, *n)).collect();
             HistRecord {
                 count: h.count.saturating_sub(old.count),
                 total_ns: h.total_ns.saturating_sub(old.total_ns),
@@ -69,7 +72,12 @@ pub fn interval(before: &[HistRecord], now: &[HistRecord]) -> Vec<HistRecord> {
                 buckets: h
                     .buckets
                     .iter()
-                    .map(|[i, n]| [*i, n.saturating_sub(old_buckets.get(i).copied().unwrap_or(0))])
+                    .map(|[i, n]| {
+                        [
+                            *i,
+                            n.saturating_sub(old_buckets.get(i).copied().unwrap_or(0)),
+                        ]
+                    })
                     .filter(|[_, n]| *n > 0)
                     .collect(),
                 ..h.clone()
@@ -105,8 +113,14 @@ pub fn view_rows(rows: &[HistRecord], seconds: f64) -> Vec<ViewRow> {
     }
     let mut merged: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
     for row in rows.iter().filter(|r| r.stage != "arc_miss_reuse") {
-        let class = row.class_name.trim_end_matches(COUNT_ONLY).trim().to_owned();
-        let sums = merged.entry((row.stage.clone(), row.pool.clone(), class)).or_default();
+        let class = row
+            .class_name
+            .trim_end_matches(COUNT_ONLY)
+            .trim()
+            .to_owned();
+        let sums = merged
+            .entry((row.stage.clone(), row.pool.clone(), class))
+            .or_default();
         sums.count += row.count;
         sums.total_ns += row.total_ns;
         sums.timed |= !row.class_name.ends_with(COUNT_ONLY);
@@ -164,10 +178,15 @@ impl SortKey {
 
 /// Sorts the rows in place.
 pub fn sort(rows: &mut [ViewRow], key: SortKey) {
-    let by_name = |a: &ViewRow, b: &ViewRow| (&a.stage, &a.pool, &a.class).cmp(&(&b.stage, &b.pool, &b.class));
+    let by_name = |a: &ViewRow, b: &ViewRow| {
+        (&a.stage, &a.pool, &a.class).cmp(&(&b.stage, &b.pool, &b.class))
+    };
     rows.sort_by(|a, b| match key {
         SortKey::Time => b.busy.total_cmp(&a.busy).then_with(|| by_name(a, b)),
-        SortKey::Ops => b.ops_per_s.total_cmp(&a.ops_per_s).then_with(|| by_name(a, b)),
+        SortKey::Ops => b
+            .ops_per_s
+            .total_cmp(&a.ops_per_s)
+            .then_with(|| by_name(a, b)),
         SortKey::P99 => b.p99_ns.cmp(&a.p99_ns).then_with(|| by_name(a, b)),
         SortKey::Stage => by_name(a, b),
     });
@@ -188,7 +207,12 @@ impl ViewState {
     fn next_pool(&mut self) {
         self.pool = match &self.pool {
             None => self.pools.first().cloned(),
-            Some(current) => self.pools.iter().skip_while(|p| *p != current).nth(1).cloned(),
+            Some(current) => self
+                .pools
+                .iter()
+                .skip_while(|p| *p != current)
+                .nth(1)
+                .cloned(),
         };
     }
 }
@@ -212,7 +236,11 @@ pub fn top(args: TopArgs) -> anyhow::Result<i32> {
     result.map(|()| 0)
 }
 
-fn run(terminal: &mut ratatui::DefaultTerminal, mut session: Session, interval: Duration) -> anyhow::Result<()> {
+fn run(
+    terminal: &mut ratatui::DefaultTerminal,
+    mut session: Session,
+    interval: Duration,
+) -> anyhow::Result<()> {
     let (keys_tx, keys) = mpsc::channel();
     std::thread::spawn(move || {
         while let Ok(event) = event::read() {
@@ -250,10 +278,16 @@ fn run(terminal: &mut ratatui::DefaultTerminal, mut session: Session, interval: 
             }
             rows = refresh(&session, &history, &mut state);
         }
-        let mut shown: Vec<ViewRow> = rows.iter().filter(|r: &&ViewRow| state.pool.as_ref().is_none_or(|p| &r.pool == p)).cloned().collect();
+        let mut shown: Vec<ViewRow> = rows
+            .iter()
+            .filter(|r: &&ViewRow| state.pool.as_ref().is_none_or(|p| &r.pool == p))
+            .cloned()
+            .collect();
         sort(&mut shown, state.sort);
         terminal.draw(|frame| draw(frame, &state, &shown, interval))?;
-        let wait = next_refresh.saturating_duration_since(Instant::now()).min(Duration::from_millis(200));
+        let wait = next_refresh
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(200));
         match keys.recv_timeout(wait) {
             Ok(Event::Key(key)) if key.kind == KeyEventKind::Press => match key.code {
                 KeyCode::Char('q') | KeyCode::Esc => break,
@@ -278,8 +312,15 @@ fn run(terminal: &mut ratatui::DefaultTerminal, mut session: Session, interval: 
 }
 
 /// The last interval's rows; the pools seen; the finding when it is shown.
-fn refresh(session: &Session, history: &VecDeque<(Instant, Vec<HistRecord>)>, state: &mut ViewState) -> Vec<ViewRow> {
-    let (Some((t0, before)), Some((t1, now))) = (history.iter().rev().nth(1), history.back()) else { return Vec::new() };
+fn refresh(
+    session: &Session,
+    history: &VecDeque<(Instant, Vec<HistRecord>)>,
+    state: &mut ViewState,
+) -> Vec<ViewRow> {
+    let (Some((t0, before)), Some((t1, now))) = (history.iter().rev().nth(1), history.back())
+    else {
+        return Vec::new();
+    };
     let rows = view_rows(&interval(before, now), (*t1 - *t0).as_secs_f64());
     for pool in rows.iter().map(|r| &r.pool).filter(|p| !p.is_empty()) {
         if !state.pools.contains(pool) {
@@ -310,7 +351,12 @@ fn refresh(session: &Session, history: &VecDeque<(Instant, Vec<HistRecord>)>, st
 
 fn draw(frame: &mut ratatui::Frame, state: &ViewState, rows: &[ViewRow], interval: Duration) {
     let finding_height = if state.show_finding { 5 } else { 0 };
-    let [head, body, foot] = Layout::vertical([Constraint::Length(2), Constraint::Min(3), Constraint::Length(finding_height)]).areas(frame.area());
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(3),
+        Constraint::Length(finding_height),
+    ])
+    .areas(frame.area());
     let pool = state.pool.as_deref().unwrap_or("all");
     let heading = format!(
         "{}; every {:.1} s\npool: {pool}   sort: {}   keys: p pool, s sort, f finding, q quit",
@@ -330,16 +376,26 @@ fn draw(frame: &mut ratatui::Frame, state: &ViewState, rows: &[ViewRow], interva
                 format_count(r.ops_per_s),
                 time(r.p50_ns),
                 time(r.p99_ns),
-                if r.p50_ns.is_some() { format!("{:.2}", r.busy) } else { "-".into() },
+                if r.p50_ns.is_some() {
+                    format!("{:.2}", r.busy)
+                } else {
+                    "-".into()
+                },
             ])
         })
         .collect();
     let widths = [16, 14, 22, 10, 10, 10, 8].map(Constraint::Length);
-    let header = Row::new(["STAGE", "POOL", "CLASS", "OPS/S", "P50", "P99", "TIME/S"]).style(Style::default().add_modifier(Modifier::BOLD));
+    let header = Row::new(["STAGE", "POOL", "CLASS", "OPS/S", "P50", "P99", "TIME/S"])
+        .style(Style::default().add_modifier(Modifier::BOLD));
     frame.render_widget(Table::new(lines, widths).header(header), body);
     if let Some(finding) = state.finding.as_deref().filter(|_| state.show_finding) {
         let text: Vec<Line> = finding.lines().map(Line::from).collect();
-        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }).block(Block::bordered().title("finding")), foot);
+        frame.render_widget(
+            Paragraph::new(text)
+                .wrap(Wrap { trim: true })
+                .block(Block::bordered().title("finding")),
+            foot,
+        );
     }
 }
 
@@ -351,16 +407,37 @@ mod tests {
     /// The guest's requests run (OpenZFS 2.1.11 in the kernel; see
     /// tests/data/README.md): real rows.
     fn captured() -> Recording {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/guest-2.1.11-requests.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/guest-2.1.11-requests.json"
+        );
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
     #[test]
     fn an_interval_is_the_difference_of_two_snapshots() {
         let rec = captured();
-        let zero: Vec<HistRecord> = rec.histograms.iter().map(|h| HistRecord { count: 0, total_ns: 0, bytes: 0, bytes_out: 0, buckets: vec![], ..h.clone() }).collect();
+        let zero: Vec<HistRecord> = rec
+            .histograms
+            .iter()
+            .map(|h| HistRecord {
+                count: 0,
+                total_ns: 0,
+                bytes: 0,
+                bytes_out: 0,
+                buckets: vec![],
+                ..h.clone()
+            })
+            .collect();
         // From nothing to the run: the run; from the run to itself: nothing.
-        assert_eq!(interval(&zero, &rec.histograms), rec.histograms.iter().filter(|h| h.count > 0).cloned().collect::<Vec<_>>());
+        assert_eq!(
+            interval(&zero, &rec.histograms),
+            rec.histograms
+                .iter()
+                .filter(|h| h.count > 0)
+                .cloned()
+                .collect::<Vec<_>>()
+        );
         assert!(interval(&rec.histograms, &rec.histograms).is_empty());
     }
 
@@ -368,14 +445,24 @@ mod tests {
     fn rows_give_rates_quantiles_and_time_per_second() {
         let rec = captured();
         let rows = view_rows(&rec.histograms, rec.duration_s);
-        let commits = rows.iter().find(|r| r.stage == "zil_commit").expect("the capture has commits");
-        let source: Vec<&HistRecord> = rec.histograms.iter().filter(|h| h.stage == "zil_commit").collect();
+        let commits = rows
+            .iter()
+            .find(|r| r.stage == "zil_commit")
+            .expect("the capture has commits");
+        let source: Vec<&HistRecord> = rec
+            .histograms
+            .iter()
+            .filter(|h| h.stage == "zil_commit")
+            .collect();
         let count: u64 = source.iter().map(|h| h.count).sum();
         let total: u64 = source.iter().map(|h| h.total_ns).sum();
         assert!((commits.ops_per_s - count as f64 / rec.duration_s).abs() < 1e-9);
         assert!((commits.busy - total as f64 / 1e9 / rec.duration_s).abs() < 1e-9);
         let (p50, p99) = (commits.p50_ns.unwrap(), commits.p99_ns.unwrap());
-        assert!(p50 <= p99 && p99 <= source.iter().map(|h| h.max_ns).max().unwrap() * 2, "{p50} {p99}");
+        assert!(
+            p50 <= p99 && p99 <= source.iter().map(|h| h.max_ns).max().unwrap() * 2,
+            "{p50} {p99}"
+        );
     }
 
     #[test]
@@ -386,7 +473,14 @@ mod tests {
         sort(&mut rows, SortKey::Ops);
         assert!(rows.windows(2).all(|w| w[0].ops_per_s >= w[1].ops_per_s));
         assert_eq!(SortKey::Stage.next(), SortKey::Time);
-        let mut state = ViewState { sort: SortKey::Time, pool: None, pools: vec!["a".into(), "b".into()], show_finding: false, finding: None, heading: String::new() };
+        let mut state = ViewState {
+            sort: SortKey::Time,
+            pool: None,
+            pools: vec!["a".into(), "b".into()],
+            show_finding: false,
+            finding: None,
+            heading: String::new(),
+        };
         state.next_pool();
         assert_eq!(state.pool.as_deref(), Some("a"));
         state.next_pool();

@@ -48,7 +48,8 @@ pub fn rows(recording: &Recording) -> Vec<TopVdevRow> {
         tops.entry(place.pool.as_str()).or_default().push(place);
     }
     let worth_showing = tops.values().any(|leaves| {
-        let distinct: std::collections::BTreeSet<&str> = leaves.iter().map(|l| l.top_vdev.as_str()).collect();
+        let distinct: std::collections::BTreeSet<&str> =
+            leaves.iter().map(|l| l.top_vdev.as_str()).collect();
         distinct.len() > 1 || leaves.iter().any(|l| l.class != "normal")
     });
     if !worth_showing {
@@ -58,19 +59,40 @@ pub fn rows(recording: &Recording) -> Vec<TopVdevRow> {
     type Key<'a> = (&'a str, usize, &'a str, &'a str, u32);
     let mut groups: BTreeMap<Key, (String, Vec<&HistRecord>, Vec<&HistRecord>)> = BTreeMap::new();
     let (total, disk) = (stage_name(Stage::VdevTotal), stage_name(Stage::VdevDisk));
-    for row in recording.histograms.iter().filter(|h| h.stage == total || h.stage == disk) {
-        let Some(place) = places.get(&row.vdev) else { continue };
+    for row in recording
+        .histograms
+        .iter()
+        .filter(|h| h.stage == total || h.stage == disk)
+    {
+        let Some(place) = places.get(&row.vdev) else {
+            continue;
+        };
         let io_class = row.class & !zprof_common::VDEV_CACHE_DEVICE;
-        let key = (place.pool.as_str(), class_rank(&place.class), place.class.as_str(), place.top_vdev.as_str(), io_class);
-        let entry = groups.entry(key).or_insert_with(|| (crate::zfs_names::io_class(io_class), Vec::new(), Vec::new()));
-        if row.stage == total { entry.1.push(row) } else { entry.2.push(row) }
+        let key = (
+            place.pool.as_str(),
+            class_rank(&place.class),
+            place.class.as_str(),
+            place.top_vdev.as_str(),
+            io_class,
+        );
+        let entry = groups
+            .entry(key)
+            .or_insert_with(|| (crate::zfs_names::io_class(io_class), Vec::new(), Vec::new()));
+        if row.stage == total {
+            entry.1.push(row)
+        } else {
+            entry.2.push(row)
+        }
     }
     let seconds = recording.duration_s.max(1e-9);
     groups
         .into_iter()
         .filter(|(_, (_, totals, _))| totals.iter().any(|h| h.count > 0))
         .map(|((pool, _, class, top, _), (io_class, totals, disks))| {
-            let (t, d) = (summarize(totals.iter().copied()), summarize(disks.iter().copied()));
+            let (t, d) = (
+                summarize(totals.iter().copied()),
+                summarize(disks.iter().copied()),
+            );
             let leaves: std::collections::BTreeSet<u64> = totals.iter().map(|h| h.vdev).collect();
             TopVdevRow {
                 pool: pool.to_owned(),
@@ -90,12 +112,18 @@ pub fn rows(recording: &Recording) -> Vec<TopVdevRow> {
 
 /// Classes in the order `zpool status` lists them.
 fn class_rank(class: &str) -> usize {
-    ["normal", "special", "dedup", "log", "cache"].iter().position(|c| *c == class).unwrap_or(5)
+    ["normal", "special", "dedup", "log", "cache"]
+        .iter()
+        .position(|c| *c == class)
+        .unwrap_or(5)
 }
 
 /// The section's lines.
 pub fn render(out: &mut String, rows: &[TopVdevRow]) {
-    let _ = writeln!(out, "leaf I/O by top-level vdev (queue+disk and disk alone):");
+    let _ = writeln!(
+        out,
+        "leaf I/O by top-level vdev (queue+disk and disk alone):"
+    );
     let _ = writeln!(
         out,
         "{:<14} {:<12} {:<8} {:>6} {:<20} {:>9} {:>8} {:>8} {:>8} {:>8}",
@@ -125,7 +153,13 @@ mod tests {
     use super::*;
 
     fn place(guid: u64, top: &str, class: &str) -> VdevRecord {
-        VdevRecord { pool: "p".into(), guid, top_vdev: top.into(), top_guid: 0, class: class.into() }
+        VdevRecord {
+            pool: "p".into(),
+            guid,
+            top_vdev: top.into(),
+            top_guid: 0,
+            class: class.into(),
+        }
     }
 
     fn leaf_row(stage: Stage, vdev: u64, class: u32, count: u64) -> HistRecord {
@@ -154,12 +188,38 @@ mod tests {
             leaf_row(Stage::VdevDisk, 2, SYNC_WRITE, 30),
             leaf_row(Stage::VdevTotal, 3, SYNC_WRITE, 70),
         ]);
-        rec.vdevs = vec![place(1, "mirror-0", "normal"), place(2, "mirror-0", "normal"), place(3, "file-1", "log")];
+        rec.vdevs = vec![
+            place(1, "mirror-0", "normal"),
+            place(2, "mirror-0", "normal"),
+            place(3, "file-1", "log"),
+        ];
         let rows = rows(&rec);
-        let summary: Vec<(&str, &str, usize, f64)> = rows.iter().map(|r| (r.top_vdev.as_str(), r.class.as_str(), r.leaves, r.per_second)).collect();
+        let summary: Vec<(&str, &str, usize, f64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.top_vdev.as_str(),
+                    r.class.as_str(),
+                    r.leaves,
+                    r.per_second,
+                )
+            })
+            .collect();
         let seconds = rec.duration_s;
-        assert_eq!(summary, [("mirror-0", "normal", 2, 40.0 / seconds), ("file-1", "log", 1, 70.0 / seconds)]);
-        rec.vdevs = vec![place(1, "mirror-0", "normal"), place(2, "mirror-0", "normal")];
-        assert!(super::rows(&rec).is_empty(), "one normal top-level vdev: nothing the stage table does not say");
+        assert_eq!(
+            summary,
+            [
+                ("mirror-0", "normal", 2, 40.0 / seconds),
+                ("file-1", "log", 1, 70.0 / seconds)
+            ]
+        );
+        rec.vdevs = vec![
+            place(1, "mirror-0", "normal"),
+            place(2, "mirror-0", "normal"),
+        ];
+        assert!(
+            super::rows(&rec).is_empty(),
+            "one normal top-level vdev: nothing the stage table does not say"
+        );
     }
 }

@@ -25,23 +25,24 @@ use aya::{
     },
 };
 use zprof_common::{
-    Config, DatasetInfo, DirName, GonePool, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey, LeafPlace, PoolName, RequestKey, RequestStart,
-    SlowRequest, Stage, TxgEvent, counter,
+    Config, DatasetInfo, DirName, GonePool, HIST_BUCKETS, Hist, HistKey, InFlight, InFlightKey,
+    LeafPlace, PoolName, RequestKey, RequestStart, SlowRequest, Stage, TxgEvent, counter,
 };
 
 use crate::{
     catalogue::{self, Role, UprobeDefault},
-    elf, openzfs,
+    elf,
+    multi_link::{self, MultiLinks},
     offsets::FoundOffsets,
-    recording::{
-        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo, TimelinePoint, TxgRecord, VdevRecord,
-        sparse_buckets, stage_name,
-    },
+    openzfs,
     recording::{CpuProfile, CpuStack, OffCpuProfile},
+    recording::{
+        HistRecord, Losses, ProbeStatus, ProgramCost, Recording, SelfCost, TargetInfo,
+        TimelinePoint, TxgRecord, VdevRecord, sparse_buckets, stage_name,
+    },
+    requests::{self, RequestRecord},
     stacks::{self, StackDrains},
     target::{Target, TargetKind},
-    multi_link::{self, MultiLinks},
-    requests::{self, RequestRecord},
     zfs_names,
 };
 
@@ -127,11 +128,15 @@ pub struct Session {
 /// Adds a process to the pid filter: the TRACKED map, and its fast-path slot
 /// when free (the eBPF side checks the slot first).
 fn track(ebpf: &mut Ebpf, pid: u32) -> anyhow::Result<()> {
-    let mut tracked: BpfHashMap<_, u32, u32> =
-        BpfHashMap::try_from(ebpf.map_mut("TRACKED").ok_or_else(|| anyhow!("TRACKED missing"))?)?;
+    let mut tracked: BpfHashMap<_, u32, u32> = BpfHashMap::try_from(
+        ebpf.map_mut("TRACKED")
+            .ok_or_else(|| anyhow!("TRACKED missing"))?,
+    )?;
     tracked.insert(pid, 1, 0)?;
-    let mut slots: Array<_, u32> =
-        Array::try_from(ebpf.map_mut("TRACKED_SLOTS").ok_or_else(|| anyhow!("TRACKED_SLOTS missing"))?)?;
+    let mut slots: Array<_, u32> = Array::try_from(
+        ebpf.map_mut("TRACKED_SLOTS")
+            .ok_or_else(|| anyhow!("TRACKED_SLOTS missing"))?,
+    )?;
     let index = pid % zprof_common::TRACKED_SLOTS;
     if slots.get(&index, 0)? == 0 {
         slots.set(index, pid, 0)?;
@@ -140,7 +145,10 @@ fn track(ebpf: &mut Ebpf, pid: u32) -> anyhow::Result<()> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -164,42 +172,64 @@ fn tracepoint_format(category: &str, name: &str) -> anyhow::Result<String> {
             Err(_) => {}
         }
     }
-    Err(anyhow!("cannot read the {category}:{name} tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)"))
+    Err(anyhow!(
+        "cannot read the {category}:{name} tracepoint format; mount tracefs (mount -t tracefs tracefs /sys/kernel/tracing)"
+    ))
 }
 
 /// The offset of `field` (e.g. " pid;") in a tracepoint format's text.
 fn field_offset(format: &str, field: &str) -> Option<u32> {
     format.lines().find(|l| l.contains(field)).and_then(|line| {
-        line.split(';').find_map(|f| f.trim().strip_prefix("offset:")).and_then(|v| v.trim().parse().ok())
+        line.split(';')
+            .find_map(|f| f.trim().strip_prefix("offset:"))
+            .and_then(|v| v.trim().parse().ok())
     })
 }
 
 /// Offsets of `pid` and `clone_flags` in task:task_newtask records.
 fn newtask_offsets() -> anyhow::Result<(u32, u32)> {
     let text = tracepoint_format("task", "task_newtask")?;
-    match (field_offset(&text, " pid;"), field_offset(&text, " clone_flags;")) {
+    match (
+        field_offset(&text, " pid;"),
+        field_offset(&text, " clone_flags;"),
+    ) {
         (Some(pid), Some(flags)) => Ok((pid, flags)),
-        _ => Err(anyhow!("unexpected task_newtask format: no pid or clone_flags field")),
+        _ => Err(anyhow!(
+            "unexpected task_newtask format: no pid or clone_flags field"
+        )),
     }
 }
 
 /// Offsets of `prev_state` and `next_pid` in sched:sched_switch records.
 fn switch_offsets() -> anyhow::Result<(u32, u32)> {
     let text = tracepoint_format("sched", "sched_switch")?;
-    match (field_offset(&text, " prev_state;"), field_offset(&text, " next_pid;")) {
+    match (
+        field_offset(&text, " prev_state;"),
+        field_offset(&text, " next_pid;"),
+    ) {
         (Some(state), Some(next)) => Ok((state, next)),
-        _ => Err(anyhow!("unexpected sched_switch format: no prev_state or next_pid field")),
+        _ => Err(anyhow!(
+            "unexpected sched_switch format: no prev_state or next_pid field"
+        )),
     }
 }
 
 impl Session {
     /// Loads and attaches. On error nothing stays attached (the partly built
     /// `Ebpf` is dropped, which detaches what was attached).
-    pub fn start(target: Target, offsets: FoundOffsets, options: &SessionOptions) -> anyhow::Result<Session> {
+    pub fn start(
+        target: Target,
+        offsets: FoundOffsets,
+        options: &SessionOptions,
+    ) -> anyhow::Result<Session> {
         let kernel = target.kind == TargetKind::Kernel;
         let filter = options.filter_pids.is_some();
         let newtask = if filter { newtask_offsets()? } else { (0, 0) };
-        let switch = if options.off_cpu { switch_offsets()? } else { (0, 0) };
+        let switch = if options.off_cpu {
+            switch_offsets()?
+        } else {
+            (0, 0)
+        };
         let mut offsets = offsets;
         let mut zio_read_len = offsets.offsets.zio_read_len();
         if zio_read_len > zprof_common::ZIO_WINDOW {
@@ -213,10 +243,14 @@ impl Session {
                 zprof_common::ZIO_WINDOW
             );
         }
-        let release = openzfs::interpret(target.zfs_version.as_deref(), kernel).given_by_user(target.zfs_version_given);
+        let release = openzfs::interpret(target.zfs_version.as_deref(), kernel)
+            .given_by_user(target.zfs_version_given);
         let mut semantics = release.semantics(kernel);
         // The build's own definition, where its BTF carries one, over the series'.
-        if let Some(bit) = offsets.zio_flag_io_bypass.filter(|v| v.is_power_of_two() && v.trailing_zeros() < 32) {
+        if let Some(bit) = offsets
+            .zio_flag_io_bypass
+            .filter(|v| v.is_power_of_two() && v.trailing_zeros() < 32)
+        {
             semantics.zio_flag_io_bypass_bit = bit.trailing_zeros();
         }
         let config = Config {
@@ -225,7 +259,9 @@ impl Session {
             newtask_pid_offset: newtask.0,
             newtask_flags_offset: newtask.1,
             zio_read_len,
-            slow_request_us: options.slower_than.map_or(0, |d| d.as_micros().clamp(1, u32::MAX as u128) as u32),
+            slow_request_us: options
+                .slower_than
+                .map_or(0, |d| d.as_micros().clamp(1, u32::MAX as u128) as u32),
             switch_prev_state_offset: switch.0,
             switch_next_pid_offset: switch.1,
             semantics,
@@ -233,19 +269,30 @@ impl Session {
             request: offsets.request,
         };
         // Memory-locked map memory was limited before 5.11; harmless after.
-        let rlimit = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+        let rlimit = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
         unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlimit) };
 
         let cpus = aya::util::online_cpus().map_err(|(path, e)| anyhow!("reading {path}: {e}"))?;
-        let mut sample_sizes = stacks::SampleMapSizes::for_rate(options.sample_hz, cpus.len() as u64);
+        let mut sample_sizes =
+            stacks::SampleMapSizes::for_rate(options.sample_hz, cpus.len() as u64);
         if let Some(entries) = options.stack_entries {
             sample_sizes.stacks = entries;
         }
         if options.sample_hz == 0 {
-            sample_sizes = stacks::SampleMapSizes { stacks: 1, samples: 1 };
+            sample_sizes = stacks::SampleMapSizes {
+                stacks: 1,
+                samples: 1,
+            };
         }
         // Stack maps are allocated whole at load: the off-CPU ones only when used.
-        let offcpu_stacks = if options.off_cpu { stacks::OFFCPU_STACK_SLOTS } else { 1 };
+        let offcpu_stacks = if options.off_cpu {
+            stacks::OFFCPU_STACK_SLOTS
+        } else {
+            1
+        };
         let load_started = Instant::now();
         let mut ebpf = EbpfLoader::new()
             .override_global("CONFIG", &config, true)
@@ -262,7 +309,11 @@ impl Session {
 
         let mut warnings: Vec<String> = Vec::new();
         if !matches!(release.status, openzfs::Status::Verified(_)) {
-            warnings.push(format!("OpenZFS {}: {}", release.version_text(), release.status));
+            warnings.push(format!(
+                "OpenZFS {}: {}",
+                release.version_text(),
+                release.status
+            ));
         }
         if offsets.offsets.valid == 0 {
             warnings.push(format!(
@@ -289,7 +340,9 @@ impl Session {
             None
         } else {
             MultiLinks::new(EBPF_OBJECT, &ebpf, kernel)
-                .map_err(|e| log::debug!("multi-link loader unavailable, using perf-event probes: {e:#}"))
+                .map_err(|e| {
+                    log::debug!("multi-link loader unavailable, using perf-event probes: {e:#}")
+                })
                 .ok()
         };
         let mut probes = Vec::new();
@@ -302,9 +355,13 @@ impl Session {
         // `ebpf`, which holds the perf events.)
         let stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         let started_attach = Instant::now();
-        let points = catalogue::POINTS.iter().filter(|p| catalogue::applies(p, kernel));
-        for point in points.filter(|p| p.flush_mode.is_none_or(|mode| mode == semantics.flush_mode)) {
-            let function = release.function_name(point.function, |f| target.functions.contains_key(f));
+        let points = catalogue::POINTS
+            .iter()
+            .filter(|p| catalogue::applies(p, kernel));
+        for point in points.filter(|p| p.flush_mode.is_none_or(|mode| mode == semantics.flush_mode))
+        {
+            let function =
+                release.function_name(point.function, |f| target.functions.contains_key(f));
             let mut status = ProbeStatus {
                 group: point.group.to_owned(),
                 function: function.to_owned(),
@@ -313,7 +370,9 @@ impl Session {
                 returns: point.ret.is_some(),
                 attached: false,
                 reason: None,
-                note: point.kernel_gain.map(|gain| format!("static, kernel only; gains {gain}")),
+                note: point
+                    .kernel_gain
+                    .map(|gain| format!("static, kernel only; gains {gain}")),
             };
             if options.skip.iter().any(|g| g == point.group) {
                 status.reason = Some(format!("left out with --skip {}", point.group));
@@ -334,12 +393,14 @@ impl Session {
                 }
                 Role::NeedsRequestOffsets if offsets.request.valid == 0 => {
                     let why = offsets.request_missing.as_deref().unwrap_or("unknown");
-                    status.reason = Some(format!("needs the request layer's struct offsets: {why}"));
+                    status.reason =
+                        Some(format!("needs the request layer's struct offsets: {why}"));
                     probes.push(status);
                     continue;
                 }
                 Role::FallbackWithoutOffsets if has_offsets => {
-                    status.reason = Some("not needed: the leaf-I/O probe reads ZFS's own timings".into());
+                    status.reason =
+                        Some("not needed: the leaf-I/O probe reads ZFS's own timings".into());
                     probes.push(status);
                     continue;
                 }
@@ -366,7 +427,11 @@ impl Session {
                 probes.push(status);
                 continue;
             };
-            let location = if kernel { start } else { uprobe_location(&target.object, function, start, &mut status) };
+            let location = if kernel {
+                start
+            } else {
+                uprobe_location(&target.object, function, start, &mut status)
+            };
             let mut attach = |base: &str, on_return: bool| -> anyhow::Result<()> {
                 let name = catalogue::program_name(base, kernel);
                 if let Some(multi_links) = multi.as_mut() {
@@ -387,7 +452,9 @@ impl Session {
                         Err(e) => return Err(e),
                     }
                 }
-                let program = ebpf.program_mut(&name).ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
+                let program = ebpf
+                    .program_mut(&name)
+                    .ok_or_else(|| anyhow!("program {name} missing from the eBPF object"))?;
                 if kernel {
                     let probe: &mut KProbe = program.try_into()?;
                     if loaded.insert(name.clone()) {
@@ -400,7 +467,11 @@ impl Session {
                         probe.load().with_context(|| format!("loading {name}"))?;
                     }
                     probe
-                        .attach(UProbeAttachLocation::AbsoluteOffset(location), &target.object, UProbeScope::AllProcesses)
+                        .attach(
+                            UProbeAttachLocation::AbsoluteOffset(location),
+                            &target.object,
+                            UProbeScope::AllProcesses,
+                        )
                         .map_err(|e| anyhow!("{e}"))?;
                 }
                 Ok(())
@@ -423,21 +494,31 @@ impl Session {
             return Err(anyhow!(
                 "no probe could be attached to {}: {}",
                 target.object,
-                probes.iter().filter_map(|p| p.reason.clone()).next().unwrap_or_default()
+                probes
+                    .iter()
+                    .filter_map(|p| p.reason.clone())
+                    .next()
+                    .unwrap_or_default()
             ));
         }
         if let Some(pids) = &options.filter_pids {
-            let program: &mut TracePoint =
-                ebpf.program_mut("track_fork").ok_or_else(|| anyhow!("track_fork missing"))?.try_into()?;
+            let program: &mut TracePoint = ebpf
+                .program_mut("track_fork")
+                .ok_or_else(|| anyhow!("track_fork missing"))?
+                .try_into()?;
             program.load()?;
-            program.attach("task", "task_newtask").context("attaching task:task_newtask")?;
+            program
+                .attach("task", "task_newtask")
+                .context("attaching task:task_newtask")?;
             for &pid in pids {
                 track(&mut ebpf, pid)?;
             }
         }
         if options.sample_hz > 0 {
-            let program: &mut PerfEvent =
-                ebpf.program_mut("sample_cpu").ok_or_else(|| anyhow!("sample_cpu missing"))?.try_into()?;
+            let program: &mut PerfEvent = ebpf
+                .program_mut("sample_cpu")
+                .ok_or_else(|| anyhow!("sample_cpu missing"))?
+                .try_into()?;
             program.load()?;
             for cpu in cpus.iter().copied() {
                 program
@@ -453,19 +534,34 @@ impl Session {
         }
         let sampling = options.sample_hz > 0;
         let drainer = if sampling || options.off_cpu {
-            Some(stacks::Drainer::start(StackDrains::new(&mut ebpf, sampling, options.off_cpu)?)?)
+            Some(stacks::Drainer::start(StackDrains::new(
+                &mut ebpf,
+                sampling,
+                options.off_cpu,
+            )?)?)
         } else {
             None
         };
         if options.off_cpu {
-            let program: &mut TracePoint =
-                ebpf.program_mut("offcpu_switch").ok_or_else(|| anyhow!("offcpu_switch missing"))?.try_into()?;
+            let program: &mut TracePoint = ebpf
+                .program_mut("offcpu_switch")
+                .ok_or_else(|| anyhow!("offcpu_switch missing"))?
+                .try_into()?;
             program.load()?;
-            program.attach("sched", "sched_switch").context("attaching sched:sched_switch (off-CPU time)")?;
+            program
+                .attach("sched", "sched_switch")
+                .context("attaching sched:sched_switch (off-CPU time)")?;
             loaded.insert("offcpu_switch".into());
         }
-        log::debug!("attached {} probe points in {:?}", probes.iter().filter(|p| p.attached).count(), started_attach.elapsed());
-        let events = RingBuf::try_from(ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS missing"))?)?;
+        log::debug!(
+            "attached {} probe points in {:?}",
+            probes.iter().filter(|p| p.attached).count(),
+            started_attach.elapsed()
+        );
+        let events = RingBuf::try_from(
+            ebpf.take_map("EVENTS")
+                .ok_or_else(|| anyhow!("EVENTS missing"))?,
+        )?;
         if stats.is_none() {
             warnings.push("the kernel did not enable BPF run-time statistics: zprof's own cost is not measured".into());
         }
@@ -484,7 +580,10 @@ impl Session {
             started: Instant::now(),
             cpu_at_start: crate::recording::CpuTicks::read(),
             attach_ms: load_started.elapsed().as_secs_f64() * 1e3,
-            started_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+            started_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
             started_ktime_ns: monotonic_ns(),
             events,
             txg_events: Vec::new(),
@@ -505,20 +604,34 @@ impl Session {
     /// ends before the first drain still has its map (after its exec and its
     /// libraries' loading) to name its stacks with.
     pub fn refresh_traced_maps(&mut self) {
-        let Some(drainer) = self.drainer.as_ref().filter(|_| self.filtered) else { return };
-        let Some(map) = self.ebpf.map("TRACKED") else { return };
-        let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else { return };
+        let Some(drainer) = self.drainer.as_ref().filter(|_| self.filtered) else {
+            return;
+        };
+        let Some(map) = self.ebpf.map("TRACKED") else {
+            return;
+        };
+        let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else {
+            return;
+        };
         drainer.refresh_now(tracked.keys().filter_map(Result::ok).collect());
     }
 
     /// Drains the stack maps one last time and builds the CPU and off-CPU profiles.
     fn stack_profiles(&mut self) -> anyhow::Result<(Option<CpuProfile>, Option<OffCpuProfile>)> {
-        let Some(drainer) = self.drainer.take() else { return Ok((None, None)) };
-        let stacks::Drained { mut drains, mut namer, error } = drainer.finish()?;
+        let Some(drainer) = self.drainer.take() else {
+            return Ok((None, None));
+        };
+        let stacks::Drained {
+            mut drains,
+            mut namer,
+            error,
+        } = drainer.finish()?;
         // Read after the last drain: the samples counted include those drained.
         let counters = self.counters()?;
         if let Some(error) = error {
-            self.warnings.push(format!("draining stacks failed, the CPU and off-CPU profiles stop there: {error}"));
+            self.warnings.push(format!(
+                "draining stacks failed, the CPU and off-CPU profiles stop there: {error}"
+            ));
         }
         let cpu = drains.samples.as_mut().map(|samples| {
             let named = stacks::name_all(std::mem::take(&mut samples.raw), &mut namer);
@@ -532,7 +645,11 @@ impl Session {
                 cut_samples: named.cut,
                 stack_depth: zprof_common::STACK_DEPTH,
                 unnamed_processes: named.unnamed_processes,
-                stacks: named.stacks.into_iter().map(|(frames, count)| CpuStack { frames, count }).collect(),
+                stacks: named
+                    .stacks
+                    .into_iter()
+                    .map(|(frames, count)| CpuStack { frames, count })
+                    .collect(),
             }
         });
         let offcpu = drains.offcpu.as_mut().map(|offcpu| {
@@ -547,7 +664,10 @@ impl Session {
                     .stacks
                     .into_iter()
                     .filter(|(_, ns)| *ns >= 1_000)
-                    .map(|(frames, ns)| CpuStack { frames, count: ns / 1_000 })
+                    .map(|(frames, ns)| CpuStack {
+                        frames,
+                        count: ns / 1_000,
+                    })
                     .collect(),
             }
         });
@@ -575,7 +695,8 @@ impl Session {
         while let Some(item) = self.events.next() {
             if item.len() == std::mem::size_of::<SlowRequest>() {
                 // SAFETY: a record of exactly a SlowRequest's size is one.
-                let event = unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SlowRequest) };
+                let event =
+                    unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SlowRequest) };
                 if self.slow_requests.len() < MAX_SLOW_REQUESTS {
                     self.slow_requests.push(event);
                 } else {
@@ -592,9 +713,15 @@ impl Session {
     /// Reads every histogram, summed over CPUs.
     /// Reads the histograms whose key `wanted` accepts, summed over CPUs. Keys are
     /// listed first so only the wanted values (2 KiB per CPU each) are copied.
-    fn read_histograms(&self, wanted: impl Fn(&HistKey) -> bool) -> anyhow::Result<Vec<(HistKey, Hist)>> {
-        let map: PerCpuHashMap<_, HistKey, Hist> =
-            PerCpuHashMap::try_from(self.ebpf.map("HIST").ok_or_else(|| anyhow!("HIST missing"))?)?;
+    fn read_histograms(
+        &self,
+        wanted: impl Fn(&HistKey) -> bool,
+    ) -> anyhow::Result<Vec<(HistKey, Hist)>> {
+        let map: PerCpuHashMap<_, HistKey, Hist> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map("HIST")
+                .ok_or_else(|| anyhow!("HIST missing"))?,
+        )?;
         let keys: Vec<HistKey> = map.keys().collect::<Result<_, _>>()?;
         let mut out = Vec::new();
         for key in keys.into_iter().filter(|k| wanted(k)) {
@@ -612,8 +739,14 @@ impl Session {
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
         let mut totals = TimelinePoint::default();
-        let timeline_stages =
-            [Stage::WorkloadWrite, Stage::WorkloadRead, Stage::ZilCommit, Stage::ArcRead, Stage::ArcMissReuse].map(|s| s as u32);
+        let timeline_stages = [
+            Stage::WorkloadWrite,
+            Stage::WorkloadRead,
+            Stage::ZilCommit,
+            Stage::ArcRead,
+            Stage::ArcMissReuse,
+        ]
+        .map(|s| s as u32);
         for (key, hist) in self.read_histograms(|k| timeline_stages.contains(&k.stage))? {
             match Stage::from_u32(key.stage) {
                 Some(Stage::WorkloadWrite) => {
@@ -631,7 +764,9 @@ impl Session {
                     zprof_common::arc_read_class::DISK => totals.arc_disk_reads += hist.count,
                     _ => {}
                 },
-                Some(Stage::ArcMissReuse) if key.class & zprof_common::miss_reuse_class::ASYNC == 0 => {
+                Some(Stage::ArcMissReuse)
+                    if key.class & zprof_common::miss_reuse_class::ASYNC == 0 =>
+                {
                     totals.sync_disk_reads += hist.count;
                     if key.class & zprof_common::miss_reuse_class::FIRST != 0 {
                         totals.sync_first_reads += hist.count;
@@ -652,15 +787,20 @@ impl Session {
             arc_l2_hits: totals.arc_l2_hits.saturating_sub(last.arc_l2_hits),
             arc_disk_reads: totals.arc_disk_reads.saturating_sub(last.arc_disk_reads),
             sync_disk_reads: totals.sync_disk_reads.saturating_sub(last.sync_disk_reads),
-            sync_first_reads: totals.sync_first_reads.saturating_sub(last.sync_first_reads),
+            sync_first_reads: totals
+                .sync_first_reads
+                .saturating_sub(last.sync_first_reads),
         });
         self.last_totals = totals;
         Ok(())
     }
 
     fn counters(&self) -> anyhow::Result<[u64; counter::COUNT as usize]> {
-        let map: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.ebpf.map("COUNTERS").ok_or_else(|| anyhow!("COUNTERS missing"))?)?;
+        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("COUNTERS")
+                .ok_or_else(|| anyhow!("COUNTERS missing"))?,
+        )?;
         let mut out = [0u64; counter::COUNT as usize];
         for (index, slot) in out.iter_mut().enumerate() {
             *slot = map.get(&(index as u32), 0)?.iter().sum();
@@ -673,8 +813,14 @@ impl Session {
         self.loaded
             .iter()
             .filter_map(|name| {
-                if let Some((run_count, run_time_ns)) = self.multi.as_ref().and_then(|m| m.run_stats(name)) {
-                    return Some(ProgramCost { program: name.clone(), run_count, run_time_ns });
+                if let Some((run_count, run_time_ns)) =
+                    self.multi.as_ref().and_then(|m| m.run_stats(name))
+                {
+                    return Some(ProgramCost {
+                        program: name.clone(),
+                        run_count,
+                        run_time_ns,
+                    });
                 }
                 let info = self.ebpf.program(name)?.info().ok()?;
                 Some(ProgramCost {
@@ -687,8 +833,11 @@ impl Session {
     }
 
     fn unmatched_by_stage(&self) -> anyhow::Result<BTreeMap<String, u64>> {
-        let map: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.ebpf.map("UNMATCHED").ok_or_else(|| anyhow!("UNMATCHED missing"))?)?;
+        let map: PerCpuArray<_, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map("UNMATCHED")
+                .ok_or_else(|| anyhow!("UNMATCHED missing"))?,
+        )?;
         let mut out = BTreeMap::new();
         for stage in Stage::ALL {
             let n: u64 = map.get(&(stage as u32), 0)?.iter().sum();
@@ -704,14 +853,20 @@ impl Session {
     /// pool wins an address a gone one had.
     fn pool_names(&self) -> anyhow::Result<BTreeMap<u64, String>> {
         let mut out = BTreeMap::new();
-        let gone: BpfHashMap<_, u64, GonePool> =
-            BpfHashMap::try_from(self.ebpf.map("GONE_POOLS").ok_or_else(|| anyhow!("GONE_POOLS missing"))?)?;
+        let gone: BpfHashMap<_, u64, GonePool> = BpfHashMap::try_from(
+            self.ebpf
+                .map("GONE_POOLS")
+                .ok_or_else(|| anyhow!("GONE_POOLS missing"))?,
+        )?;
         for item in gone.iter() {
             let (spa, pool) = item?;
             out.insert(spa, requests::c_string(&pool.name));
         }
-        let live: BpfHashMap<_, u64, PoolName> =
-            BpfHashMap::try_from(self.ebpf.map("POOL_NAMES").ok_or_else(|| anyhow!("POOL_NAMES missing"))?)?;
+        let live: BpfHashMap<_, u64, PoolName> = BpfHashMap::try_from(
+            self.ebpf
+                .map("POOL_NAMES")
+                .ok_or_else(|| anyhow!("POOL_NAMES missing"))?,
+        )?;
         for item in live.iter() {
             let (spa, name) = item?;
             out.insert(spa, requests::c_string(&name.name));
@@ -725,25 +880,47 @@ impl Session {
     /// Prometheus. Returns how many pools were forgotten.
     fn forget_gone_pools(&mut self, after: Duration) -> anyhow::Result<u64> {
         let now = monotonic_ns();
-        let mut gone: BpfHashMap<_, u64, GonePool> =
-            BpfHashMap::try_from(self.ebpf.map_mut("GONE_POOLS").ok_or_else(|| anyhow!("GONE_POOLS missing"))?)?;
-        let due: Vec<u64> =
-            gone.iter().filter_map(Result::ok).filter(|(_, p)| now.saturating_sub(p.removed_ns) >= after.as_nanos() as u64).map(|(spa, _)| spa).collect();
+        let mut gone: BpfHashMap<_, u64, GonePool> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("GONE_POOLS")
+                .ok_or_else(|| anyhow!("GONE_POOLS missing"))?,
+        )?;
+        let due: Vec<u64> = gone
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, p)| now.saturating_sub(p.removed_ns) >= after.as_nanos() as u64)
+            .map(|(spa, _)| spa)
+            .collect();
         for spa in &due {
             let _ = gone.remove(spa);
         }
         if due.is_empty() {
             return Ok(0);
         }
-        let mut hist: PerCpuHashMap<_, HistKey, Hist> =
-            PerCpuHashMap::try_from(self.ebpf.map_mut("HIST").ok_or_else(|| anyhow!("HIST missing"))?)?;
-        let rows: Vec<HistKey> = hist.keys().filter_map(Result::ok).filter(|k| due.contains(&k.pool)).collect();
+        let mut hist: PerCpuHashMap<_, HistKey, Hist> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map_mut("HIST")
+                .ok_or_else(|| anyhow!("HIST missing"))?,
+        )?;
+        let rows: Vec<HistKey> = hist
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| due.contains(&k.pool))
+            .collect();
         for key in &rows {
             let _ = hist.remove(key);
         }
-        let mut places: BpfHashMap<_, u64, LeafPlace> =
-            BpfHashMap::try_from(self.ebpf.map_mut("LEAF_PLACES").ok_or_else(|| anyhow!("LEAF_PLACES missing"))?)?;
-        let leaves: Vec<u64> = places.iter().filter_map(Result::ok).filter(|(_, p)| due.contains(&p.pool)).map(|(guid, _)| guid).collect();
+        let mut places: BpfHashMap<_, u64, LeafPlace> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("LEAF_PLACES")
+                .ok_or_else(|| anyhow!("LEAF_PLACES missing"))?,
+        )?;
+        let leaves: Vec<u64> = places
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, p)| due.contains(&p.pool))
+            .map(|(guid, _)| guid)
+            .collect();
         for guid in &leaves {
             let _ = places.remove(guid);
         }
@@ -753,27 +930,50 @@ impl Session {
 
     /// The request rows, with dataset names and cgroup paths, and the
     /// requests still in progress.
-    fn requests(&self) -> anyhow::Result<(Vec<RequestRecord>, Vec<requests::SlowRequestRecord>, u64)> {
-        let Some(rows_map) = self.ebpf.map("REQUESTS") else { return Ok((Vec::new(), Vec::new(), 0)) };
+    fn requests(
+        &self,
+    ) -> anyhow::Result<(Vec<RequestRecord>, Vec<requests::SlowRequestRecord>, u64)> {
+        let Some(rows_map) = self.ebpf.map("REQUESTS") else {
+            return Ok((Vec::new(), Vec::new(), 0));
+        };
         let rows: BpfHashMap<_, RequestKey, Hist> = BpfHashMap::try_from(rows_map)?;
         let rows: Vec<(RequestKey, Hist)> = rows.iter().collect::<Result<_, _>>()?;
         if rows.is_empty() {
             return Ok((Vec::new(), Vec::new(), 0));
         }
-        let datasets: BpfHashMap<_, u64, DatasetInfo> =
-            BpfHashMap::try_from(self.ebpf.map("DATASETS").ok_or_else(|| anyhow!("DATASETS missing"))?)?;
+        let datasets: BpfHashMap<_, u64, DatasetInfo> = BpfHashMap::try_from(
+            self.ebpf
+                .map("DATASETS")
+                .ok_or_else(|| anyhow!("DATASETS missing"))?,
+        )?;
         let datasets: HashMap<u64, DatasetInfo> = datasets.iter().filter_map(Result::ok).collect();
-        let dirs: BpfHashMap<_, u64, DirName> =
-            BpfHashMap::try_from(self.ebpf.map("DIR_NAMES").ok_or_else(|| anyhow!("DIR_NAMES missing"))?)?;
+        let dirs: BpfHashMap<_, u64, DirName> = BpfHashMap::try_from(
+            self.ebpf
+                .map("DIR_NAMES")
+                .ok_or_else(|| anyhow!("DIR_NAMES missing"))?,
+        )?;
         let dirs: HashMap<u64, DirName> = dirs.iter().filter_map(Result::ok).collect();
-        let starts: BpfHashMap<_, u64, RequestStart> =
-            BpfHashMap::try_from(self.ebpf.map("REQUEST_STARTS").ok_or_else(|| anyhow!("REQUEST_STARTS missing"))?)?;
+        let starts: BpfHashMap<_, u64, RequestStart> = BpfHashMap::try_from(
+            self.ebpf
+                .map("REQUEST_STARTS")
+                .ok_or_else(|| anyhow!("REQUEST_STARTS missing"))?,
+        )?;
         let in_flight = starts.keys().filter(|k| k.is_ok()).count() as u64;
-        let mut cgroup_ids: Vec<u64> = rows.iter().map(|(k, _)| k.cgroup).filter(|c| *c != 0).collect();
+        let mut cgroup_ids: Vec<u64> = rows
+            .iter()
+            .map(|(k, _)| k.cgroup)
+            .filter(|c| *c != 0)
+            .collect();
         cgroup_ids.sort_unstable();
         cgroup_ids.dedup();
-        let cgroups = requests::cgroup2_root().map(|root| requests::cgroup_paths(&root, &cgroup_ids)).unwrap_or_default();
-        let names = requests::Names { datasets: &datasets, dirs: &dirs, cgroups: &cgroups };
+        let cgroups = requests::cgroup2_root()
+            .map(|root| requests::cgroup_paths(&root, &cgroup_ids))
+            .unwrap_or_default();
+        let names = requests::Names {
+            datasets: &datasets,
+            dirs: &dirs,
+            cgroups: &cgroups,
+        };
         let records = rows
             .into_iter()
             .map(|(key, hist)| {
@@ -795,13 +995,20 @@ impl Session {
                 }
             })
             .collect();
-        let slow = self.slow_requests.iter().map(|e| names.slow(e, self.started_ktime_ns)).collect();
+        let slow = self
+            .slow_requests
+            .iter()
+            .map(|e| names.slow(e, self.started_ktime_ns))
+            .collect();
         Ok((records, slow, in_flight))
     }
 
     fn in_flight(&self) -> anyhow::Result<u64> {
-        let map: BpfHashMap<_, InFlightKey, InFlight> =
-            BpfHashMap::try_from(self.ebpf.map("INFLIGHT").ok_or_else(|| anyhow!("INFLIGHT missing"))?)?;
+        let map: BpfHashMap<_, InFlightKey, InFlight> = BpfHashMap::try_from(
+            self.ebpf
+                .map("INFLIGHT")
+                .ok_or_else(|| anyhow!("INFLIGHT missing"))?,
+        )?;
         Ok(map.keys().filter(|k| k.is_ok()).count() as u64)
     }
 
@@ -827,19 +1034,34 @@ impl Session {
                 })
             })
             .collect();
-        histograms.sort_by(|a, b| (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev)));
+        histograms.sort_by(|a, b| {
+            (&a.stage, a.class, &a.pool, a.vdev).cmp(&(&b.stage, b.class, &b.pool, b.vdev))
+        });
         Ok(histograms)
     }
 
     /// Where each leaf with a vdev row sits (top-level vdev, allocation
     /// class), from what the probes read of ZFS's vdev tree; a leaf whose
     /// rows show it to be a cache device is in class "cache".
-    fn vdev_places(&self, names: &BTreeMap<u64, String>, histograms: &[HistRecord]) -> anyhow::Result<Vec<VdevRecord>> {
-        let Some(map) = self.ebpf.map("LEAF_PLACES") else { return Ok(Vec::new()) };
+    fn vdev_places(
+        &self,
+        names: &BTreeMap<u64, String>,
+        histograms: &[HistRecord],
+    ) -> anyhow::Result<Vec<VdevRecord>> {
+        let Some(map) = self.ebpf.map("LEAF_PLACES") else {
+            return Ok(Vec::new());
+        };
         let places: BpfHashMap<_, u64, LeafPlace> = BpfHashMap::try_from(map)?;
-        let with_rows: std::collections::BTreeSet<u64> = histograms.iter().map(|h| h.vdev).filter(|v| *v != 0).collect();
-        let caches: std::collections::BTreeSet<u64> =
-            histograms.iter().filter(|h| h.vdev != 0 && h.class & zprof_common::VDEV_CACHE_DEVICE != 0).map(|h| h.vdev).collect();
+        let with_rows: std::collections::BTreeSet<u64> = histograms
+            .iter()
+            .map(|h| h.vdev)
+            .filter(|v| *v != 0)
+            .collect();
+        let caches: std::collections::BTreeSet<u64> = histograms
+            .iter()
+            .filter(|h| h.vdev != 0 && h.class & zprof_common::VDEV_CACHE_DEVICE != 0)
+            .map(|h| h.vdev)
+            .collect();
         let mut records: Vec<VdevRecord> = places
             .iter()
             .filter_map(Result::ok)
@@ -849,7 +1071,11 @@ impl Session {
                 guid,
                 top_vdev: zfs_names::top_vdev(&requests::c_string(&place.top_type), place.top_id),
                 top_guid: place.top_guid,
-                class: zfs_names::allocation_class(place.alloc_bias, place.is_log != 0, caches.contains(&guid)),
+                class: zfs_names::allocation_class(
+                    place.alloc_bias,
+                    place.is_log != 0,
+                    caches.contains(&guid),
+                ),
             })
             .collect();
         records.sort_by(|a, b| (&a.pool, &a.top_vdev, a.guid).cmp(&(&b.pool, &b.top_vdev, b.guid)));
@@ -866,7 +1092,10 @@ impl Session {
         let vdevs = self.vdev_places(&names, &rows)?;
         let (requests, _, _) = self.requests()?;
         let c = self.counters()?;
-        let losses = LOSS_COUNTERS.iter().map(|(index, name)| ((*name).to_owned(), c[*index as usize])).collect();
+        let losses = LOSS_COUNTERS
+            .iter()
+            .map(|(index, name)| ((*name).to_owned(), c[*index as usize]))
+            .collect();
         let attached = self.probes.iter().filter(|p| p.attached).count() as u64;
         let health = crate::exposition::Health {
             target: format!("{:?}", self.target.kind).to_lowercase(),
@@ -876,17 +1105,28 @@ impl Session {
             probes_unavailable: self.probes.len() as u64 - attached,
             losses,
             unmatched_by_stage: self.unmatched_by_stage()?.into_iter().collect(),
-            programs: self.program_costs().into_iter().map(|p| (p.program, p.run_count, p.run_time_ns)).collect(),
+            programs: self
+                .program_costs()
+                .into_iter()
+                .map(|p| (p.program, p.run_count, p.run_time_ns))
+                .collect(),
             attach_seconds: self.attach_ms / 1e3,
             resident_bytes: resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
             pools_forgotten: self.pools_forgotten,
             tunables: match self.target.kind {
-                TargetKind::Kernel => crate::exposition::read_tunables(Path::new("/sys/module/zfs/parameters")),
+                TargetKind::Kernel => {
+                    crate::exposition::read_tunables(Path::new("/sys/module/zfs/parameters"))
+                }
                 TargetKind::Libzpool => Vec::new(),
             },
         };
-        Ok(crate::exposition::Scrape { rows, requests, vdevs, health })
+        Ok(crate::exposition::Scrape {
+            rows,
+            requests,
+            vdevs,
+            health,
+        })
     }
 
     /// Makes the live views ([`Session::live_rows`]) forget the rows of a
@@ -982,7 +1222,9 @@ impl Session {
         let c = self.counters()?;
         let (mut requests, mut slow_requests, requests_in_flight) = self.requests()?;
         slow_requests.sort_by_key(|r| std::cmp::Reverse(r.duration_ns));
-        requests.sort_by(|a, b| (&a.layer, &a.dataset, &a.op, a.pid).cmp(&(&b.layer, &b.dataset, &b.op, b.pid)));
+        requests.sort_by(|a, b| {
+            (&a.layer, &a.dataset, &a.op, a.pid).cmp(&(&b.layer, &b.dataset, &b.op, b.pid))
+        });
         if self.filtered && requests.iter().any(|r| r.layer == "zvol") {
             // zvol_write/zvol_read run on the zvol taskq's threads, which the
             // process filter does not follow.
@@ -1031,7 +1273,11 @@ impl Session {
         let detach_ms = detach_started.elapsed().as_secs_f64() * 1e3;
         let peak_rss_kib = std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()))
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
             .unwrap_or(0);
         Ok(Recording {
             schema: crate::recording::SCHEMA.into(),
@@ -1053,8 +1299,16 @@ impl Session {
             bpf_programs,
             benchmark: None,
             cpu,
-            self_cost: Some(SelfCost { attach_ms, detach_ms, peak_rss_kib, uprobe_multi }),
-            machine_cpu_busy: self.cpu_at_start.zip(crate::recording::CpuTicks::read()).map(|(a, b)| b.busy_since(&a)),
+            self_cost: Some(SelfCost {
+                attach_ms,
+                detach_ms,
+                peak_rss_kib,
+                uprobe_multi,
+            }),
+            machine_cpu_busy: self
+                .cpu_at_start
+                .zip(crate::recording::CpuTicks::read())
+                .map(|(a, b)| b.busy_since(&a)),
             requests,
             offcpu,
             slow_requests,
@@ -1078,7 +1332,10 @@ fn zvol_blk_mq_warning() -> Option<String> {
 fn pool_label(names: &BTreeMap<u64, String>, spa: u64) -> String {
     match spa {
         0 => String::new(),
-        spa => names.get(&spa).cloned().unwrap_or_else(|| format!("spa@{spa:#x}")),
+        spa => names
+            .get(&spa)
+            .cloned()
+            .unwrap_or_else(|| format!("spa@{spa:#x}")),
     }
 }
 
@@ -1095,14 +1352,21 @@ const LOSS_COUNTERS: [(u32, &str); 12] = [
     (counter::REQUEST_FOLDED, "request_folded"),
     (counter::REQUEST_START_FULL, "request_start_full"),
     (counter::NAME_MAP_FULL, "name_map_full"),
-    (counter::REQUEST_END_WITHOUT_START, "request_end_without_start"),
+    (
+        counter::REQUEST_END_WITHOUT_START,
+        "request_end_without_start",
+    ),
 ];
 
 /// This process's resident memory (statm's second field, in pages).
 fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64
@@ -1117,7 +1381,9 @@ pub const COUNT_ONLY_CLASS: u32 = 0x100;
 /// instructions the kernel would single-step (endbr64...), where that is safe
 /// for the program (see openzfs::SKIPPABLE_PROLOGUES). The status says so.
 fn uprobe_location(object: &str, function: &str, start: u64, status: &mut ProbeStatus) -> u64 {
-    let Some((bytes, why)) = openzfs::prologue_skip(function, &elf::read_bytes(Path::new(object), start, 16)) else {
+    let Some((bytes, why)) =
+        openzfs::prologue_skip(function, &elf::read_bytes(Path::new(object), start, 16))
+    else {
         return start;
     };
     status.offset = bytes as u32;
@@ -1134,9 +1400,16 @@ fn uprobe_location(object: &str, function: &str, start: u64, status: &mut ProbeS
 /// first L2ARC read or feed write marked it), rows that now share a key merged.
 fn cache_device_rows(rows: Vec<(HistKey, Hist)>) -> Vec<(HistKey, Hist)> {
     use zprof_common::VDEV_CACHE_DEVICE;
-    let vdev_stage = |k: &HistKey| [Stage::VdevQueue, Stage::VdevDisk, Stage::VdevTotal].iter().any(|s| *s as u32 == k.stage);
-    let caches: std::collections::HashSet<(u64, u64)> =
-        rows.iter().filter(|(k, _)| vdev_stage(k) && k.class & VDEV_CACHE_DEVICE != 0).map(|(k, _)| (k.pool, k.vdev)).collect();
+    let vdev_stage = |k: &HistKey| {
+        [Stage::VdevQueue, Stage::VdevDisk, Stage::VdevTotal]
+            .iter()
+            .any(|s| *s as u32 == k.stage)
+    };
+    let caches: std::collections::HashSet<(u64, u64)> = rows
+        .iter()
+        .filter(|(k, _)| vdev_stage(k) && k.class & VDEV_CACHE_DEVICE != 0)
+        .map(|(k, _)| (k.pool, k.vdev))
+        .collect();
     if caches.is_empty() {
         return rows;
     }
@@ -1157,7 +1430,13 @@ pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";
 /// compressed blocks of 8K to 16K.
 fn block_size_class(class: u32) -> String {
     let size = block_class_bytes(class);
-    let words = if size >= 1 << 20 { format!("{}M", size >> 20) } else if size >= 1024 { format!("{}K", size >> 10) } else { format!("{size}B") };
+    let words = if size >= 1 << 20 {
+        format!("{}M", size >> 20)
+    } else if size >= 1024 {
+        format!("{}K", size >> 10)
+    } else {
+        format!("{size}B")
+    };
     format!("<={words}")
 }
 
@@ -1178,9 +1457,21 @@ pub fn arc_read_class_name(class: u32) -> String {
         c::L2 => "L2ARC",
         _ => "disk",
     };
-    let asked = if class & c::PREFETCH != 0 { "prefetch " } else { "" };
-    let waited = if class & c::PATH != c::HIT && class & c::WAITED != 0 { " waited" } else { "" };
-    let counted = if class & COUNT_ONLY_CLASS != 0 { format!(" {COUNT_ONLY}") } else { String::new() };
+    let asked = if class & c::PREFETCH != 0 {
+        "prefetch "
+    } else {
+        ""
+    };
+    let waited = if class & c::PATH != c::HIT && class & c::WAITED != 0 {
+        " waited"
+    } else {
+        ""
+    };
+    let counted = if class & COUNT_ONLY_CLASS != 0 {
+        format!(" {COUNT_ONLY}")
+    } else {
+        String::new()
+    };
     format!("{asked}{path}{waited}{counted}")
 }
 
@@ -1190,14 +1481,18 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Compress => zfs_names::compression(class & 0xff, class >> 8),
         Stage::Decompress => zfs_names::compression(class & 0xff, 0),
         Stage::ZstdCompress => format!("zstd-{class}"),
-        Stage::Lz4Compress if class == zprof_common::LZ4_CLASS_ZSTD_EARLY_ABORT => ZSTD_EARLY_ABORT_TRIAL.into(),
+        Stage::Lz4Compress if class == zprof_common::LZ4_CLASS_ZSTD_EARLY_ABORT => {
+            ZSTD_EARLY_ABORT_TRIAL.into()
+        }
         Stage::Lz4Compress => "lz4".into(),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => zfs_names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
         Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
         Stage::ArcRead => arc_read_class_name(class),
         Stage::ArcMissReuse => miss_reuse_class_name(class),
-        Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => COUNT_ONLY.into(),
+        Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => {
+            COUNT_ONLY.into()
+        }
         Stage::ChecksumCompute => zfs_names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
         _ => String::new(),
@@ -1207,7 +1502,11 @@ pub fn class_name(stage: Stage, class: u32) -> String {
 /// `sync read again`, `async first read`, `read again` (priority unknown).
 fn miss_reuse_class_name(class: u32) -> String {
     use zprof_common::miss_reuse_class as c;
-    let again = if class & c::FIRST != 0 { "first read" } else { "read again" };
+    let again = if class & c::FIRST != 0 {
+        "first read"
+    } else {
+        "read again"
+    };
     match (class & c::PRIORITY_UNKNOWN != 0, class & c::ASYNC != 0) {
         (true, _) => again.to_owned(),
         (false, true) => format!("async {again}"),
@@ -1224,9 +1523,12 @@ fn short_error(err: &anyhow::Error) -> String {
         return lines.join(" ");
     }
     let verdict: Vec<&str> = lines.iter().rev().take(4).rev().copied().collect();
-    format!("{} ... {} (run with RUST_LOG=debug for the verifier log)", lines[0], verdict.join(" | "))
+    format!(
+        "{} ... {} (run with RUST_LOG=debug for the verifier log)",
+        lines[0],
+        verdict.join(" | ")
+    )
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -1235,29 +1537,57 @@ mod tests {
     #[test]
     fn a_cache_device_label_row_joins_its_cache_device_row() {
         use zprof_common::VDEV_CACHE_DEVICE;
-        let key = |stage: Stage, class: u32, vdev: u64| HistKey { stage: stage as u32, class, pool: 7, vdev };
-        let hist = |count: u64| Hist { count, ..Hist::ZERO };
+        let key = |stage: Stage, class: u32, vdev: u64| HistKey {
+            stage: stage as u32,
+            class,
+            pool: 7,
+            vdev,
+        };
+        let hist = |count: u64| Hist {
+            count,
+            ..Hist::ZERO
+        };
         let sync_read = 0x100;
         let rows = vec![
             (key(Stage::VdevDisk, sync_read, 1), hist(18)),
-            (key(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE, 1), hist(5297)),
+            (
+                key(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE, 1),
+                hist(5297),
+            ),
             (key(Stage::VdevDisk, sync_read, 2), hist(10990)),
             (key(Stage::ArcRead, 0, 1), hist(3)),
         ];
         let mut out = cache_device_rows(rows);
         out.sort_by_key(|(k, _)| (k.stage, k.vdev, k.class));
-        let counts: Vec<(u32, u64, u32, u64)> = out.iter().map(|(k, h)| (k.stage, k.vdev, k.class, h.count)).collect();
+        let counts: Vec<(u32, u64, u32, u64)> = out
+            .iter()
+            .map(|(k, h)| (k.stage, k.vdev, k.class, h.count))
+            .collect();
         assert_eq!(
             counts,
             vec![
-                (Stage::VdevDisk as u32, 1, sync_read | VDEV_CACHE_DEVICE, 5315),
+                (
+                    Stage::VdevDisk as u32,
+                    1,
+                    sync_read | VDEV_CACHE_DEVICE,
+                    5315
+                ),
                 (Stage::VdevDisk as u32, 2, sync_read, 10990),
                 (Stage::ArcRead as u32, 1, 0, 3),
             ]
         );
-        assert_eq!(class_name(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE), "sync read, cache device");
+        assert_eq!(
+            class_name(Stage::VdevDisk, sync_read | VDEV_CACHE_DEVICE),
+            "sync read, cache device"
+        );
         use zprof_common::arc_read_class as c;
-        assert_eq!(class_name(Stage::ArcRead, c::HIT | c::HELD | COUNT_ONLY_CLASS), "held hit count only");
-        assert_eq!(class_name(Stage::ArcRead, c::DISK | c::PREFETCH | c::WAITED), "prefetch disk waited");
+        assert_eq!(
+            class_name(Stage::ArcRead, c::HIT | c::HELD | COUNT_ONLY_CLASS),
+            "held hit count only"
+        );
+        assert_eq!(
+            class_name(Stage::ArcRead, c::DISK | c::PREFETCH | c::WAITED),
+            "prefetch disk waited"
+        );
     }
 }

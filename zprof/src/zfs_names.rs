@@ -49,7 +49,11 @@ pub fn allocation_class(bias: u32, is_log: bool, is_cache: bool) -> String {
 /// A top-level vdev's name as zpool_influxdb gives it: its type and index
 /// ("raidz-0", "mirror-1"; a single disk or file is "disk-2", "file-2").
 pub fn top_vdev(vdev_type: &str, id: u64) -> String {
-    let vdev_type = if vdev_type.is_empty() { "vdev" } else { vdev_type };
+    let vdev_type = if vdev_type.is_empty() {
+        "vdev"
+    } else {
+        vdev_type
+    };
     format!("{vdev_type}-{id}")
 }
 
@@ -93,7 +97,11 @@ pub fn checksum(algorithm: u32) -> String {
 /// Name of an I/O class `io_type << 8 | priority` as used by the vdev stages.
 pub fn io_class(class: u32) -> String {
     let name = io_class_of_any_leaf(class & !zprof_common::VDEV_CACHE_DEVICE);
-    if class & zprof_common::VDEV_CACHE_DEVICE != 0 { format!("{name}, cache device") } else { name }
+    if class & zprof_common::VDEV_CACHE_DEVICE != 0 {
+        format!("{name}, cache device")
+    } else {
+        name
+    }
 }
 
 fn io_class_of_any_leaf(class: u32) -> String {
@@ -124,7 +132,11 @@ mod tests {
     fn allocation_classes_and_top_level_vdevs() {
         assert_eq!(allocation_class(0, false, false), "normal");
         assert_eq!(allocation_class(1, true, false), "log");
-        assert_eq!(allocation_class(0, true, false), "log", "a log vdev without a bias");
+        assert_eq!(
+            allocation_class(0, true, false),
+            "log",
+            "a log vdev without a bias"
+        );
         assert_eq!(allocation_class(2, false, false), "special");
         assert_eq!(allocation_class(3, false, false), "dedup");
         assert_eq!(allocation_class(0, false, true), "cache");

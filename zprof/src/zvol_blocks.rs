@@ -36,7 +36,10 @@ struct Zvol {
 
 fn zvols(requests: &[RequestRecord]) -> BTreeMap<String, Zvol> {
     let mut out: BTreeMap<String, Zvol> = BTreeMap::new();
-    for r in requests.iter().filter(|r| r.layer == "zvol" && r.volblocksize > 0) {
+    for r in requests
+        .iter()
+        .filter(|r| r.layer == "zvol" && r.volblocksize > 0)
+    {
         let zvol = out.entry(r.dataset.clone()).or_default();
         zvol.volblocksize = r.volblocksize;
         match r.op.as_str() {
@@ -66,9 +69,25 @@ pub fn findings(rec: &Recording, out: &mut Vec<Finding>) {
         let mean_write = zvol.write_bytes as f64 / zvol.writes.max(1) as f64;
         let mean_read = zvol.read_bytes as f64 / zvol.reads.max(1) as f64;
         if zvol.writes > 0 && mean_write < block {
-            out.push(read_modify_write(rec, &name, &zvol, mean_write, blocks.count, blocks.bytes, request_ns, any_reads));
+            out.push(read_modify_write(
+                rec,
+                &name,
+                &zvol,
+                mean_write,
+                blocks.count,
+                blocks.bytes,
+                request_ns,
+                any_reads,
+            ));
         } else if zvol.reads > 0 && mean_read < block && blocks.count > 0 {
-            out.push(read_amplification(&name, &zvol, mean_read, blocks.count, blocks.bytes, request_ns));
+            out.push(read_amplification(
+                &name,
+                &zvol,
+                mean_read,
+                blocks.count,
+                blocks.bytes,
+                request_ns,
+            ));
         }
     }
 }
@@ -86,7 +105,10 @@ fn read_modify_write(
 ) -> Finding {
     let per_byte = block_read_bytes as f64 / zvol.write_bytes.max(1) as f64;
     let reads_per_write = block_reads as f64 / zvol.writes as f64;
-    let probed = rec.probes.iter().any(|p| p.function == "zio_read" && p.attached);
+    let probed = rec
+        .probes
+        .iter()
+        .any(|p| p.function == "zio_read" && p.attached);
     let mut evidence = vec![
         format!(
             "{} writes of {} on average into blocks of {} (volblocksize): each changes {:.0}% of its block",
@@ -101,16 +123,28 @@ fn read_modify_write(
             format_bytes(block_read_bytes as f64)
         ),
     ];
-    let mut missing = vec!["block reads are counted per pool: reads of other datasets in the same pool count too".to_owned()];
+    let mut missing = vec![
+        "block reads are counted per pool: reads of other datasets in the same pool count too"
+            .to_owned(),
+    ];
     if shared_with_reads {
-        missing.push("the workload also read: those reads' own misses are among the block reads".into());
+        missing.push(
+            "the workload also read: those reads' own misses are among the block reads".into(),
+        );
     }
     if !probed {
-        missing.push("zio_read was not probed: the reads the writes caused are not measured".into());
+        missing
+            .push("zio_read was not probed: the reads the writes caused are not measured".into());
     }
     let (title, confidence) = if block_reads == 0 {
         evidence.push("no block was read: the blocks were in the ARC, or new (holes), so writes did not wait for reads".into());
-        (format!("zvol {name}: writes smaller than its {} blocks, served without reads", format_bytes(zvol.volblocksize as f64)), Confidence::Medium)
+        (
+            format!(
+                "zvol {name}: writes smaller than its {} blocks, served without reads",
+                format_bytes(zvol.volblocksize as f64)
+            ),
+            Confidence::Medium,
+        )
     } else {
         (
             format!(
@@ -118,7 +152,11 @@ fn read_modify_write(
                 format_bytes(mean_write),
                 format_bytes(zvol.volblocksize as f64)
             ),
-            if shared_with_reads || !probed { Confidence::Low } else { Confidence::Medium },
+            if shared_with_reads || !probed {
+                Confidence::Low
+            } else {
+                Confidence::Medium
+            },
         )
     };
     let write_share = zvol.write_ns as f64 / request_ns.max(1) as f64;
@@ -149,10 +187,21 @@ fn read_modify_write(
 /// least 4k, as zfs(8) spells sizes.
 fn size_word(bytes: f64) -> String {
     let size = (bytes.max(4096.0).ceil() as u64).next_power_of_two();
-    if size >= 1 << 20 { format!("{}M", size >> 20) } else { format!("{}k", size >> 10) }
+    if size >= 1 << 20 {
+        format!("{}M", size >> 20)
+    } else {
+        format!("{}k", size >> 10)
+    }
 }
 
-fn read_amplification(name: &str, zvol: &Zvol, mean_read: f64, block_reads: u64, block_read_bytes: u64, request_ns: u64) -> Finding {
+fn read_amplification(
+    name: &str,
+    zvol: &Zvol,
+    mean_read: f64,
+    block_reads: u64,
+    block_read_bytes: u64,
+    request_ns: u64,
+) -> Finding {
     let per_byte = block_read_bytes as f64 / zvol.read_bytes.max(1) as f64;
     Finding {
         kind: "zvol_read_amplification".into(),

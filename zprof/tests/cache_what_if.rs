@@ -13,7 +13,9 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_releases, ledger::Attempts, require_root, zprof_on_lab_with};
+use common::{
+    explain_json, figure, lab_releases, ledger::Attempts, require_root, zprof_on_lab_with,
+};
 
 /// 512 MiB read at random through a 128 MiB ARC, after two warm-up passes
 /// (prefetched, not the job's reads). One reader: with more, the cached run
@@ -26,16 +28,37 @@ const JOB: &str = "name=rr,rw=randread,bs=4k,size=512m,numjobs=1,runtime=5,warmu
 /// that a block is kept for a fraction of its distance to its next read.
 const SMALL_CACHE: &str = "128m";
 
-fn run(dir: &Path, lab: &Path, name: &str, caches: &str, cache_size: Option<&str>) -> (Value, std::path::PathBuf) {
+fn run(
+    dir: &Path,
+    lab: &Path,
+    name: &str,
+    caches: &str,
+    cache_size: Option<&str>,
+) -> (Value, std::path::PathBuf) {
     let recording = dir.join(format!("{name}.json"));
     let mut args = vec![
-        "--layout", "raidz3:8", "--vdev-model", "hdd", "--arc-max", "128m", "--volblocksize", "8k", "--caches", caches,
-        "--cache-model", "ssd", "--job", JOB,
+        "--layout",
+        "raidz3:8",
+        "--vdev-model",
+        "hdd",
+        "--arc-max",
+        "128m",
+        "--volblocksize",
+        "8k",
+        "--caches",
+        caches,
+        "--cache-model",
+        "ssd",
+        "--job",
+        JOB,
     ];
     if let Some(size) = cache_size {
         args.extend(["--cache-size", size]);
     }
-    (zprof_on_lab_with("record", &["--full-timing"], lab, dir, &recording, &args), recording)
+    (
+        zprof_on_lab_with("record", &["--full-timing"], lab, dir, &recording, &args),
+        recording,
+    )
 }
 
 fn what_if(recording: &Path, extra: &[&str]) -> Value {
@@ -43,7 +66,12 @@ fn what_if(recording: &Path, extra: &[&str]) -> Value {
     findings
         .into_iter()
         .find(|f| f["kind"] == "cache_what_if")
-        .unwrap_or_else(|| panic!("no cache what-if in the explanation of {}", recording.display()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no cache what-if in the explanation of {}",
+                recording.display()
+            )
+        })
 }
 
 /// A lab run's reads per second and the share of the ARC's misses its
@@ -51,7 +79,10 @@ fn what_if(recording: &Path, extra: &[&str]) -> Value {
 fn measured(lab_json: &Value) -> (f64, f64) {
     let job = &lab_json["jobs"][0];
     let arc = &job["arc"];
-    (job["read"]["iops"].as_f64().unwrap(), arc["l2_hits"].as_f64().unwrap() / arc["misses"].as_f64().unwrap().max(1.0))
+    (
+        job["read"]["iops"].as_f64().unwrap(),
+        arc["l2_hits"].as_f64().unwrap() / arc["misses"].as_f64().unwrap().max(1.0),
+    )
 }
 
 /// One attempt: the run without a cache device, its what-ifs for the full
@@ -91,26 +122,57 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
         // A miss gets one more attempt: the cached run's rate moves with the
         // host (2.3.2, same job: 3,611 then 5,366 reads/s on a shared VM).
         let full_case = format!("OpenZFS {} a 16 GiB ssd cache, rate", release.version);
-        let small_case = format!("OpenZFS {} a {SMALL_CACHE} ssd cache, share served", release.version);
+        let small_case = format!(
+            "OpenZFS {} a {SMALL_CACHE} ssd cache, share served",
+            release.version
+        );
         let mut full = Attempts::new(TEST, &full_case, 2);
         let mut small = Attempts::new(TEST, &small_case, 2);
         while full.again() || small.again() {
             let run = attempt(&dir, &release.lab);
-            let (predicted, served) = (figure(&run.full_what_if, "read_rate_after"), figure(&run.full_what_if, "served_sync"));
+            let (predicted, served) = (
+                figure(&run.full_what_if, "read_rate_after"),
+                figure(&run.full_what_if, "served_sync"),
+            );
             let (measured, l2_share) = run.full;
-            eprintln!("{}: {:.0} reads/s without a cache device\n{}", release.version, run.before, run.full_what_if["evidence"]);
-            assert!(l2_share > 0.95, "the warmed cache device serves the misses: {l2_share}");
-            assert!(measured >= 10.0 * run.before, "at 8k the cache device lifts random reads tenfold: {} -> {measured}", run.before);
-            assert!(served > 0.95, "every block the job missed was read in the warm-up: served {served}");
+            eprintln!(
+                "{}: {:.0} reads/s without a cache device\n{}",
+                release.version, run.before, run.full_what_if["evidence"]
+            );
+            assert!(
+                l2_share > 0.95,
+                "the warmed cache device serves the misses: {l2_share}"
+            );
+            assert!(
+                measured >= 10.0 * run.before,
+                "at 8k the cache device lifts random reads tenfold: {} -> {measured}",
+                run.before
+            );
+            assert!(
+                served > 0.95,
+                "every block the job missed was read in the warm-up: served {served}"
+            );
             let error = predicted / measured - 1.0;
             if full.again() {
-                full.attempt(error.abs() <= BOUND, format!("predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%)", error * 100.0));
+                full.attempt(
+                    error.abs() <= BOUND,
+                    format!(
+                        "predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%)",
+                        error * 100.0
+                    ),
+                );
             }
-            let (small_predicted, small_measured) = (figure(&run.small_what_if, "served_sync"), run.small.1);
+            let (small_predicted, small_measured) =
+                (figure(&run.small_what_if, "served_sync"), run.small.1);
             if small.again() {
                 small.attempt(
                     (small_predicted - small_measured).abs() <= 0.10,
-                    format!("predicted {:.0}% of the misses served, measured {:.0}% ({:.0} reads/s)", small_predicted * 100.0, small_measured * 100.0, run.small.0),
+                    format!(
+                        "predicted {:.0}% of the misses served, measured {:.0}% ({:.0} reads/s)",
+                        small_predicted * 100.0,
+                        small_measured * 100.0,
+                        run.small.0
+                    ),
                 );
             }
         }
@@ -118,5 +180,8 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
         failures.extend(small.verdict().err());
         std::fs::remove_dir_all(dir).unwrap();
     }
-    assert!(failures.is_empty(), "the cache what-if missed: {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "the cache what-if missed: {failures:#?}"
+    );
 }

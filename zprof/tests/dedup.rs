@@ -8,14 +8,25 @@
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_releases, require_root, stage_count, stage_field, zprof_on_lab};
+use common::{
+    explain_json, figure, lab_releases, require_root, stage_count, stage_field, zprof_on_lab,
+};
 
 fn args(dedup: &str) -> Vec<&str> {
     vec![
-        "--layout", "mirror:2", "--vdev-model", "nvme", "--volblocksize", "128k", "--dedup", dedup,
+        "--layout",
+        "mirror:2",
+        "--vdev-model",
+        "nvme",
+        "--volblocksize",
+        "128k",
+        "--dedup",
+        dedup,
         // Each block written once: one table lookup each.
-        "--job", "name=fill,rw=write,bs=128k,size=128m,ios=1024,dedupe_percentage=50",
-        "--job", "name=mix,rw=randrw,bs=128k,size=128m,runtime=3,numjobs=2,dedupe_percentage=50",
+        "--job",
+        "name=fill,rw=write,bs=128k,size=128m,ios=1024,dedupe_percentage=50",
+        "--job",
+        "name=mix,rw=randrw,bs=128k,size=128m,runtime=3,numjobs=2,dedupe_percentage=50",
     ]
 }
 
@@ -29,31 +40,56 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
         for dedup in ["on", "off"] {
             let recording = dir.join(format!("dedup-{dedup}.json"));
             let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &args(dedup));
-            let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+            let rec: Value =
+                serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
             let findings = explain_json(&recording, &[]);
             let finding = findings.iter().find(|f| f["kind"] == "dedup");
             let lookups = stage_count(&rec, "ddt_lookup");
-            table_sync_share.push(stage_field(&rec, "ddt_sync", "total_ns") as f64 / stage_field(&rec, "spa_sync", "total_ns").max(1) as f64);
+            table_sync_share.push(
+                stage_field(&rec, "ddt_sync", "total_ns") as f64
+                    / stage_field(&rec, "spa_sync", "total_ns").max(1) as f64,
+            );
             // ddt_sync runs at every txg, dedup or not: the report shows it only beside lookups.
-            let report = common::zprof().arg("report").arg(&recording).output().unwrap();
-            let shows_table_sync = String::from_utf8_lossy(&report.stdout).contains("dedup table sync");
-            assert_eq!(shows_table_sync, dedup == "on", "dedup={dedup}: the dedup table sync row");
+            let report = common::zprof()
+                .arg("report")
+                .arg(&recording)
+                .output()
+                .unwrap();
+            let shows_table_sync =
+                String::from_utf8_lossy(&report.stdout).contains("dedup table sync");
+            assert_eq!(
+                shows_table_sync,
+                dedup == "on",
+                "dedup={dedup}: the dedup table sync row"
+            );
             let writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
             let ratio = lab["jobs"][0]["pool"]["dedup_ratio"].as_f64().unwrap();
             eprintln!(
                 "{} dedup={dedup}: {writes} writes, {lookups} table lookups, pool dedup ratio {ratio:.2}; {}",
                 release.version,
-                finding.map_or("no dedup finding".to_owned(), |f| f["title"].as_str().unwrap().to_owned())
+                finding.map_or("no dedup finding".to_owned(), |f| f["title"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned())
             );
             if dedup == "on" {
                 assert!(ratio > 1.3, "half the writes are duplicates: ratio {ratio}");
                 // The mixed job overwrites blocks within a txg (one block write
                 // for several of its writes): only the fill's writes are counted.
-                assert!(lookups >= writes, "one lookup per block written at least: {lookups} for {writes} writes");
+                assert!(
+                    lookups >= writes,
+                    "one lookup per block written at least: {lookups} for {writes} writes"
+                );
                 let f = finding.unwrap_or_else(|| panic!("no dedup finding: {findings:#?}"));
                 let share = figure(f, "ddt_sync_share");
-                assert!((share - table_sync_share[0]).abs() < 1e-9, "the finding's share is the recording's: {f:#}");
-                assert!(f["title"].as_str().unwrap().contains("of txg sync"), "{f:#}");
+                assert!(
+                    (share - table_sync_share[0]).abs() < 1e-9,
+                    "the finding's share is the recording's: {f:#}"
+                );
+                assert!(
+                    f["title"].as_str().unwrap().contains("of txg sync"),
+                    "{f:#}"
+                );
             } else {
                 assert_eq!(lookups, 0, "no dataset dedups");
                 assert!(finding.is_none(), "{finding:#?}");
@@ -63,8 +99,16 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
         // The table's sync writes the job's new entries with dedup on; off,
         // ddt_sync only finds an empty table at each txg.
         let (on, off) = (table_sync_share[0], table_sync_share[1]);
-        eprintln!("{}: dedup table sync {:.2}% of txg sync with dedup, {:.2}% without", release.version, on * 100.0, off * 100.0);
-        assert!(on > 5.0 * off && on < 1.0, "dedup table sync: {on:.4} of txg sync with dedup, {off:.4} without");
+        eprintln!(
+            "{}: dedup table sync {:.2}% of txg sync with dedup, {:.2}% without",
+            release.version,
+            on * 100.0,
+            off * 100.0
+        );
+        assert!(
+            on > 5.0 * off && on < 1.0,
+            "dedup table sync: {on:.4} of txg sync with dedup, {off:.4} without"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -21,20 +21,39 @@ fn lab_reads(dir: &Path, lab: &Path, mode: &str, name: &str, args: &[&str]) -> (
 }
 
 fn reads_finding(findings: &[Value]) -> &Value {
-    findings.iter().find(|f| f["kind"] == "reads").unwrap_or_else(|| panic!("no reads finding: {findings:#?}"))
+    findings
+        .iter()
+        .find(|f| f["kind"] == "reads")
+        .unwrap_or_else(|| panic!("no reads finding: {findings:#?}"))
 }
 
 /// Random 4k reads on an 8-wide raidz3 of hdds with a 1M volblocksize and
 /// primarycache=metadata: every read fetches a 1M block as 5 leaf reads,
 /// over 128 MiB so that nearly every leaf read seeks.
 const AMPLIFIED: &[&str] = &[
-    "--layout", "raidz3:8", "--vdev-model", "hdd", "--volblocksize", "1m", "--primarycache", "metadata",
-    "--job", "name=rr,rw=randread,bs=4k,size=128m,runtime=3",
+    "--layout",
+    "raidz3:8",
+    "--vdev-model",
+    "hdd",
+    "--volblocksize",
+    "1m",
+    "--primarycache",
+    "metadata",
+    "--job",
+    "name=rr,rw=randread,bs=4k,size=128m,runtime=3",
 ];
 
 /// Random 4k reads of 8 MiB that the ARC holds after their first pass.
-const CACHED: &[&str] =
-    &["--layout", "raidz1:3", "--vdev-model", "ssd", "--volblocksize", "8k", "--job", "name=rr,rw=randread,bs=4k,size=8m,runtime=3"];
+const CACHED: &[&str] = &[
+    "--layout",
+    "raidz1:3",
+    "--vdev-model",
+    "ssd",
+    "--volblocksize",
+    "8k",
+    "--job",
+    "name=rr,rw=randread,bs=4k,size=8m,runtime=3",
+];
 
 #[test]
 fn reads_are_named_amplified_and_disk_bound_or_served_by_the_arc_on_each_release() {
@@ -46,9 +65,19 @@ fn reads_are_named_amplified_and_disk_bound_or_served_by_the_arc_on_each_release
             let reads = reads_finding(&findings);
             let title = reads["title"].as_str().unwrap();
             eprintln!("{} {mode}: {title}", release.version);
-            assert!(title.contains("disk-bound") && title.contains("amplified"), "{reads:#}");
-            assert_eq!(figure(reads, "fan_out"), 5.0, "a 1M block is 5 data columns of an 8-wide raidz3: {reads:#}");
-            assert!(figure(reads, "read_amplification") > 200.0, "4k reads of 1M blocks: {reads:#}");
+            assert!(
+                title.contains("disk-bound") && title.contains("amplified"),
+                "{reads:#}"
+            );
+            assert_eq!(
+                figure(reads, "fan_out"),
+                5.0,
+                "a 1M block is 5 data columns of an 8-wide raidz3: {reads:#}"
+            );
+            assert!(
+                figure(reads, "read_amplification") > 200.0,
+                "4k reads of 1M blocks: {reads:#}"
+            );
             // The device time a read waits for, then its CPU (checksum of the
             // whole block), is most of the lab's read latency: the slowest of
             // 5 leaf reads (seek + 5/6 of a turn on average) is 0.9 of it here,
@@ -60,8 +89,13 @@ fn reads_are_named_amplified_and_disk_bound_or_served_by_the_arc_on_each_release
             let cpu_ms = figure(reads, "cpu_per_read_ns") / 1e6;
             let lab_ms = lab["jobs"][0]["read"]["lat_ns"]["mean"].as_f64().unwrap() / 1e6;
             let ratio = (device_ms + cpu_ms) / lab_ms;
-            eprintln!("  per read: device {device_ms:.2}ms + CPU {cpu_ms:.2}ms = {ratio:.3} of the lab's read latency {lab_ms:.2}ms");
-            assert!((0.85..1.05).contains(&ratio), "device {device_ms:.2}ms + CPU {cpu_ms:.2}ms vs lab {lab_ms:.2}ms");
+            eprintln!(
+                "  per read: device {device_ms:.2}ms + CPU {cpu_ms:.2}ms = {ratio:.3} of the lab's read latency {lab_ms:.2}ms"
+            );
+            assert!(
+                (0.85..1.05).contains(&ratio),
+                "device {device_ms:.2}ms + CPU {cpu_ms:.2}ms vs lab {lab_ms:.2}ms"
+            );
             // The job's reads wait for the disks about half of the run (the
             // rest lays their data out first).
             assert!(reads["share"].as_f64().unwrap() > 0.25, "{reads:#}");

@@ -39,105 +39,283 @@ struct Case {
 }
 
 const fn zp(args: &'static str, says: &'static str) -> Case {
-    Case { bin: Bin::Zprof, args, exit: 2, says }
+    Case {
+        bin: Bin::Zprof,
+        args,
+        exit: 2,
+        says,
+    }
 }
 
 /// Lab cases run with `--dir {workdir}`, which must stay empty.
 const fn lab(args: &'static str, says: &'static str) -> Case {
-    Case { bin: Bin::Lab, args, exit: 2, says }
+    Case {
+        bin: Bin::Lab,
+        args,
+        exit: 2,
+        says,
+    }
 }
 
 const CASES: &[Case] = &[
     // zprof record: the target and its build.
     zp("record --target nope -- {marker}", "unknown target 'nope'"),
-    zp("record --target libzpool=/nonexistent/libzpool.so -- {marker}", "libzpool not found at /nonexistent/libzpool.so"),
-    zp("record --target libzpool=/etc/passwd -- {marker}", "not an ELF library"),
-    zp("record --target kernel -- {marker}", "the kernel target cannot run here"),
-    zp("record --offsets /nonexistent.json -- {marker}", "cannot read offsets table /nonexistent.json"),
-    zp("record --offsets {fixtures}/text.json -- {marker}", "is malformed"),
-    zp("record --offsets {foreign_table} -- {marker}", "was made for libzpool build"),
-    zp("record --zfs-version 9.9.9 -- {marker}", "--zfs-version 9.9.9 contradicts the build"),
-    zp("record --zfs-version abc -- {marker}", "'abc' is not an OpenZFS version"),
+    zp(
+        "record --target libzpool=/nonexistent/libzpool.so -- {marker}",
+        "libzpool not found at /nonexistent/libzpool.so",
+    ),
+    zp(
+        "record --target libzpool=/etc/passwd -- {marker}",
+        "not an ELF library",
+    ),
+    zp(
+        "record --target kernel -- {marker}",
+        "the kernel target cannot run here",
+    ),
+    zp(
+        "record --offsets /nonexistent.json -- {marker}",
+        "cannot read offsets table /nonexistent.json",
+    ),
+    zp(
+        "record --offsets {fixtures}/text.json -- {marker}",
+        "is malformed",
+    ),
+    zp(
+        "record --offsets {foreign_table} -- {marker}",
+        "was made for libzpool build",
+    ),
+    zp(
+        "record --zfs-version 9.9.9 -- {marker}",
+        "--zfs-version 9.9.9 contradicts the build",
+    ),
+    zp(
+        "record --zfs-version abc -- {marker}",
+        "'abc' is not an OpenZFS version",
+    ),
     // zprof record: options out of range.
     zp("record -d abc -- {marker}", "invalid duration 'abc'"),
     zp("record -d 0 -- {marker}", "must be greater than zero"),
-    zp("record -d 100000000000000000000 -- {marker}", "at most 366 days"),
-    zp("record -d 1fortnight -- {marker}", "invalid duration '1fortnight'"),
-    zp("record --format yaml -- {marker}", "invalid value 'yaml' for '--format"),
-    zp("record --hist-entries 0 -- {marker}", "0 is not in 16..=1000000"),
-    zp("record --hist-entries 99999999999 -- {marker}", "is not in 16..=1000000"),
-    zp("record --sample-freq 1000000 -- {marker}", "1000000 is not in 0..=10000"),
-    zp("record --stack-storage-size 0 -- {marker}", "0 is not in 64..=1000000"),
-    zp("record --skip nonsense -- {marker}", "unknown stage group 'nonsense'"),
-    zp("record --flamegraph-kind nope -- {marker}", "invalid value 'nope' for '--flamegraph-kind"),
-    zp("record --unknown-flag -- {marker}", "unexpected argument '--unknown-flag'"),
+    zp(
+        "record -d 100000000000000000000 -- {marker}",
+        "at most 366 days",
+    ),
+    zp(
+        "record -d 1fortnight -- {marker}",
+        "invalid duration '1fortnight'",
+    ),
+    zp(
+        "record --format yaml -- {marker}",
+        "invalid value 'yaml' for '--format",
+    ),
+    zp(
+        "record --hist-entries 0 -- {marker}",
+        "0 is not in 16..=1000000",
+    ),
+    zp(
+        "record --hist-entries 99999999999 -- {marker}",
+        "is not in 16..=1000000",
+    ),
+    zp(
+        "record --sample-freq 1000000 -- {marker}",
+        "1000000 is not in 0..=10000",
+    ),
+    zp(
+        "record --stack-storage-size 0 -- {marker}",
+        "0 is not in 64..=1000000",
+    ),
+    zp(
+        "record --skip nonsense -- {marker}",
+        "unknown stage group 'nonsense'",
+    ),
+    zp(
+        "record --flamegraph-kind nope -- {marker}",
+        "invalid value 'nope' for '--flamegraph-kind",
+    ),
+    zp(
+        "record --unknown-flag -- {marker}",
+        "unexpected argument '--unknown-flag'",
+    ),
     // zprof record: outputs, checked before anything runs.
-    zp("record -o /proc/zprof-nope/rec.json -- {marker}", "directory /proc/zprof-nope does not exist"),
+    zp(
+        "record -o /proc/zprof-nope/rec.json -- {marker}",
+        "directory /proc/zprof-nope does not exist",
+    ),
     zp("record -o {fixtures} -- {marker}", "it is a directory"),
-    zp("record --flamegraph /nonexistent/x.svg -- {marker}", "directory /nonexistent does not exist"),
-    zp("record --flamegraph {fixtures}/x.png -- {marker}", "name it .svg"),
+    zp(
+        "record --flamegraph /nonexistent/x.svg -- {marker}",
+        "directory /nonexistent does not exist",
+    ),
+    zp(
+        "record --flamegraph {fixtures}/x.png -- {marker}",
+        "name it .svg",
+    ),
     // zprof record: what to trace.
     zp("record --pid 999999999", "process 999999999 does not exist"),
     zp("record --pid abc", "invalid value 'abc' for '--pid"),
     zp("record --pid 1 -- {marker}", "cannot be used with"),
-    zp("record -- /nonexistent/bench", "cannot run '/nonexistent/bench'"),
+    zp(
+        "record -- /nonexistent/bench",
+        "cannot run '/nonexistent/bench'",
+    ),
     zp("run", "zprof run needs the benchmark to run after --"),
     // Recordings that are not recordings.
-    zp("report /nonexistent.json", "cannot read recording /nonexistent.json"),
+    zp(
+        "report /nonexistent.json",
+        "cannot read recording /nonexistent.json",
+    ),
     zp("report /dev/zero", "not a JSON object"),
     zp("report {fixtures}", "Is a directory"),
     zp("report {fixtures}/empty.json", "EOF while parsing"),
     zp("report {fixtures}/text.json", "starts with byte 0x68"),
     zp("report {fixtures}/array.json", "starts with byte 0x5b"),
     zp("report {fixtures}/truncated.json", "corrupt or truncated"),
-    zp("report {fixtures}/negative.json", "duration -10 s is not a recording's length"),
-    zp("report {fixtures}/zero.json", "duration 0 s is not a recording's length"),
-    zp("report {fixtures}/future.json", "recording format version 999, newer than this zprof reads"),
-    zp("report {fixtures}/foreign.json", "schema is \"something-else\""),
-    zp("report {fixtures}/negative-loss.json", "field \"ringbuf_full\""),
-    zp("report {fixtures}/good.json --format xml", "invalid value 'xml' for '--format"),
-    zp("explain /nonexistent.json", "cannot read recording /nonexistent.json"),
-    zp("explain {fixtures}/good.json --what-if slog=floppy", "invalid --what-if 'slog=floppy'"),
-    zp("explain {fixtures}/good.json --what-if slog=-5us", "invalid --what-if 'slog=-5us'"),
-    zp("compare {fixtures}/good.json /nonexistent.json", "cannot read recording /nonexistent.json"),
-    zp("compare {fixtures}/good.json", "required arguments were not provided"),
-    zp("flamegraph {fixtures}/good.json -o /nonexistent/x.svg", "directory /nonexistent does not exist"),
-    zp("flamegraph {fixtures}/good.json -o {fixtures}/x.png", "name it .svg"),
-    zp("flamegraph {fixtures}/good.json --kind nope -o {fixtures}/x.svg", "invalid value 'nope' for '--kind"),
+    zp(
+        "report {fixtures}/negative.json",
+        "duration -10 s is not a recording's length",
+    ),
+    zp(
+        "report {fixtures}/zero.json",
+        "duration 0 s is not a recording's length",
+    ),
+    zp(
+        "report {fixtures}/future.json",
+        "recording format version 999, newer than this zprof reads",
+    ),
+    zp(
+        "report {fixtures}/foreign.json",
+        "schema is \"something-else\"",
+    ),
+    zp(
+        "report {fixtures}/negative-loss.json",
+        "field \"ringbuf_full\"",
+    ),
+    zp(
+        "report {fixtures}/good.json --format xml",
+        "invalid value 'xml' for '--format",
+    ),
+    zp(
+        "explain /nonexistent.json",
+        "cannot read recording /nonexistent.json",
+    ),
+    zp(
+        "explain {fixtures}/good.json --what-if slog=floppy",
+        "invalid --what-if 'slog=floppy'",
+    ),
+    zp(
+        "explain {fixtures}/good.json --what-if slog=-5us",
+        "invalid --what-if 'slog=-5us'",
+    ),
+    zp(
+        "compare {fixtures}/good.json /nonexistent.json",
+        "cannot read recording /nonexistent.json",
+    ),
+    zp(
+        "compare {fixtures}/good.json",
+        "required arguments were not provided",
+    ),
+    zp(
+        "flamegraph {fixtures}/good.json -o /nonexistent/x.svg",
+        "directory /nonexistent does not exist",
+    ),
+    zp(
+        "flamegraph {fixtures}/good.json -o {fixtures}/x.png",
+        "name it .svg",
+    ),
+    zp(
+        "flamegraph {fixtures}/good.json --kind nope -o {fixtures}/x.svg",
+        "invalid value 'nope' for '--kind",
+    ),
     // zprof offsets and probes.
-    zp("offsets --module /etc/passwd", "--module /etc/passwd is not an ELF file"),
-    zp("offsets --module /nonexistent.ko", "cannot read --module /nonexistent.ko"),
-    zp("offsets --module {fixtures}/good.json", "is not an ELF file"),
+    zp(
+        "offsets --module /etc/passwd",
+        "--module /etc/passwd is not an ELF file",
+    ),
+    zp(
+        "offsets --module /nonexistent.ko",
+        "cannot read --module /nonexistent.ko",
+    ),
+    zp(
+        "offsets --module {fixtures}/good.json",
+        "is not an ELF file",
+    ),
     zp("offsets", "no zfs module is loaded"),
     zp("probes --target nope", "unknown target 'nope'"),
     zp("frobnicate", "unrecognized subcommand 'frobnicate'"),
     // The lab: pool options.
-    lab("run --layout raidz3:3 --job rw=write", "raidz3 needs at least 4 vdevs, got 3"),
-    lab("run --layout bogus --job rw=write", "layout 'bogus': expected KIND:N"),
+    lab(
+        "run --layout raidz3:3 --job rw=write",
+        "raidz3 needs at least 4 vdevs, got 3",
+    ),
+    lab(
+        "run --layout bogus --job rw=write",
+        "layout 'bogus': expected KIND:N",
+    ),
     lab("run --ashift 20 --job rw=write", "20 is not in 9..=16"),
     lab("run --vdev-size 0 --job rw=write", "below the 64M minimum"),
     lab("run --vdev-size 1k --job rw=write", "below the 64M minimum"),
     lab("run --logs -1 --job rw=write", "unexpected argument '-1'"),
-    lab("run --vdev-model hdd:seek=fast --job rw=write", "bad duration 'fast'"),
-    lab("run --vdev-model floppy --job rw=write", "unknown device model 'floppy'"),
-    lab("run --vdev-model hdd:seek=100s --job rw=write", "seek must be at most 1s"),
-    lab("run --logs 1 --log-model ssd:rate=0 --job rw=write", "rate '0' must be > 0"),
-    lab("run --volblocksize 12k --job rw=write", "must be a power of two"),
-    lab("run --compression lz5 --job rw=write", "unknown compression 'lz5'"),
-    lab("run --checksum crc32 --job rw=write", "unknown checksum 'crc32'"),
-    lab("run --sync sometimes --job rw=write", "unknown sync 'sometimes'"),
-    lab("run --logbias fast --job rw=write", "unknown logbias 'fast'"),
-    lab("run --primarycache data --job rw=write", "unknown primarycache 'data'"),
-    lab("run --output-format xml --job rw=write", "invalid value 'xml' for '--output-format"),
+    lab(
+        "run --vdev-model hdd:seek=fast --job rw=write",
+        "bad duration 'fast'",
+    ),
+    lab(
+        "run --vdev-model floppy --job rw=write",
+        "unknown device model 'floppy'",
+    ),
+    lab(
+        "run --vdev-model hdd:seek=100s --job rw=write",
+        "seek must be at most 1s",
+    ),
+    lab(
+        "run --logs 1 --log-model ssd:rate=0 --job rw=write",
+        "rate '0' must be > 0",
+    ),
+    lab(
+        "run --volblocksize 12k --job rw=write",
+        "must be a power of two",
+    ),
+    lab(
+        "run --compression lz5 --job rw=write",
+        "unknown compression 'lz5'",
+    ),
+    lab(
+        "run --checksum crc32 --job rw=write",
+        "unknown checksum 'crc32'",
+    ),
+    lab(
+        "run --sync sometimes --job rw=write",
+        "unknown sync 'sometimes'",
+    ),
+    lab(
+        "run --logbias fast --job rw=write",
+        "unknown logbias 'fast'",
+    ),
+    lab(
+        "run --primarycache data --job rw=write",
+        "unknown primarycache 'data'",
+    ),
+    lab(
+        "run --output-format xml --job rw=write",
+        "invalid value 'xml' for '--output-format",
+    ),
     lab("run", "required arguments were not provided"),
     // The lab: jobs.
     lab("run --job rw=trim", "unknown rw 'trim'"),
-    lab("run --job bs=1000", "bs 1000 must be a positive multiple of 512"),
-    lab("run --job numjobs=4294967297", "'4294967297' is out of range"),
+    lab(
+        "run --job bs=1000",
+        "bs 1000 must be a positive multiple of 512",
+    ),
+    lab(
+        "run --job numjobs=4294967297",
+        "'4294967297' is out of range",
+    ),
     lab("run --job numjobs=65", "numjobs must be 1..64"),
     lab("run --job runtime=0", "'0' must be positive"),
     lab("run --job rwmixread=101", "percentages must be 0..100"),
-    lab("run --job buffer_compress_percentage=4294967296", "out of range"),
+    lab(
+        "run --job buffer_compress_percentage=4294967296",
+        "out of range",
+    ),
     lab("run --job iodepth=4", "unknown job option 'iodepth'"),
     lab("run --job name=a/b", "job name 'a/b' must be"),
     lab("run --job bs=1m,size=64k", "larger than size"),
@@ -157,20 +335,29 @@ struct Leftovers {
 fn leftovers(marker: &str) -> Leftovers {
     let mut processes = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if line.contains(marker) {
             processes.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
         }
     }
-    let programs = aya::programs::loaded_programs().filter_map(Result::ok).map(|p| p.id()).collect();
+    let programs = aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .map(|p| p.id())
+        .collect();
     let scratch = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| name.starts_with("zprof") && !name.starts_with("zprof-robust-"))
         .collect();
-    Leftovers { processes, programs, scratch }
+    Leftovers {
+        processes,
+        programs,
+        scratch,
+    }
 }
 
 /// Waits (up to 5 s: the kernel frees released programs after an RCU grace
@@ -196,20 +383,31 @@ fn assert_nothing_left(before: &Leftovers, marker: &str, what: &str) {
 /// Recordings that are not recordings, made from a real one.
 fn make_fixtures(dir: &Path) {
     let good = dir.join("good.json");
-    let output = zprof().args(["record", "--target", "libzpool", "--no-explain", "-o"]).arg(&good).args(["--", "true"]).output().unwrap();
+    let output = zprof()
+        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .arg(&good)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let text = std::fs::read_to_string(&good).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
     let write_changed = |name: &str, change: &dyn Fn(&mut serde_json::Value)| {
         let mut changed = value.clone();
         change(&mut changed);
-        std::fs::write(dir.join(name), serde_json::to_string_pretty(&changed).unwrap()).unwrap();
+        std::fs::write(
+            dir.join(name),
+            serde_json::to_string_pretty(&changed).unwrap(),
+        )
+        .unwrap();
     };
     write_changed("negative.json", &|v| v["duration_s"] = (-10.0).into());
     write_changed("zero.json", &|v| v["duration_s"] = 0.into());
     write_changed("future.json", &|v| v["version"] = 999.into());
     write_changed("foreign.json", &|v| v["schema"] = "something-else".into());
-    write_changed("negative-loss.json", &|v| v["losses"]["ringbuf_full"] = (-3).into());
+    write_changed("negative-loss.json", &|v| {
+        v["losses"]["ringbuf_full"] = (-3).into()
+    });
     std::fs::write(dir.join("empty.json"), "").unwrap();
     std::fs::write(dir.join("text.json"), "hello world\n").unwrap();
     std::fs::write(dir.join("array.json"), "[]").unwrap();
@@ -225,7 +423,9 @@ fn foreign_table() -> PathBuf {
 #[test]
 fn bad_inputs_are_refused_in_one_line_and_leave_nothing() {
     require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     assert!(CASES.len() >= 40, "the suite holds {} cases", CASES.len());
     let fixtures = common::scratch("zprof-robust", "fixtures");
     make_fixtures(&fixtures);
@@ -254,17 +454,33 @@ fn bad_inputs_are_refused_in_one_line_and_leave_nothing() {
         let first = err.lines().next().unwrap_or("");
         let shown = format!("{:?} {args}", case.bin);
         if output.status.code() != Some(case.exit) {
-            failures.push(format!("{shown}: exit {:?}, expected {}: {err}", output.status.code(), case.exit));
+            failures.push(format!(
+                "{shown}: exit {:?}, expected {}: {err}",
+                output.status.code(),
+                case.exit
+            ));
         } else if !first.contains(case.says) {
-            failures.push(format!("{shown}: first line {first:?} does not say {:?}", case.says));
+            failures.push(format!(
+                "{shown}: first line {first:?} does not say {:?}",
+                case.says
+            ));
         } else if !output.stdout.is_empty() {
-            failures.push(format!("{shown}: printed on stdout: {}", String::from_utf8_lossy(&output.stdout)));
+            failures.push(format!(
+                "{shown}: printed on stdout: {}",
+                String::from_utf8_lossy(&output.stdout)
+            ));
         }
         assert_nothing_left(&before, &marker, &shown);
         let left = std::fs::read_dir(&workdir).unwrap().count();
         assert_eq!(left, 0, "{shown} left {left} entries in the lab's --dir");
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
     eprintln!("{} bad inputs refused, nothing left behind", CASES.len());
     std::fs::remove_dir_all(fixtures).unwrap();
     std::fs::remove_dir_all(workdir).unwrap();
@@ -275,7 +491,15 @@ fn bad_inputs_are_refused_in_one_line_and_leave_nothing() {
 /// unless `wait_attached` is false.
 fn start_recording(marker_seconds: &str, wait_attached: bool) -> Child {
     let mut child = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "--", "sleep", marker_seconds])
+        .args([
+            "record",
+            "--target",
+            "libzpool",
+            "--no-explain",
+            "--",
+            "sleep",
+            marker_seconds,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -294,7 +518,9 @@ fn start_recording(marker_seconds: &str, wait_attached: bool) -> Child {
 #[test]
 fn signals_leave_no_command_and_no_probe() {
     require_root();
-    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let seconds = format!("8{}.5", std::process::id());
     let marker = format!("sleep {seconds}");
     let before = leftovers(&marker);
@@ -303,15 +529,38 @@ fn signals_leave_no_command_and_no_probe() {
     // (what, whom, signal, zprof's expected exit status: None for a kill)
     type Target = fn(&Child) -> i32;
     let runs: [(&str, Target, i32, Option<i32>); 5] = [
-        ("SIGINT to the group", group, libc::SIGINT, Some(128 + libc::SIGINT)),
-        ("SIGINT to zprof alone", alone, libc::SIGINT, Some(128 + libc::SIGINT)),
-        ("SIGTERM to zprof alone", alone, libc::SIGTERM, Some(128 + libc::SIGTERM)),
-        ("SIGTERM to the group", group, libc::SIGTERM, Some(128 + libc::SIGTERM)),
+        (
+            "SIGINT to the group",
+            group,
+            libc::SIGINT,
+            Some(128 + libc::SIGINT),
+        ),
+        (
+            "SIGINT to zprof alone",
+            alone,
+            libc::SIGINT,
+            Some(128 + libc::SIGINT),
+        ),
+        (
+            "SIGTERM to zprof alone",
+            alone,
+            libc::SIGTERM,
+            Some(128 + libc::SIGTERM),
+        ),
+        (
+            "SIGTERM to the group",
+            group,
+            libc::SIGTERM,
+            Some(128 + libc::SIGTERM),
+        ),
         ("SIGKILL mid-run", alone, libc::SIGKILL, None),
     ];
     for (what, whom, signal, expected) in runs {
         let child = start_recording(&seconds, true);
-        assert!(!leftovers(&marker).processes.is_empty(), "{what}: the command is not running");
+        assert!(
+            !leftovers(&marker).processes.is_empty(),
+            "{what}: the command is not running"
+        );
         unsafe { libc::kill(whom(&child), signal) };
         let status = child.wait_with_output().unwrap().status;
         match expected {
@@ -327,13 +576,22 @@ fn signals_leave_no_command_and_no_probe() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait_with_output().unwrap();
-        assert_nothing_left(&before, &marker, &format!("SIGKILL {delay_ms} ms after start"));
+        assert_nothing_left(
+            &before,
+            &marker,
+            &format!("SIGKILL {delay_ms} ms after start"),
+        );
     }
     // A command that exits at once: its status, once zprof has attached
     // (how long attaching takes depends on the host, and is not timed here).
     for (command, code) in [("true", 0), ("false", 1)] {
         let output = exit_after_attach(command);
-        assert_eq!(output.status.code(), Some(code), "{command}: {}", stderr(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{command}: {}",
+            stderr(&output)
+        );
     }
     assert_nothing_left(&before, &marker, "commands exiting at once");
 }
@@ -344,7 +602,14 @@ fn signals_leave_no_command_and_no_probe() {
 fn exit_after_attach(command: &str) -> std::process::Output {
     const LIMIT: Duration = Duration::from_secs(60);
     let mut child = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "--", command])
+        .args([
+            "record",
+            "--target",
+            "libzpool",
+            "--no-explain",
+            "--",
+            command,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -355,6 +620,8 @@ fn exit_after_attach(command: &str) -> std::process::Output {
     std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
     rx.recv_timeout(LIMIT).unwrap_or_else(|_| {
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        panic!("`{command}` exited at once, but zprof still ran {LIMIT:?} after attaching; killed it")
+        panic!(
+            "`{command}` exited at once, but zprof still ran {LIMIT:?} after attaching; killed it"
+        )
     })
 }

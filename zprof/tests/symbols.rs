@@ -26,8 +26,14 @@ void *hidden_worker_address(void) { return (void *)hidden_worker; }
 "#;
 
 fn run(command: &mut Command) {
-    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(output.status.success(), "{command:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// Builds `lib{name}.so` in `dir`, keeps its symbols in `{name}.debug`, and
@@ -38,10 +44,21 @@ fn build_stripped(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let library = dir.join(format!("lib{name}.so"));
     let debug = dir.join(format!("{name}.debug"));
     run(Command::new("gcc")
-        .args(["-O1", "-g", "-shared", "-fPIC", "-fno-toplevel-reorder", "-Wl,--build-id", "-o"])
+        .args([
+            "-O1",
+            "-g",
+            "-shared",
+            "-fPIC",
+            "-fno-toplevel-reorder",
+            "-Wl,--build-id",
+            "-o",
+        ])
         .arg(&library)
         .arg(&source));
-    run(Command::new("objcopy").arg("--only-keep-debug").arg(&library).arg(&debug));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&library)
+        .arg(&debug));
     run(Command::new("strip").arg("--strip-all").arg(&library));
     (library, debug)
 }
@@ -60,10 +77,20 @@ fn load_and_find_hidden(library: &Path) -> u64 {
 }
 
 fn build_id_path(root: &Path, library: &Path) -> PathBuf {
-    let output = Command::new("readelf").arg("-n").arg(library).output().unwrap();
+    let output = Command::new("readelf")
+        .arg("-n")
+        .arg(library)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    let id = text.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).expect("library has a build-id").trim();
-    root.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]))
+    let id = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("library has a build-id")
+        .trim();
+    root.join(".build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]))
 }
 
 #[test]
@@ -78,7 +105,10 @@ fn a_static_function_is_placed_without_debug_file_and_named_with_one() {
     let maps = ProcessMaps::read(std::process::id()).unwrap();
     let mut symbolizer = Symbolizer::with_debug_dirs(vec![no_debug_dirs.clone()]);
     let placed = symbolizer.user(Some(&maps), hidden);
-    assert!(placed.starts_with("[libplain.so:exported_before+0x"), "{placed}");
+    assert!(
+        placed.starts_with("[libplain.so:exported_before+0x"),
+        "{placed}"
+    );
     assert_eq!(symbolizer.user(Some(&maps), hidden + 2), placed);
     assert_eq!((symbolizer.placed, symbolizer.unsymbolized), (2, 0));
 
@@ -95,7 +125,9 @@ fn a_static_function_is_placed_without_debug_file_and_named_with_one() {
 
     // A .gnu_debuglink naming a debug file beside the library: the real name too.
     let (linked, linked_debug) = build_stripped(&dir, "linked");
-    run(Command::new("objcopy").arg(format!("--add-gnu-debuglink={}", linked_debug.display())).arg(&linked));
+    run(Command::new("objcopy")
+        .arg(format!("--add-gnu-debuglink={}", linked_debug.display()))
+        .arg(&linked));
     let hidden = load_and_find_hidden(&linked);
     let maps = ProcessMaps::read(std::process::id()).unwrap();
     let mut symbolizer = Symbolizer::with_debug_dirs(vec![no_debug_dirs]);

@@ -17,7 +17,10 @@ struct Tmux(String);
 
 impl Tmux {
     fn run(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux").args(args).output().expect("no tmux: cargo xtask setup installs it");
+        let output = Command::new("tmux")
+            .args(args)
+            .output()
+            .expect("no tmux: cargo xtask setup installs it");
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
@@ -37,7 +40,10 @@ impl Tmux {
             if ok(&screen) {
                 return screen;
             }
-            assert!(started.elapsed() < Duration::from_secs(20), "no {what} on the screen in 20 s:\n{screen}");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no {what} on the screen in 20 s:\n{screen}"
+            );
             std::thread::sleep(Duration::from_millis(250));
         }
     }
@@ -45,7 +51,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
     }
 }
 
@@ -53,8 +61,15 @@ impl Drop for Tmux {
 /// first line that starts with `stage` and holds `pool`.
 fn ops_per_s(screen: &str, stage: &str, pool: &str) -> Option<f64> {
     let column = screen.lines().find_map(|l| l.find("OPS/S"))?;
-    let line = screen.lines().find(|l| l.starts_with(&format!("{stage} ")) && l.contains(pool))?;
-    line.get(column..)?.split_whitespace().next()?.replace(',', "").parse().ok()
+    let line = screen
+        .lines()
+        .find(|l| l.starts_with(&format!("{stage} ")) && l.contains(pool))?;
+    line.get(column..)?
+        .split_whitespace()
+        .next()?
+        .replace(',', "")
+        .parse()
+        .ok()
 }
 
 #[test]
@@ -72,21 +87,39 @@ fn top_shows_the_workloads_stages_and_its_keys_work() {
         dir.join("stderr").display(),
         status.display()
     );
-    tmux.run(&["new-session", "-d", "-s", &tmux.0, "-x", "160", "-y", "45", &command]);
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        &tmux.0,
+        "-x",
+        "160",
+        "-y",
+        "45",
+        &command,
+    ]);
     tmux.wait_for("heading", |s| s.contains("zprof top: OpenZFS 2.1.11"));
 
     let mut lab = Command::new(&release.lab)
         .args(["run", "--dir"])
         .arg(&dir)
-        .args(["--job", "name=f,rw=randwrite,bs=4k,size=16m,runtime=8,fsync=1"])
+        .args([
+            "--job",
+            "name=f,rw=randwrite,bs=4k,size=16m,runtime=8,fsync=1",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let pool = format!("zlab-{}", lab.id());
-    let screen = tmux.wait_for("zil_commit row of the lab's pool", |s| ops_per_s(s, "zil_commit", &pool).is_some_and(|ops| ops > 0.0));
+    let screen = tmux.wait_for("zil_commit row of the lab's pool", |s| {
+        ops_per_s(s, "zil_commit", &pool).is_some_and(|ops| ops > 0.0)
+    });
     eprintln!("{screen}");
     for stage in ["zil_flush", "vdev_disk", "write"] {
-        assert!(ops_per_s(&screen, stage, &pool).is_some(), "no {stage} row for {pool}:\n{screen}");
+        assert!(
+            ops_per_s(&screen, stage, &pool).is_some(),
+            "no {stage} row for {pool}:\n{screen}"
+        );
     }
 
     tmux.keys("s");
@@ -99,21 +132,40 @@ fn top_shows_the_workloads_stages_and_its_keys_work() {
         tmux.keys("p");
         std::thread::sleep(Duration::from_millis(500));
     }
-    let screen = tmux.wait_for("the lab's pool alone", |s| s.contains(&format!("pool: {pool}")));
-    let other_pool = |l: &&str| l.split_whitespace().any(|w| w.starts_with("zlab-") && w != pool);
-    assert!(!screen.lines().skip(2).any(|l| other_pool(&l)), "rows of another pool:\n{screen}");
+    let screen = tmux.wait_for("the lab's pool alone", |s| {
+        s.contains(&format!("pool: {pool}"))
+    });
+    let other_pool = |l: &&str| {
+        l.split_whitespace()
+            .any(|w| w.starts_with("zlab-") && w != pool)
+    };
+    assert!(
+        !screen.lines().skip(2).any(|l| other_pool(&l)),
+        "rows of another pool:\n{screen}"
+    );
     tmux.keys("f");
-    let screen = tmux.wait_for("the top finding", |s| s.contains("top finding over the last"));
+    let screen = tmux.wait_for("the top finding", |s| {
+        s.contains("top finding over the last")
+    });
     eprintln!("{screen}");
     assert!(screen.contains("bound by ZIL commits"), "{screen}");
 
     tmux.keys("q");
     let started = Instant::now();
     while !status.exists() {
-        assert!(started.elapsed() < Duration::from_secs(10), "zprof top did not end on q: {}", tmux.screen());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "zprof top did not end on q: {}",
+            tmux.screen()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "exit=0", "{}", std::fs::read_to_string(dir.join("stderr")).unwrap_or_default());
+    assert_eq!(
+        std::fs::read_to_string(&status).unwrap().trim(),
+        "exit=0",
+        "{}",
+        std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+    );
     assert!(lab.wait().unwrap().success());
     drop(tmux);
     std::fs::remove_dir_all(dir).unwrap();

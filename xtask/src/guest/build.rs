@@ -48,8 +48,13 @@ const MODULES: [&str; 2] = ["spl", "zfs"];
 const ZFS_PACKAGES: &[&str] = &["zfsutils-linux", "zfs-test", "zfs-dkms"];
 
 /// Host packages the builder installs when missing (harmless to the host: pahole).
-const HOST_PACKAGES: &[(&str, &str)] =
-    &[("pahole", "dwarves"), ("xz", "xz-utils"), ("zstd", "zstd"), ("make", "make"), ("gcc-12", "gcc-12")];
+const HOST_PACKAGES: &[(&str, &str)] = &[
+    ("pahole", "dwarves"),
+    ("xz", "xz-utils"),
+    ("zstd", "zstd"),
+    ("make", "make"),
+    ("gcc-12", "gcc-12"),
+];
 
 /// What `run` needs to boot a guest.
 pub struct Artifacts {
@@ -72,9 +77,16 @@ pub struct Artifacts {
 impl Artifacts {
     /// One line for logs.
     pub fn summary(&self) -> String {
-        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len() / 1_000_000).unwrap_or(0);
-        let modules: Vec<String> =
-            self.modules_cpio.iter().map(|(v, p)| format!("{v} {} MB", size(p))).collect();
+        let size = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| m.len() / 1_000_000)
+                .unwrap_or(0)
+        };
+        let modules: Vec<String> = self
+            .modules_cpio
+            .iter()
+            .map(|(v, p)| format!("{v} {} MB", size(p)))
+            .collect();
         format!(
             "kernel {}, base initramfs {} MB, modules {}, zprof {}, cache {}",
             self.kver,
@@ -140,15 +152,24 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
     })?;
     let vmlinuz = kernel_dir.join(format!("boot/vmlinuz-{kver}"));
     let vmlinux = cache.join("vmlinux");
-    steps.step("vmlinux", &kernel_key, &[&vmlinux], || extract_vmlinux(&vmlinuz, &vmlinux))?;
+    steps.step("vmlinux", &kernel_key, &[&vmlinux], || {
+        extract_vmlinux(&vmlinuz, &vmlinux)
+    })?;
 
     let qemu = match host_qemu() {
-        Some(binary) => Qemu { binary, lib_dir: None, firmware: Vec::new() },
+        Some(binary) => Qemu {
+            binary,
+            lib_dir: None,
+            firmware: Vec::new(),
+        },
         None => {
             let dir = cache.join("qemu");
             steps.step("qemu", &stamp_key(&qemu_debs), &[&dir], || {
                 unpack(&qemu_debs, &dir)?;
-                check_libraries(&dir.join("usr/bin/qemu-system-x86_64"), &[dir.join("usr/lib/x86_64-linux-gnu")])
+                check_libraries(
+                    &dir.join("usr/bin/qemu-system-x86_64"),
+                    &[dir.join("usr/lib/x86_64-linux-gnu")],
+                )
             })?;
             Qemu {
                 binary: dir.join("usr/bin/qemu-system-x86_64"),
@@ -160,7 +181,9 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
 
     let userland = cache.join("userland");
     let userland_key = stamp_key(&userland_debs);
-    steps.step("userland", &userland_key, &[&userland], || unpack(&userland_debs, &userland))?;
+    steps.step("userland", &userland_key, &[&userland], || {
+        unpack(&userland_debs, &userland)
+    })?;
 
     let zfs_build = cache.join("zfs-build");
     let zfs_key = format!("{kernel_key}\n{userland_key}");
@@ -195,7 +218,10 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
 
     let base_cpio = cache.join("base.cpio");
     let fio_version = package_version("fio").unwrap_or_else(|| "absent".into());
-    let base_key = format!("{userland_key}\nfio {fio_version}\nlibc {}", package_version("libc6").unwrap_or_default());
+    let base_key = format!(
+        "{userland_key}\nfio {fio_version}\nlibc {}",
+        package_version("libc6").unwrap_or_default()
+    );
     steps.step("initramfs", &base_key, &[&base_cpio], || {
         let root = cache.join("base-root");
         fresh_dir(&root)?;
@@ -205,7 +231,15 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         Ok(())
     })?;
 
-    Ok(Artifacts { kver, vmlinuz, qemu, base_cpio, modules_cpio, zprof, cache })
+    Ok(Artifacts {
+        kver,
+        vmlinuz,
+        qemu,
+        base_cpio,
+        modules_cpio,
+        zprof,
+        cache,
+    })
 }
 
 /// Cached steps of one cache directory.
@@ -215,10 +249,17 @@ struct Steps {
 
 impl Steps {
     /// Runs `work` unless `NAME.stamp` holds `key` and every output exists.
-    fn step(&self, name: &str, key: &str, outputs: &[&Path], work: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()> {
+    fn step(
+        &self,
+        name: &str,
+        key: &str,
+        outputs: &[&Path],
+        work: impl FnOnce() -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let key = format!("recipe {RECIPE}\n{key}\n");
         let stamp = self.dir.join(format!("{name}.stamp"));
-        let cached = std::fs::read_to_string(&stamp).is_ok_and(|s| s == key) && outputs.iter().all(|o| o.exists());
+        let cached = std::fs::read_to_string(&stamp).is_ok_and(|s| s == key)
+            && outputs.iter().all(|o| o.exists());
         if cached {
             eprintln!("xtask: guest: {name}: cached");
             return Ok(());
@@ -234,7 +275,10 @@ impl Steps {
 }
 
 fn stamp_key(debs: &[PathBuf]) -> String {
-    let mut names: Vec<String> = debs.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = debs
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     names.join("\n")
 }
@@ -246,19 +290,31 @@ fn build_zprof(release: bool) -> anyhow::Result<PathBuf> {
         cmd.arg("--release");
     }
     run(&mut cmd)?;
-    let path = super::target_dir().join(if release { "release" } else { "debug" }).join("zprof");
-    ensure!(path.exists(), "cargo built zprof but {} is missing", path.display());
+    let path = super::target_dir()
+        .join(if release { "release" } else { "debug" })
+        .join("zprof");
+    ensure!(
+        path.exists(),
+        "cargo built zprof but {} is missing",
+        path.display()
+    );
     Ok(path)
 }
 
 /// Installs the few host tools the build needs (idempotent: checks first).
 fn host_packages() -> anyhow::Result<()> {
-    let missing: Vec<&str> =
-        HOST_PACKAGES.iter().filter(|(tool, _)| which(tool).is_none()).map(|(_, package)| *package).collect();
+    let missing: Vec<&str> = HOST_PACKAGES
+        .iter()
+        .filter(|(tool, _)| which(tool).is_none())
+        .map(|(_, package)| *package)
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
-    eprintln!("xtask: guest: installing {} (host tools for the module build)", missing.join(" "));
+    eprintln!(
+        "xtask: guest: installing {} (host tools for the module build)",
+        missing.join(" ")
+    );
     run(Command::new("apt-get")
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(&missing)
@@ -266,12 +322,24 @@ fn host_packages() -> anyhow::Result<()> {
 }
 
 fn which(tool: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(tool)).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(tool))
+        .find(|p| p.is_file())
 }
 
 fn capture(cmd: &mut Command) -> anyhow::Result<String> {
-    let output = cmd.stderr(Stdio::inherit()).output().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
-    ensure!(output.status.success(), "{:?} failed with {}", cmd, output.status);
+    let output = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    ensure!(
+        output.status.success(),
+        "{:?} failed with {}",
+        cmd,
+        output.status
+    );
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
@@ -280,9 +348,13 @@ fn tool_version(tool: &str, flag: &str) -> anyhow::Result<String> {
 }
 
 fn package_version(package: &str) -> Option<String> {
-    let out = Command::new("dpkg-query").args(["-W", "-f=${Status} ${Version}", package]).output().ok()?;
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status} ${Version}", package])
+        .output()
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.strip_prefix("install ok installed ").map(str::to_owned)
+    text.strip_prefix("install ok installed ")
+        .map(str::to_owned)
 }
 
 /// The guest kernel release. Default: `$ZPROF_GUEST_KERNEL`, else the one
@@ -304,7 +376,10 @@ fn kernel_release(choice: KernelChoice) -> anyhow::Result<String> {
         }
         KernelChoice::Series(series) => series,
     };
-    let pattern = format!("^linux-image-{}\\.[0-9]+\\+deb[0-9]+-amd64$", series.replace('.', "\\."));
+    let pattern = format!(
+        "^linux-image-{}\\.[0-9]+\\+deb[0-9]+-amd64$",
+        series.replace('.', "\\.")
+    );
     let text = capture(Command::new("apt-cache").args(["search", "--names-only", &pattern]))?;
     newest_release(&text, series)
         .ok_or_else(|| anyhow!("apt knows no linux-image-{series}.N+debNN-amd64 (run apt-get update; Debian 12 carries 6.12 in bookworm-security)"))
@@ -316,7 +391,13 @@ fn newest_release(search: &str, series: &str) -> Option<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next()?.strip_prefix("linux-image-"))
         .filter_map(|kver| {
-            let patch: u32 = kver.strip_prefix(series)?.strip_prefix('.')?.split('+').next()?.parse().ok()?;
+            let patch: u32 = kver
+                .strip_prefix(series)?
+                .strip_prefix('.')?
+                .split('+')
+                .next()?
+                .parse()
+                .ok()?;
             Some((patch, kver.to_owned()))
         })
         .max()
@@ -335,7 +416,11 @@ fn kernel_packages(kver: &str) -> anyhow::Result<Vec<String>> {
             packages.push(dep.trim().to_owned());
         }
     }
-    ensure!(packages.len() >= 4, "unexpected dependencies of {}: {text}", packages[1]);
+    ensure!(
+        packages.len() >= 4,
+        "unexpected dependencies of {}: {text}",
+        packages[1]
+    );
     Ok(packages)
 }
 
@@ -348,10 +433,22 @@ fn host_qemu() -> Option<PathBuf> {
 /// qemu-system-x86 and what apt would install with it. Installing it for real
 /// would remove a newer qemu-utils backport, so it is only unpacked.
 fn qemu_packages() -> anyhow::Result<Vec<String>> {
-    let text = capture(Command::new("apt-get").args(["install", "-s", "--no-install-recommends", "qemu-system-x86"]))?;
-    let packages: Vec<String> =
-        text.lines().filter_map(|l| l.strip_prefix("Inst ")).filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect();
-    ensure!(packages.iter().any(|p| p == "qemu-system-x86"), "apt-get would not install qemu-system-x86:\n{text}");
+    let text = capture(Command::new("apt-get").args([
+        "install",
+        "-s",
+        "--no-install-recommends",
+        "qemu-system-x86",
+    ]))?;
+    let packages: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("Inst "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    ensure!(
+        packages.iter().any(|p| p == "qemu-system-x86"),
+        "apt-get would not install qemu-system-x86:\n{text}"
+    );
     Ok(packages)
 }
 
@@ -370,7 +467,9 @@ impl Apt {
     /// Where OpenZFS `release` comes from: Debian 12's own lists, or the suite
     /// and version scripts/openzfs-releases gives for it.
     fn for_release(release: &str) -> anyhow::Result<Apt> {
-        let Some((suite, version)) = crate::release_source(release)? else { return Ok(Apt::default()) };
+        let Some((suite, version)) = crate::release_source(release)? else {
+            return Ok(Apt::default());
+        };
         let apt = crate::setup_cache().join("apt").join(&suite);
         ensure!(
             apt.join("sources.list").is_file(),
@@ -378,13 +477,22 @@ impl Apt {
             apt.display()
         );
         let options = [
-            format!("Dir::Etc::SourceList={}", apt.join("sources.list").display()),
+            format!(
+                "Dir::Etc::SourceList={}",
+                apt.join("sources.list").display()
+            ),
             "Dir::Etc::SourceParts=/dev/null".to_owned(),
             format!("Dir::State::Lists={}", apt.join("lists").display()),
             format!("Dir::Cache={}", apt.display()),
             format!("Dir::Cache::Archives={}", apt.join("archives").display()),
         ];
-        Ok(Apt { options: options.into_iter().flat_map(|o| ["-o".to_owned(), o]).collect(), version: Some(version) })
+        Ok(Apt {
+            options: options
+                .into_iter()
+                .flat_map(|o| ["-o".to_owned(), o])
+                .collect(),
+            version: Some(version),
+        })
     }
 
     fn command(&self, tool: &str) -> Command {
@@ -405,7 +513,11 @@ impl Apt {
     /// (updating the lists once if they do not know it).
     fn zfs_packages(&self) -> anyhow::Result<Vec<String>> {
         let libraries = || -> anyhow::Result<Vec<String>> {
-            let output = self.command("apt-cache").arg("depends").arg(self.pinned("zfsutils-linux")).output()?;
+            let output = self
+                .command("apt-cache")
+                .arg("depends")
+                .arg(self.pinned("zfsutils-linux"))
+                .output()?;
             Ok(String::from_utf8_lossy(&output.stdout)
                 .lines()
                 .filter_map(|l| l.trim().strip_prefix("Depends: "))
@@ -458,19 +570,40 @@ fn download(dir: &Path, packages: &[String], apt: &Apt) -> anyhow::Result<Vec<Pa
                 .stdout(Stdio::null())
                 .status()
         };
-        eprintln!("xtask: guest: downloading {}", missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "));
+        eprintln!(
+            "xtask: guest: downloading {}",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         if !fetch(dir)?.success() {
-            eprintln!("xtask: guest: apt-get download failed; updating the package lists and retrying");
+            eprintln!(
+                "xtask: guest: apt-get download failed; updating the package lists and retrying"
+            );
             run(apt.command("apt-get").args(["update", "-qq"]))?;
-            ensure!(fetch(dir)?.success(), "apt-get download failed (is the contrib component enabled? `cargo xtask setup` does that)");
+            ensure!(
+                fetch(dir)?.success(),
+                "apt-get download failed (is the contrib component enabled? `cargo xtask setup` does that)"
+            );
         }
     }
-    packages.iter().map(|p| find(p).ok_or_else(|| anyhow!("{p}: downloaded, but no {p}_*.deb in {}", dir.display()))).collect()
+    packages
+        .iter()
+        .map(|p| {
+            find(p).ok_or_else(|| anyhow!("{p}: downloaded, but no {p}_*.deb in {}", dir.display()))
+        })
+        .collect()
 }
 
 fn unpack(debs: &[PathBuf], into: &Path) -> anyhow::Result<()> {
     fresh_dir(into)?;
-    eprintln!("xtask: guest: dpkg -x of {} packages into {}", debs.len(), into.display());
+    eprintln!(
+        "xtask: guest: dpkg -x of {} packages into {}",
+        debs.len(),
+        into.display()
+    );
     for deb in debs {
         quiet(Command::new("dpkg").arg("-x").arg(deb).arg(into))?;
     }
@@ -479,7 +612,9 @@ fn unpack(debs: &[PathBuf], into: &Path) -> anyhow::Result<()> {
 
 /// Runs a command without echoing it (for the many per-file steps).
 fn quiet(cmd: &mut Command) -> anyhow::Result<()> {
-    let status = cmd.status().with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {:?}", cmd.get_program()))?;
     ensure!(status.success(), "{cmd:?} failed with {status}");
     Ok(())
 }
@@ -488,9 +623,17 @@ fn quiet(cmd: &mut Command) -> anyhow::Result<()> {
 /// it at the unpacked copy.
 fn fix_headers_makefile(kernel_dir: &Path, kver: &str) -> anyhow::Result<()> {
     let makefile = kernel_dir.join(format!("usr/src/linux-headers-{kver}/Makefile"));
-    let text = std::fs::read_to_string(&makefile).with_context(|| format!("reading {}", makefile.display()))?;
-    let fixed = text.replace("include /usr/src/", &format!("include {}/usr/src/", kernel_dir.display()));
-    ensure!(fixed != text, "{} has no 'include /usr/src/...' line to redirect", makefile.display());
+    let text = std::fs::read_to_string(&makefile)
+        .with_context(|| format!("reading {}", makefile.display()))?;
+    let fixed = text.replace(
+        "include /usr/src/",
+        &format!("include {}/usr/src/", kernel_dir.display()),
+    );
+    ensure!(
+        fixed != text,
+        "{} has no 'include /usr/src/...' line to redirect",
+        makefile.display()
+    );
     std::fs::write(&makefile, fixed)?;
     Ok(())
 }
@@ -501,17 +644,26 @@ fn fix_headers_makefile(kernel_dir: &Path, kver: &str) -> anyhow::Result<()> {
 /// occurrence is tried until one decompresses to an ELF file.
 fn extract_vmlinux(vmlinuz: &Path, out: &Path) -> anyhow::Result<()> {
     let image = std::fs::read(vmlinuz).with_context(|| format!("reading {}", vmlinuz.display()))?;
-    let formats: [(&[u8], &str, &[&str]); 2] =
-        [(b"\xfd7zXZ\x00", "xz", &["-dc", "--single-stream"]), (b"\x28\xb5\x2f\xfd", "zstd", &["-dcq"])];
+    let formats: [(&[u8], &str, &[&str]); 2] = [
+        (b"\xfd7zXZ\x00", "xz", &["-dc", "--single-stream"]),
+        (b"\x28\xb5\x2f\xfd", "zstd", &["-dcq"]),
+    ];
     for (magic, tool, args) in formats {
-        let starts = image.windows(magic.len()).enumerate().filter(|(_, w)| *w == magic).map(|(at, _)| at);
+        let starts = image
+            .windows(magic.len())
+            .enumerate()
+            .filter(|(_, w)| *w == magic)
+            .map(|(at, _)| at);
         for start in starts {
             if decompress(tool, args, &image[start..], out)? {
                 return Ok(());
             }
         }
     }
-    bail!("no xz or zstd stream in {} decompresses to an ELF file (not a Debian amd64 kernel?)", vmlinuz.display())
+    bail!(
+        "no xz or zstd stream in {} decompresses to an ELF file (not a Debian amd64 kernel?)",
+        vmlinuz.display()
+    )
 }
 
 /// Decompresses `payload` with `tool` into `out`; whether that gave an ELF file
@@ -529,26 +681,45 @@ fn decompress(tool: &str, args: &[&str], payload: &[u8], out: &Path) -> anyhow::
     let writer = std::thread::spawn(move || stdin.write_all(&payload));
     child.wait()?;
     let _ = writer.join();
-    let head = std::fs::read(out)?.get(..4).map(|h| h.to_vec()).unwrap_or_default();
+    let head = std::fs::read(out)?
+        .get(..4)
+        .map(|h| h.to_vec())
+        .unwrap_or_default();
     Ok(head == b"\x7fELF")
 }
 
 /// Every shared library `binary` loads is found (else names the missing ones).
 fn check_libraries(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<()> {
-    let missing: Vec<String> = ldd(binary, lib_dirs)?.into_iter().filter(|(_, p)| p.is_none()).map(|(n, _)| n).collect();
-    ensure!(missing.is_empty(), "{} needs libraries that are neither installed nor unpacked: {}", binary.display(), missing.join(", "));
+    let missing: Vec<String> = ldd(binary, lib_dirs)?
+        .into_iter()
+        .filter(|(_, p)| p.is_none())
+        .map(|(n, _)| n)
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "{} needs libraries that are neither installed nor unpacked: {}",
+        binary.display(),
+        missing.join(", ")
+    );
     Ok(())
 }
 
 /// `ldd`: each library's name and resolved path (`None`: not found).
 fn ldd(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> {
-    let path = lib_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(":");
+    let path = lib_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
     let text = capture(Command::new("ldd").arg(binary).env("LD_LIBRARY_PATH", path))?;
     let mut out = Vec::new();
     for line in text.lines().map(str::trim) {
         if let Some((name, rest)) = line.split_once(" => ") {
             let path = rest.split(" (").next().unwrap_or("").trim();
-            out.push((name.to_owned(), (!path.is_empty() && path != "not found").then(|| PathBuf::from(path))));
+            out.push((
+                name.to_owned(),
+                (!path.is_empty() && path != "not found").then(|| PathBuf::from(path)),
+            ));
         } else if line.starts_with('/') {
             let path = line.split(" (").next().unwrap_or("").trim();
             out.push((path.to_owned(), Some(PathBuf::from(path))));
@@ -562,20 +733,37 @@ fn ldd(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<Vec<(String, Optio
 fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> anyhow::Result<()> {
     let source = std::fs::read_dir(userland.join("usr/src"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("zfs-")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("zfs-"))
+        })
         .ok_or_else(|| anyhow!("zfs-dkms unpacked no /usr/src/zfs-*"))?;
     fresh_dir(out)?;
     run(Command::new("cp").arg("-a").arg(source.join(".")).arg(out))?;
     let headers = kernel_dir.join(format!("usr/src/linux-headers-{kver}"));
     let common = std::fs::read_dir(kernel_dir.join("usr/src"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-common")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("-common"))
+        })
         .ok_or_else(|| anyhow!("no linux-headers-*-common in {}", kernel_dir.display()))?;
     let log = out.join("build.log");
-    eprintln!("xtask: guest: configure + make of {} (about 3 minutes on 2 cores; log {})", source.display(), log.display());
+    eprintln!(
+        "xtask: guest: configure + make of {} (about 3 minutes on 2 cores; log {})",
+        source.display(),
+        log.display()
+    );
     let logged = |cmd: &mut Command| -> anyhow::Result<()> {
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
-        let status = cmd.current_dir(out).stdout(file.try_clone()?).stderr(file).status()?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let status = cmd
+            .current_dir(out)
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .status()?;
         if !status.success() {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(30).collect();
@@ -594,7 +782,9 @@ fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> 
             .arg(format!("--with-linux={}", common.display()))
             .arg(format!("--with-linux-obj={}", headers.display())),
     )?;
-    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    let jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
     logged(Command::new("make").arg(format!("-j{jobs}")))?;
     Ok(())
 }
@@ -609,7 +799,10 @@ fn built_modules(zfs_build: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
             if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "ko") {
-                found.insert(path.file_stem().unwrap().to_string_lossy().into_owned(), path);
+                found.insert(
+                    path.file_stem().unwrap().to_string_lossy().into_owned(),
+                    path,
+                );
             }
         }
     }
@@ -629,7 +822,11 @@ fn module_depends(ko: &Path) -> anyhow::Result<Vec<String>> {
         .ok_or_else(|| anyhow!("{} has no depends= in its modinfo", ko.display()))?;
     let rest = &bytes[at + key.len()..];
     let value = &rest[..rest.iter().position(|b| *b == 0).unwrap_or(0)];
-    Ok(String::from_utf8_lossy(value).split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+    Ok(String::from_utf8_lossy(value)
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Module names in an order insmod accepts (each after what it depends on).
@@ -642,12 +839,20 @@ fn load_order(deps: &BTreeMap<String, Vec<String>>) -> anyhow::Result<Vec<String
                 order.push(name.clone());
             }
         }
-        ensure!(order.len() > before, "module dependencies form a cycle or name a module not built: {deps:?}");
+        ensure!(
+            order.len() > before,
+            "module dependencies form a cycle or name a module not built: {deps:?}"
+        );
     }
     Ok(order)
 }
 
-fn module_variant(zfs_build: &Path, vmlinux: &Path, variant: Variant, out: &Path) -> anyhow::Result<()> {
+fn module_variant(
+    zfs_build: &Path,
+    vmlinux: &Path,
+    variant: Variant,
+    out: &Path,
+) -> anyhow::Result<()> {
     fresh_dir(out)?;
     let mut deps = BTreeMap::new();
     for (name, source) in built_modules(zfs_build)? {
@@ -655,10 +860,18 @@ fn module_variant(zfs_build: &Path, vmlinux: &Path, variant: Variant, out: &Path
         std::fs::copy(&source, &ko)?;
         if variant == Variant::Btf {
             // The flags the 6.1 kernel's own module build passes to pahole 1.24.
-            quiet(Command::new("pahole")
-                .args(["-J", "--btf_gen_floats", "-j", "--lang_exclude=rust", "--btf_base"])
-                .arg(vmlinux)
-                .arg(&ko))?;
+            quiet(
+                Command::new("pahole")
+                    .args([
+                        "-J",
+                        "--btf_gen_floats",
+                        "-j",
+                        "--lang_exclude=rust",
+                        "--btf_base",
+                    ])
+                    .arg(vmlinux)
+                    .arg(&ko),
+            )?;
         }
         // Kbuild adds BTF by itself where pahole is installed (here, for the
         // btf variant) and the kernel's headers allow it (6.12's do): the
@@ -692,16 +905,24 @@ fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 /// Copies `binary` to `guest_path` under `root` with every library it loads, at
 /// the path the guest's loader will look for it.
-pub fn install_binary(root: &Path, binary: &Path, guest_path: &str, lib_dirs: &[PathBuf], strip_prefix: &Path) -> anyhow::Result<()> {
+pub fn install_binary(
+    root: &Path,
+    binary: &Path,
+    guest_path: &str,
+    lib_dirs: &[PathBuf],
+    strip_prefix: &Path,
+) -> anyhow::Result<()> {
     let put = |host: &Path, guest: &Path| -> anyhow::Result<()> {
         let dest = root.join(guest.strip_prefix("/").unwrap_or(guest));
         std::fs::create_dir_all(dest.parent().unwrap())?;
-        std::fs::copy(host, &dest).with_context(|| format!("copying {} to the guest tree", host.display()))?;
+        std::fs::copy(host, &dest)
+            .with_context(|| format!("copying {} to the guest tree", host.display()))?;
         Ok(())
     };
     put(binary, Path::new(guest_path))?;
     for (name, path) in ldd(binary, lib_dirs)? {
-        let path = path.ok_or_else(|| anyhow!("{} needs {name}, which is not found", binary.display()))?;
+        let path =
+            path.ok_or_else(|| anyhow!("{} needs {name}, which is not found", binary.display()))?;
         let guest = match path.strip_prefix(strip_prefix) {
             Ok(inside) => Path::new("/").join(inside),
             Err(_) => path.clone(),
@@ -713,15 +934,29 @@ pub fn install_binary(root: &Path, binary: &Path, guest_path: &str, lib_dirs: &[
 
 /// busybox, the OpenZFS tools and fio, with their libraries and a minimal /etc.
 fn base_tree(userland: &Path, root: &Path) -> anyhow::Result<()> {
-    for dir in ["bin", "sbin", "usr/bin", "proc", "sys", "dev", "tmp", "run", "mnt", "root", "etc/zfs", "var/tmp"] {
+    for dir in [
+        "bin", "sbin", "usr/bin", "proc", "sys", "dev", "tmp", "run", "mnt", "root", "etc/zfs",
+        "var/tmp",
+    ] {
         std::fs::create_dir_all(root.join(dir))?;
     }
     std::fs::copy(userland.join("bin/busybox"), root.join("bin/busybox"))?;
-    let lib_dirs = [userland.join("lib/x86_64-linux-gnu"), userland.join("usr/lib/x86_64-linux-gnu")];
+    let lib_dirs = [
+        userland.join("lib/x86_64-linux-gnu"),
+        userland.join("usr/lib/x86_64-linux-gnu"),
+    ];
     for tool in ["sbin/zpool", "sbin/zfs", "sbin/zinject"] {
-        install_binary(root, &userland.join(tool), &format!("/{tool}"), &lib_dirs, userland)?;
+        install_binary(
+            root,
+            &userland.join(tool),
+            &format!("/{tool}"),
+            &lib_dirs,
+            userland,
+        )?;
     }
-    let fio = which("fio").ok_or_else(|| anyhow!("fio is not installed on the host (`cargo xtask setup` installs it)"))?;
+    let fio = which("fio").ok_or_else(|| {
+        anyhow!("fio is not installed on the host (`cargo xtask setup` installs it)")
+    })?;
     install_binary(root, &fio, "/usr/bin/fio", &[], userland)?;
     std::os::unix::fs::symlink("/proc/self/mounts", root.join("etc/mtab"))?;
     std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
@@ -746,19 +981,26 @@ mod tests {
         .collect();
         let order = load_order(&deps).unwrap();
         let at = |m: &str| order.iter().position(|x| x == m).unwrap();
-        assert!(at("spl") < at("znvpair") && at("znvpair") < at("zcommon") && at("zcommon") < at("zfs"));
+        assert!(
+            at("spl") < at("znvpair") && at("znvpair") < at("zcommon") && at("zcommon") < at("zfs")
+        );
     }
 
     #[test]
     fn newest_release_of_a_series() {
         let search = "linux-image-6.12.99+deb12-amd64 - Linux 6.12 (signed)\nlinux-image-6.12.113+deb12-amd64 - Linux 6.12 (signed)\nlinux-image-6.12.107+deb12-amd64 - Linux 6.12 (signed)\nlinux-image-6.1.0-57-amd64 - Linux 6.1\n";
-        assert_eq!(newest_release(search, "6.12").as_deref(), Some("6.12.113+deb12-amd64"));
+        assert_eq!(
+            newest_release(search, "6.12").as_deref(),
+            Some("6.12.113+deb12-amd64")
+        );
         assert_eq!(newest_release(search, "6.13"), None);
     }
 
     #[test]
     fn load_order_rejects_a_missing_dependency() {
-        let deps: BTreeMap<String, Vec<String>> = [("zfs".to_owned(), vec!["nope".to_owned()])].into_iter().collect();
+        let deps: BTreeMap<String, Vec<String>> = [("zfs".to_owned(), vec!["nope".to_owned()])]
+            .into_iter()
+            .collect();
         assert!(load_order(&deps).is_err());
     }
 }

@@ -88,7 +88,8 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
     let mut failures: Vec<String> = Vec::new();
     let mut summary = String::new();
     // The script says which sections it ran (`--sections`; older results ran all).
-    let sections = std::fs::read_to_string(results.join("sections")).unwrap_or_else(|_| "all".into());
+    let sections =
+        std::fs::read_to_string(results.join("sections")).unwrap_or_else(|_| "all".into());
     let all_sections = !["variant", "offsets"].contains(&sections.trim());
     let offsets_only = sections.trim() == "offsets";
     let configs: &[&str] = match sections.trim() {
@@ -114,14 +115,21 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
         }
     }
     if offsets_only {
-        writeln!(summary, "  requests, {}: run with the BTF and nobtf variants", VARIANT_CONFIGS[1])?;
+        writeln!(
+            summary,
+            "  requests, {}: run with the BTF and nobtf variants",
+            VARIANT_CONFIGS[1]
+        )?;
     } else {
         match super::check_requests::check_requests(&results.join("requests"), variant) {
             Ok(line) => writeln!(summary, "  requests: {line}")?,
             Err(e) => failures.push(format!("requests: {e:#}")),
         }
     }
-    match check_detach(&std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?, all_sections) {
+    match check_detach(
+        &std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?,
+        all_sections,
+    ) {
         Ok(line) => writeln!(summary, "  detach: {line}")?,
         Err(e) => failures.push(format!("detach: {e:#}")),
     }
@@ -139,15 +147,32 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             Err(e) => failures.push(format!("serve: {e:#}")),
         }
     } else {
-        let btf_only: Vec<&str> = CONFIGS.iter().filter(|c| !VARIANT_CONFIGS.contains(c)).copied().collect();
-        writeln!(summary, "  sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant", btf_only.join(", "))?;
+        let btf_only: Vec<&str> = CONFIGS
+            .iter()
+            .filter(|c| !VARIANT_CONFIGS.contains(c))
+            .copied()
+            .collect();
+        writeln!(
+            summary,
+            "  sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant",
+            btf_only.join(", ")
+        )?;
     }
     let functions = std::fs::read_to_string(results.join("zfs-functions.txt")).unwrap_or_default();
-    writeln!(summary, "  kallsyms: {} zfs.ko functions; {}", functions.lines().count(), kallsyms_report(&functions))?;
+    writeln!(
+        summary,
+        "  kallsyms: {} zfs.ko functions; {}",
+        functions.lines().count(),
+        kallsyms_report(&functions)
+    )?;
     if failures.is_empty() {
         Ok(summary.trim_end().to_owned())
     } else {
-        bail!("{} check(s) failed:\n    {}", failures.len(), failures.join("\n    "))
+        bail!(
+            "{} check(s) failed:\n    {}",
+            failures.len(),
+            failures.join("\n    ")
+        )
     }
 }
 
@@ -155,7 +180,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
 /// run, "6.12-2.3.2 test-btf" for target/guest/6.12-2.3.2/test-btf/results/...
 /// (the checks know only the directory they judge).
 pub(super) fn case_prefix(dir: &Path) -> String {
-    let parts: Vec<String> = dir.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let parts: Vec<String> = dir
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
     match parts.iter().rposition(|p| p == "results") {
         Some(i) if i >= 2 => format!("{} {}", parts[i - 2], parts[i - 1]),
         _ => dir.display().to_string(),
@@ -172,27 +200,51 @@ fn kallsyms_report(functions: &str) -> String {
     for f in STATIC_FUNCTIONS {
         if functions.lines().any(|l| l == *f) {
             present.push(f.to_string());
-        } else if let Some(clone) = functions.lines().find(|l| l.strip_prefix(f).is_some_and(|rest| rest.starts_with('.'))) {
+        } else if let Some(clone) = functions
+            .lines()
+            .find(|l| l.strip_prefix(f).is_some_and(|rest| rest.starts_with('.')))
+        {
             cloned.push(format!("{f} (as {clone})"));
         } else {
             absent.push(f.to_string());
         }
     }
-    let list = |v: Vec<String>| if v.is_empty() { "none".to_owned() } else { v.join(" ") };
-    format!("present: {}; only as clones: {}; absent: {}", list(present), list(cloned), list(absent))
+    let list = |v: Vec<String>| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(" ")
+        }
+    };
+    format!(
+        "present: {}; only as clones: {}; absent: {}",
+        list(present),
+        list(cloned),
+        list(absent)
+    )
 }
 
 pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// The headers variant against the BTF one: the same probe points attached,
 /// and every offset compiled from the headers equal to the module's BTF.
 pub fn headers_match_btf(btf: &Path, headers: &Path) -> anyhow::Result<String> {
-    let (a, b) = (read_json(&btf.join("probes.json"))?, read_json(&headers.join("probes.json"))?);
+    let (a, b) = (
+        read_json(&btf.join("probes.json"))?,
+        read_json(&headers.join("probes.json"))?,
+    );
     let attached = |doc: &Value| -> std::collections::BTreeSet<String> {
-        doc["probes"].as_array().into_iter().flatten().filter(|p| p["attached"] == true).filter_map(|p| p["function"].as_str().map(str::to_owned)).collect()
+        doc["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["attached"] == true)
+            .filter_map(|p| p["function"].as_str().map(str::to_owned))
+            .collect()
     };
     let (with_btf, with_headers) = (attached(&a), attached(&b));
     ensure!(
@@ -201,16 +253,30 @@ pub fn headers_match_btf(btf: &Path, headers: &Path) -> anyhow::Result<String> {
         with_btf.difference(&with_headers).collect::<Vec<_>>(),
         with_headers.difference(&with_btf).collect::<Vec<_>>()
     );
-    let values = |doc: &Value| doc["offset_values"].as_object().cloned().unwrap_or_default();
+    let values = |doc: &Value| {
+        doc["offset_values"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    };
     let (from_btf, from_headers) = (values(&a), values(&b));
     ensure!(!from_btf.is_empty(), "the BTF run shows no offset values");
-    ensure!(from_btf == from_headers, "offsets differ: BTF {from_btf:?}, headers {from_headers:?}");
-    Ok(format!("the same {} probe points attached, and the same {} offsets, as with BTF", with_btf.len(), from_btf.len()))
+    ensure!(
+        from_btf == from_headers,
+        "offsets differ: BTF {from_btf:?}, headers {from_headers:?}"
+    );
+    Ok(format!(
+        "the same {} probe points attached, and the same {} offsets, as with BTF",
+        with_btf.len(),
+        from_btf.len()
+    ))
 }
 
 /// Every point attached, except those the variant leaves out by design.
 fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
-    let probes = doc["probes"].as_array().ok_or_else(|| anyhow!("no probes array"))?;
+    let probes = doc["probes"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no probes array"))?;
     let mut bad = Vec::new();
     let mut attached = 0;
     for p in probes {
@@ -218,7 +284,10 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         let reason = p["reason"].as_str().unwrap_or("");
         let expected_absent = match variant {
             Variant::Btf | Variant::Headers => reason.starts_with("not needed"),
-            Variant::Nobtf => reason.starts_with("needs struct offsets") || reason.starts_with("needs the request layer's"),
+            Variant::Nobtf => {
+                reason.starts_with("needs struct offsets")
+                    || reason.starts_with("needs the request layer's")
+            }
         };
         if p["attached"] == true {
             attached += 1;
@@ -227,19 +296,17 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         }
     }
     let must_attach: &[&str] = match variant {
-        Variant::Btf | Variant::Headers => {
-            &[
-                "vdev_stat_update",
-                "zil_commit",
-                "dmu_write_uio_dnode",
-                "zil_lwb_write_issue",
-                "zil_lwb_flush_vdevs_done",
-                "zfs_write",
-                "zfs_fsync",
-                "zvol_submit_bio",
-                "bio_endio",
-            ]
-        }
+        Variant::Btf | Variant::Headers => &[
+            "vdev_stat_update",
+            "zil_commit",
+            "dmu_write_uio_dnode",
+            "zil_lwb_write_issue",
+            "zil_lwb_flush_vdevs_done",
+            "zfs_write",
+            "zfs_fsync",
+            "zvol_submit_bio",
+            "bio_endio",
+        ],
         Variant::Nobtf => &[
             "vdev_queue_io",
             "vdev_queue_io_done",
@@ -255,43 +322,70 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
     let source = doc["offsets"].as_str().unwrap_or("");
     let (expected, what) = match variant {
         Variant::Btf => ("module BTF", "the module's BTF"),
-        Variant::Headers => ("headers, cached", "the table compiled from the module's headers"),
+        Variant::Headers => (
+            "headers, cached",
+            "the table compiled from the module's headers",
+        ),
         Variant::Nobtf => ("no table for its build", "none, naming what is missing"),
     };
     if !source.contains(expected) {
         bad.push(format!("offsets should come from {what}, but: {source}"));
     }
     for f in must_attach {
-        if !probes.iter().any(|p| p["function"] == *f && p["attached"] == true) {
+        if !probes
+            .iter()
+            .any(|p| p["function"] == *f && p["attached"] == true)
+        {
             bad.push(format!("{f} is not attached"));
         }
     }
     ensure!(bad.is_empty(), "not attached: {}", bad.join("; "));
-    Ok(format!("{attached} of {} attached ({})", probes.len(), doc["offsets"].as_str().unwrap_or("")))
+    Ok(format!(
+        "{attached} of {} attached ({})",
+        probes.len(),
+        doc["offsets"].as_str().unwrap_or("")
+    ))
 }
 
 fn histograms<'a>(recording: &'a Value, stage: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    recording["histograms"].as_array().into_iter().flatten().filter(move |h| h["stage"] == stage)
+    recording["histograms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |h| h["stage"] == stage)
 }
 
 fn stage_count(recording: &Value, stage: &str) -> u64 {
-    histograms(recording, stage).map(|h| h["count"].as_u64().unwrap_or(0)).sum()
+    histograms(recording, stage)
+        .map(|h| h["count"].as_u64().unwrap_or(0))
+        .sum()
 }
 
 fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rec.json"))?;
     let fio = read_json(&dir.join("fio.json"))?;
     let mut bad = Vec::new();
-    ensure!(rec["target"]["kind"] == "kernel", "the recording's target is {}", rec["target"]["kind"]);
+    ensure!(
+        rec["target"]["kind"] == "kernel",
+        "the recording's target is {}",
+        rec["target"]["kind"]
+    );
     if rec["command_exit"] != 0 {
         bad.push(format!("fio exited with {}", rec["command_exit"]));
     }
     let job = &fio["jobs"][0];
-    let fio_writes = job["write"]["total_ios"].as_u64().ok_or_else(|| anyhow!("fio.json has no write.total_ios"))?;
-    let fio_fsyncs = job["sync"]["total_ios"].as_u64().ok_or_else(|| anyhow!("fio.json has no sync.total_ios"))?;
+    let fio_writes = job["write"]["total_ios"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("fio.json has no write.total_ios"))?;
+    let fio_fsyncs = job["sync"]["total_ios"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("fio.json has no sync.total_ios"))?;
     let commits = stage_count(&rec, "zil_commit");
     let writes = stage_count(&rec, "write");
-    ensure!(fio_writes > 100, "fio issued only {fio_writes} writes: too few to compare");
+    ensure!(
+        fio_writes > 100,
+        "fio issued only {fio_writes} writes: too few to compare"
+    );
     if commits.abs_diff(fio_fsyncs) > FIO_ALLOWANCE {
         bad.push(format!("zil_commit count {commits} differs from fio's {fio_fsyncs} fsyncs by more than {FIO_ALLOWANCE}"));
     }
@@ -299,7 +393,12 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         bad.push(format!("write count {writes} differs from fio's {fio_writes} writes by more than {FIO_ALLOWANCE}"));
     }
     let losses = &rec["losses"];
-    for counter in ["entry_map_full", "hist_map_full", "read_failed", "ringbuf_full"] {
+    for counter in [
+        "entry_map_full",
+        "hist_map_full",
+        "read_failed",
+        "ringbuf_full",
+    ] {
         if losses[counter].as_u64().unwrap_or(0) != 0 {
             bad.push(format!("losses.{counter} = {}", losses[counter]));
         }
@@ -307,9 +406,15 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
     let config = std::fs::read_to_string(dir.join("config")).unwrap_or_default();
     for algorithm in ["lz4", "zstd"] {
         if config.contains(&format!("compression={algorithm}"))
-            && !histograms(&rec, "compress").any(|h| h["class_name"].as_str().is_some_and(|c| c.starts_with(algorithm)))
+            && !histograms(&rec, "compress").any(|h| {
+                h["class_name"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with(algorithm))
+            })
         {
-            bad.push(format!("compression={algorithm}, but no {algorithm} compress histogram"));
+            bad.push(format!(
+                "compression={algorithm}, but no {algorithm} compress histogram"
+            ));
         }
     }
     let mut line = format!(
@@ -333,9 +438,19 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             }
         }
         Variant::Nobtf => {
-            let warnings: Vec<&str> = rec["warnings"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-            if !warnings.iter().any(|w| w.contains("no struct offsets") && w.contains("vdev")) {
-                bad.push(format!("no warning names the degraded vdev stage: {warnings:?}"));
+            let warnings: Vec<&str> = rec["warnings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if !warnings
+                .iter()
+                .any(|w| w.contains("no struct offsets") && w.contains("vdev"))
+            {
+                bad.push(format!(
+                    "no warning names the degraded vdev stage: {warnings:?}"
+                ));
             }
             if stage_count(&rec, "vdev_disk") != 0 {
                 bad.push("a vdev_disk histogram without offsets".into());
@@ -347,7 +462,10 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             if stage_count(&rec, "zil_log_block") != 0 {
                 bad.push("a zil_log_block histogram without offsets".into());
             }
-            write!(line, "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)")?;
+            write!(
+                line,
+                "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)"
+            )?;
             match compare_fallback_split(&rec, dir) {
                 Ok(text) => write!(line, "; {text}")?,
                 Err(e) => bad.push(format!("{e:#}")),
@@ -366,7 +484,11 @@ pub(super) type Pow2 = BTreeMap<usize, u64>;
 /// share their power of two's edges).
 pub(super) fn pow2_of_zprof_bucket(index: usize) -> usize {
     let low = hist_bucket_low(index.min(HIST_BUCKETS - 1));
-    if low <= 1 { 0 } else { 63 - low.leading_zeros() as usize }
+    if low <= 1 {
+        0
+    } else {
+        63 - low.leading_zeros() as usize
+    }
 }
 
 /// zprof's histograms of `stage` whose class matches, merged into powers of two.
@@ -374,7 +496,9 @@ fn zprof_pow2(rec: &Value, stage: &str, class: impl Fn(u64) -> bool) -> Pow2 {
     let mut out = Pow2::new();
     for h in histograms(rec, stage).filter(|h| class(h["class"].as_u64().unwrap_or(0))) {
         for pair in h["buckets"].as_array().into_iter().flatten() {
-            let (Some(index), Some(count)) = (pair[0].as_u64(), pair[1].as_u64()) else { continue };
+            let (Some(index), Some(count)) = (pair[0].as_u64(), pair[1].as_u64()) else {
+                continue;
+            };
             *out.entry(pow2_of_zprof_bucket(index as usize)).or_default() += count;
         }
     }
@@ -409,8 +533,16 @@ fn iostat_column(text: &str, group: &str, op: &str) -> anyhow::Result<Pow2> {
         .position(|l| l.contains("total_wait") && l.contains("disk_wait"))
         .ok_or_else(|| anyhow!("no zpool iostat -w header"))?;
     // The first line starts with the pool name, the second with "latency".
-    let groups: Vec<&str> = lines[top].split_whitespace().filter(|w| w.ends_with("_wait")).collect();
-    let names: Vec<&str> = lines.get(top + 1).ok_or_else(|| anyhow!("truncated header"))?.split_whitespace().skip(1).collect();
+    let groups: Vec<&str> = lines[top]
+        .split_whitespace()
+        .filter(|w| w.ends_with("_wait"))
+        .collect();
+    let names: Vec<&str> = lines
+        .get(top + 1)
+        .ok_or_else(|| anyhow!("truncated header"))?
+        .split_whitespace()
+        .skip(1)
+        .collect();
     // The *_wait groups have a read and a write column; the others (scrub, trim,
     // rebuild) one each, named in the second line.
     let mut columns: Vec<(String, String)> = Vec::new();
@@ -422,7 +554,8 @@ fn iostat_column(text: &str, group: &str, op: &str) -> anyhow::Result<Pow2> {
         columns.push((extra.to_string(), extra.to_string()));
     }
     ensure!(
-        names.len() == columns.len() && columns.iter().zip(&names).all(|((_, op), name)| op == name),
+        names.len() == columns.len()
+            && columns.iter().zip(&names).all(|((_, op), name)| op == name),
         "unexpected zpool iostat -w header: {:?} / {:?}",
         lines[top],
         lines[top + 1]
@@ -440,23 +573,39 @@ fn iostat_column(text: &str, group: &str, op: &str) -> anyhow::Result<Pow2> {
     let mut n_rows = 0;
     for (row, line) in rows.enumerate() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        ensure!(words.len() == columns.len() + 1, "zpool iostat -w row {line:?} has {} columns", words.len());
-        let label = parse_nicetime(words[0]).ok_or_else(|| anyhow!("zpool iostat -w row label {:?}", words[0]))?;
-        ensure!(row == 0 || label > previous, "zpool iostat -w rows out of order at {}", words[0]);
+        ensure!(
+            words.len() == columns.len() + 1,
+            "zpool iostat -w row {line:?} has {} columns",
+            words.len()
+        );
+        let label = parse_nicetime(words[0])
+            .ok_or_else(|| anyhow!("zpool iostat -w row label {:?}", words[0]))?;
+        ensure!(
+            row == 0 || label > previous,
+            "zpool iostat -w rows out of order at {}",
+            words[0]
+        );
         previous = label;
-        let count: u64 = words[col + 1].parse().with_context(|| format!("zpool iostat -w row {line:?}"))?;
+        let count: u64 = words[col + 1]
+            .parse()
+            .with_context(|| format!("zpool iostat -w row {line:?}"))?;
         if count > 0 {
             out.insert(row, count);
         }
         n_rows += 1;
     }
-    ensure!(n_rows > 20, "zpool iostat -w has only {n_rows} histogram rows");
+    ensure!(
+        n_rows > 20,
+        "zpool iostat -w has only {n_rows} histogram rows"
+    );
     Ok(out)
 }
 
 /// "15ns", "2us", "1s" (zfs_nicetime), or a plain number (-p), in ns.
 fn parse_nicetime(label: &str) -> Option<f64> {
-    let split = label.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(label.len());
+    let split = label
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(label.len());
     let (number, unit) = label.split_at(split);
     let scale = match unit {
         "" | "ns" => 1.0,
@@ -484,13 +633,21 @@ struct IostatSnapshots {
 
 impl IostatSnapshots {
     fn read(dir: &Path) -> anyhow::Result<IostatSnapshots> {
-        let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"));
-        Ok(IostatSnapshots { before: read("iostat-before.txt")?, after: read("iostat-after.txt")? })
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))
+        };
+        Ok(IostatSnapshots {
+            before: read("iostat-before.txt")?,
+            after: read("iostat-after.txt")?,
+        })
     }
 
     /// One histogram column's I/Os between the snapshots.
     fn delta(&self, group: &str, op: &str) -> anyhow::Result<Pow2> {
-        Ok(minus(&iostat_column(&self.after, group, op)?, &iostat_column(&self.before, group, op)?))
+        Ok(minus(
+            &iostat_column(&self.after, group, op)?,
+            &iostat_column(&self.before, group, op)?,
+        ))
     }
 }
 
@@ -518,18 +675,36 @@ fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
     let columns: [Column; 4] = [
         ("vdev_total", "total_wait", None),
         ("vdev_disk", "disk_wait", None),
-        ("vdev_queue", "syncq_wait", Some((PRIORITY_SYNC_READ, PRIORITY_SYNC_WRITE))),
-        ("vdev_queue", "asyncq_wait", Some((PRIORITY_ASYNC_READ, PRIORITY_ASYNC_WRITE))),
+        (
+            "vdev_queue",
+            "syncq_wait",
+            Some((PRIORITY_SYNC_READ, PRIORITY_SYNC_WRITE)),
+        ),
+        (
+            "vdev_queue",
+            "asyncq_wait",
+            Some((PRIORITY_ASYNC_READ, PRIORITY_ASYNC_WRITE)),
+        ),
     ];
     let mut leaf_ios = 0;
     for (stage, group, priorities) in columns {
         for (op, zio_type) in [("read", ZIO_TYPE_READ), ("write", ZIO_TYPE_WRITE)] {
-            let wanted = priorities.map(|(read, write)| if zio_type == ZIO_TYPE_READ { read } else { write });
-            let in_column = |class: u64| class >> 8 == zio_type && wanted.is_none_or(|p| class & 0xff == p);
+            let wanted = priorities.map(|(read, write)| {
+                if zio_type == ZIO_TYPE_READ {
+                    read
+                } else {
+                    write
+                }
+            });
+            let in_column =
+                |class: u64| class >> 8 == zio_type && wanted.is_none_or(|p| class & 0xff == p);
             let ours = zprof_pow2(rec, stage, in_column);
             let theirs = iostat.delta(group, op)?;
             if ours != theirs {
-                bad.push(format!("{group} {op} differs from zpool iostat -w: {}", bucket_differences(&ours, &theirs)));
+                bad.push(format!(
+                    "{group} {op} differs from zpool iostat -w: {}",
+                    bucket_differences(&ours, &theirs)
+                ));
             }
             if group == "total_wait" {
                 leaf_ios += ours.values().sum::<u64>();
@@ -537,7 +712,10 @@ fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
         }
     }
     let disk_writes = zprof_pow2(rec, "vdev_disk", |class| class >> 8 == ZIO_TYPE_WRITE);
-    let cells: Vec<String> = PERCENTILES.iter().map(|p| format!("2^{}", fmt_bucket(percentile_bucket(&disk_writes, *p)))).collect();
+    let cells: Vec<String> = PERCENTILES
+        .iter()
+        .map(|p| format!("2^{}", fmt_bucket(percentile_bucket(&disk_writes, *p))))
+        .collect();
     ensure!(bad.is_empty(), "{}", bad.join("; "));
     Ok(format!(
         "{leaf_ios} leaf I/Os, total/disk/syncq/asyncq read and write equal to zpool iostat -w bucket for bucket \
@@ -548,36 +726,63 @@ fn compare_iostat(rec: &Value, dir: &Path) -> anyhow::Result<String> {
 
 /// The first buckets where two histograms differ, for a failure message.
 fn bucket_differences(ours: &Pow2, theirs: &Pow2) -> String {
-    let buckets: std::collections::BTreeSet<usize> = ours.keys().chain(theirs.keys()).copied().collect();
+    let buckets: std::collections::BTreeSet<usize> =
+        ours.keys().chain(theirs.keys()).copied().collect();
     let differ: Vec<String> = buckets
         .into_iter()
         .filter(|b| ours.get(b) != theirs.get(b))
-        .map(|b| format!("2^{b} ns zprof {} iostat {}", ours.get(&b).unwrap_or(&0), theirs.get(&b).unwrap_or(&0)))
+        .map(|b| {
+            format!(
+                "2^{b} ns zprof {} iostat {}",
+                ours.get(&b).unwrap_or(&0),
+                theirs.get(&b).unwrap_or(&0)
+            )
+        })
         .collect();
-    let shown = differ.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    let shown = differ
+        .iter()
+        .take(4)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     format!("{} bucket(s) differ: {shown}", differ.len())
 }
 
 /// Log blocks the ZIL issued between the two kstat snapshots
 /// (/proc/spl/kstat/zfs/zil: one per block, to the main pool or a log device).
 fn zil_blocks_issued(dir: &Path) -> anyhow::Result<u64> {
-    kstat_delta(dir, "zil", &["zil_itx_metaslab_normal_count", "zil_itx_metaslab_slog_count"])
+    kstat_delta(
+        dir,
+        "zil",
+        &[
+            "zil_itx_metaslab_normal_count",
+            "zil_itx_metaslab_slog_count",
+        ],
+    )
 }
 
 /// The sum of kstat counters `stats` in DIR/KSTAT-after.txt less
 /// DIR/KSTAT-before.txt (lines `name type value`).
 pub(super) fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
     let count = |name: &str| -> anyhow::Result<u64> {
-        let text = std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
+        let text =
+            std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
         let mut total = 0;
         for stat in stats {
-            let line = text.lines().find(|l| l.split_whitespace().next() == Some(stat));
-            let value = line.and_then(|l| l.split_whitespace().nth(2)).and_then(|v| v.parse::<u64>().ok());
+            let line = text
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(stat));
+            let value = line
+                .and_then(|l| l.split_whitespace().nth(2))
+                .and_then(|v| v.parse::<u64>().ok());
             total += value.ok_or_else(|| anyhow!("{name} has no {stat}"))?;
         }
         Ok(total)
     };
-    Ok(count(&format!("{kstat}-after.txt"))?.saturating_sub(count(&format!("{kstat}-before.txt"))?))
+    Ok(
+        count(&format!("{kstat}-after.txt"))?
+            .saturating_sub(count(&format!("{kstat}-before.txt"))?),
+    )
 }
 
 /// zprof's ARC reads by path against arcstats: hits (arc_read's and held
@@ -593,13 +798,18 @@ fn compare_arc(rec: &Value, dir: &Path) -> anyhow::Result<String> {
             .sum()
     };
     let (hits, misses) = (count(&[0]), count(&[2, 3]));
-    let (kstat_hits, kstat_misses) = (kstat_delta(dir, "arc", &["hits"])?, kstat_delta(dir, "arc", &["misses"])?);
+    let (kstat_hits, kstat_misses) = (
+        kstat_delta(dir, "arc", &["hits"])?,
+        kstat_delta(dir, "arc", &["misses"])?,
+    );
     let close = |ours: u64, theirs: u64| ours >= theirs && ours - theirs <= (theirs / 100).max(20);
     ensure!(
         close(hits, kstat_hits) && close(misses, kstat_misses),
         "ARC hits/misses {hits}/{misses} differ from arcstats' {kstat_hits}/{kstat_misses}"
     );
-    Ok(format!("ARC hits/misses {hits}/{misses}, arcstats {kstat_hits}/{kstat_misses}"))
+    Ok(format!(
+        "ARC hits/misses {hits}/{misses}, arcstats {kstat_hits}/{kstat_misses}"
+    ))
 }
 
 /// zprof's log blocks (zil_lwb_write_issue to zil_lwb_flush_vdevs_done)
@@ -607,10 +817,19 @@ fn compare_arc(rec: &Value, dir: &Path) -> anyhow::Result<String> {
 fn compare_log_blocks(rec: &Value, dir: &Path) -> anyhow::Result<String> {
     let issued = zil_blocks_issued(dir)?;
     let ours = stage_count(rec, "zil_log_block");
-    ensure!(ours == issued, "zil_log_block count {ours} differs from the ZIL kstats' {issued} log blocks issued");
-    ensure!(issued > 0, "no log block issued: the fsync path was not exercised");
+    ensure!(
+        ours == issued,
+        "zil_log_block count {ours} differs from the ZIL kstats' {issued} log blocks issued"
+    );
+    ensure!(
+        issued > 0,
+        "no log block issued: the fsync path was not exercised"
+    );
     let p50 = percentile_bucket(&zprof_pow2(rec, "zil_log_block", |_| true), 0.5);
-    Ok(format!("{ours} log blocks = ZIL kstats (p50 2^{} ns)", fmt_bucket(p50)))
+    Ok(format!(
+        "{ours} log blocks = ZIL kstats (p50 2^{} ns)",
+        fmt_bucket(p50)
+    ))
 }
 
 /// Without offsets, the kernel statics split the fallback span where the leaf
@@ -619,9 +838,15 @@ fn compare_log_blocks(rec: &Value, dir: &Path) -> anyhow::Result<String> {
 /// power of two: aggregates start their span at issue here, at their first
 /// child in ZFS, and ZFS's io_delay ends a little earlier than the done entry).
 fn compare_fallback_split(rec: &Value, dir: &Path) -> anyhow::Result<String> {
-    let (timed, wait, disk) =
-        (stage_count(rec, "vdev_queue_timed"), stage_count(rec, "vdev_wait_timed"), stage_count(rec, "vdev_disk_timed"));
-    ensure!(timed > 0 && wait == timed && disk == timed, "split counts differ: {timed} timed, {wait} queue waits, {disk} disk times");
+    let (timed, wait, disk) = (
+        stage_count(rec, "vdev_queue_timed"),
+        stage_count(rec, "vdev_wait_timed"),
+        stage_count(rec, "vdev_disk_timed"),
+    );
+    ensure!(
+        timed > 0 && wait == timed && disk == timed,
+        "split counts differ: {timed} timed, {wait} queue waits, {disk} disk times"
+    );
     let iostat = IostatSnapshots::read(dir)?;
     let mut theirs = Pow2::new();
     for op in ["read", "write"] {
@@ -634,9 +859,19 @@ fn compare_fallback_split(rec: &Value, dir: &Path) -> anyhow::Result<String> {
     let mut bad = Vec::new();
     for p in PERCENTILES {
         let (a, b) = (percentile_bucket(&ours, p), percentile_bucket(&theirs, p));
-        cells.push(format!("p{:.0} 2^{}/2^{}", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
+        cells.push(format!(
+            "p{:.0} 2^{}/2^{}",
+            p * 100.0,
+            fmt_bucket(a),
+            fmt_bucket(b)
+        ));
         if !matches!((a, b), (Some(a), Some(b)) if a.abs_diff(b) <= 1) {
-            bad.push(format!("disk p{:.0}: zprof 2^{} ns, zpool iostat 2^{} ns", p * 100.0, fmt_bucket(a), fmt_bucket(b)));
+            bad.push(format!(
+                "disk p{:.0}: zprof 2^{} ns, zpool iostat 2^{} ns",
+                p * 100.0,
+                fmt_bucket(a),
+                fmt_bucket(b)
+            ));
         }
     }
     ensure!(bad.is_empty(), "{}", bad.join("; "));
@@ -656,7 +891,9 @@ fn check_detach(text: &str, all_sections: bool) -> anyhow::Result<String> {
     let mut during = 0;
     let mut after = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let (label, values) = line.split_once(':').ok_or_else(|| anyhow!("malformed line {line:?}"))?;
+        let (label, values) = line
+            .split_once(':')
+            .ok_or_else(|| anyhow!("malformed line {line:?}"))?;
         let value = |key: &str| -> anyhow::Result<u64> {
             values
                 .split_whitespace()
@@ -668,7 +905,11 @@ fn check_detach(text: &str, all_sections: bool) -> anyhow::Result<String> {
         let (events, zfs) = (value("kprobe_events")?, value("kprobes_list")?);
         // kprobe_multi links are fprobes: ftrace hooks, not kprobes (results
         // from before the script counted them have none).
-        let ftrace = if values.contains("ftrace_functions=") { value("ftrace_functions")? } else { 0 };
+        let ftrace = if values.contains("ftrace_functions=") {
+            value("ftrace_functions")?
+        } else {
+            0
+        };
         if label.ends_with("-during") {
             during += 1;
             if zfs + ftrace == 0 {
@@ -689,37 +930,84 @@ fn check_detach(text: &str, all_sections: bool) -> anyhow::Result<String> {
         "detach.txt has {during} 'during' and {after} 'after' lines; the script stopped early?"
     );
     ensure!(bad.is_empty(), "{}", bad.join("; "));
-    let signals = if all_sections { "SIGTERM and SIGKILL included" } else { "SIGKILL included" };
-    Ok(format!("no kprobe or ftrace hook left after {after} zprof exits ({signals})"))
+    let signals = if all_sections {
+        "SIGTERM and SIGKILL included"
+    } else {
+        "SIGKILL included"
+    };
+    Ok(format!(
+        "no kprobe or ftrace hook left after {after} zprof exits ({signals})"
+    ))
 }
 
 /// The same probes through perf-event kprobes and kprobe_multi links: both
 /// attach the same points; their attach and detach times, and whether the
 /// kernel had kprobe_multi at all (zprof falls back to kprobes without fprobe).
 fn check_kprobe_multi(dir: &Path) -> anyhow::Result<String> {
-    let (classic, multi) = (read_json(&dir.join("rec-0.json"))?, read_json(&dir.join("rec-1.json"))?);
-    let attached = |rec: &Value| rec["probes"].as_array().into_iter().flatten().filter(|p| p["attached"] == true).count();
-    ensure!(attached(&classic) > 0, "no probe attached with perf-event kprobes");
+    let (classic, multi) = (
+        read_json(&dir.join("rec-0.json"))?,
+        read_json(&dir.join("rec-1.json"))?,
+    );
+    let attached = |rec: &Value| {
+        rec["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["attached"] == true)
+            .count()
+    };
+    ensure!(
+        attached(&classic) > 0,
+        "no probe attached with perf-event kprobes"
+    );
     ensure!(
         attached(&classic) == attached(&multi),
         "{} points attached with kprobes, {} with ZPROF_KPROBE_MULTI=1",
         attached(&classic),
         attached(&multi)
     );
-    ensure!(classic["self_cost"]["uprobe_multi"] == false, "ZPROF_KPROBE_MULTI=0 still used multi links");
-    let times = |rec: &Value| format!("attach {:.0} ms, detach {:.0} ms", rec["self_cost"]["attach_ms"].as_f64().unwrap_or(f64::NAN), rec["self_cost"]["detach_ms"].as_f64().unwrap_or(f64::NAN));
-    let how = if multi["self_cost"]["uprobe_multi"] == true { "kprobe_multi links" } else { "no kprobe_multi here (no fprobe): fell back to kprobes" };
-    Ok(format!("{} points; perf-event kprobes {}; {how} {}", attached(&classic), times(&classic), times(&multi)))
+    ensure!(
+        classic["self_cost"]["uprobe_multi"] == false,
+        "ZPROF_KPROBE_MULTI=0 still used multi links"
+    );
+    let times = |rec: &Value| {
+        format!(
+            "attach {:.0} ms, detach {:.0} ms",
+            rec["self_cost"]["attach_ms"].as_f64().unwrap_or(f64::NAN),
+            rec["self_cost"]["detach_ms"].as_f64().unwrap_or(f64::NAN)
+        )
+    };
+    let how = if multi["self_cost"]["uprobe_multi"] == true {
+        "kprobe_multi links"
+    } else {
+        "no kprobe_multi here (no fprobe): fell back to kprobes"
+    };
+    Ok(format!(
+        "{} points; perf-event kprobes {}; {how} {}",
+        attached(&classic),
+        times(&classic),
+        times(&multi)
+    ))
 }
 
 /// SIGTERM: zprof stopped fio, detached, and wrote its recording.
 fn check_sigterm(dir: &Path) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rec.json")).context("no recording after SIGTERM")?;
     let commits = stage_count(&rec, "zil_commit");
-    ensure!(commits > 0, "the recording stopped by SIGTERM has no zil_commit");
-    ensure!(!rec["command_exit"].is_null(), "fio had not exited when zprof finished");
+    ensure!(
+        commits > 0,
+        "the recording stopped by SIGTERM has no zil_commit"
+    );
+    ensure!(
+        !rec["command_exit"].is_null(),
+        "fio had not exited when zprof finished"
+    );
     let exit = std::fs::read_to_string(dir.join("exit")).unwrap_or_default();
-    Ok(format!("recording written ({commits} zil_commits, fio exit {}), {}", rec["command_exit"], exit.trim()))
+    Ok(format!(
+        "recording written ({commits} zil_commits, fio exit {}), {}",
+        rec["command_exit"],
+        exit.trim()
+    ))
 }
 
 #[cfg(test)]
@@ -730,7 +1018,10 @@ mod tests {
     fn a_ledger_case_names_the_combination_and_the_run() {
         let dir = Path::new("/w/target/guest/6.12-2.3.2/test-btf/results/requests");
         assert_eq!(case_prefix(dir), "6.12-2.3.2 test-btf");
-        assert_eq!(case_prefix(Path::new("elsewhere/requests")), "elsewhere/requests");
+        assert_eq!(
+            case_prefix(Path::new("elsewhere/requests")),
+            "elsewhere/requests"
+        );
     }
 
     /// The shape of OpenZFS 2.1's `zpool iostat -w POOL` (rows 8.. cut for brevity,
@@ -748,11 +1039,20 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
 
     fn iostat_sample() -> String {
         let mut text = IOSTAT_HEAD.to_owned();
-        for (i, label) in ["63ns", "127ns", "255ns", "511ns", "1us", "2us", "4us", "8us", "16us", "32us", "65us", "131us", "262us", "524us", "1ms", "2ms", "4ms", "8ms", "16ms", "33ms", "67ms", "134ms", "268ms", "536ms", "1s", "2s", "4s", "8s", "17s", "34s", "68s", "137s"].iter().enumerate() {
+        for (i, label) in [
+            "63ns", "127ns", "255ns", "511ns", "1us", "2us", "4us", "8us", "16us", "32us", "65us",
+            "131us", "262us", "524us", "1ms", "2ms", "4ms", "8ms", "16ms", "33ms", "67ms", "134ms",
+            "268ms", "536ms", "1s", "2s", "4s", "8s", "17s", "34s", "68s", "137s",
+        ]
+        .iter()
+        .enumerate()
+        {
             let n = if i == 10 { 4 } else { 0 };
             text.push_str(&format!("{label:<10}      0      0      0      {n}      0      0      0      0      0      0\n"));
         }
-        text.push_str("--------------------------------------------------------------------------------\n");
+        text.push_str(
+            "--------------------------------------------------------------------------------\n",
+        );
         text
     }
 
@@ -762,16 +1062,25 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
         let disk = iostat_column(&text, "disk_wait", "write").unwrap();
         // "65us" (65,535 ns, the upper edge) is row 15: [2^15, 2^16) ns.
         assert_eq!(disk, Pow2::from([(3, 2), (4, 9), (15, 4)]));
-        assert_eq!(iostat_column(&text, "syncq_wait", "write").unwrap(), Pow2::from([(0, 5)]));
+        assert_eq!(
+            iostat_column(&text, "syncq_wait", "write").unwrap(),
+            Pow2::from([(0, 5)])
+        );
         assert!(iostat_column(&text, "nope_wait", "write").is_err());
-        assert!(iostat_column(IOSTAT_HEAD, "disk_wait", "write").is_err(), "too few rows");
+        assert!(
+            iostat_column(IOSTAT_HEAD, "disk_wait", "write").is_err(),
+            "too few rows"
+        );
     }
 
     #[test]
     fn kallsyms_report_names_clones() {
         let report = kallsyms_report("zio_write_compress\nzvol_write.isra.0\nzvol_write_task\n");
         assert!(report.contains("present: zio_write_compress;"), "{report}");
-        assert!(report.contains("zvol_write (as zvol_write.isra.0)"), "{report}");
+        assert!(
+            report.contains("zvol_write (as zvol_write.isra.0)"),
+            "{report}"
+        );
         assert!(report.contains("absent: zio_checksum_generate"), "{report}");
     }
 
@@ -781,7 +1090,11 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
         assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(1)), 0);
         for value in [2u64, 3, 15, 16, 1000, 65_535, 65_536, 1 << 30] {
             let expected = 63 - value.leading_zeros() as usize;
-            assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(value)), expected, "{value}");
+            assert_eq!(
+                pow2_of_zprof_bucket(zprof_common::hist_bucket(value)),
+                expected,
+                "{value}"
+            );
         }
     }
 
@@ -800,19 +1113,56 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
                     b: kprobe_events=0 kprobes_list=0\nc: kprobe_events=0 kprobes_list=0\n\
                     sigterm-during: kprobe_events=0 kprobes_list=40\nsigkill-during: kprobe_events=0 kprobes_list=40\n";
         assert!(check_detach(good, true).is_ok());
-        let left = good.replace("c: kprobe_events=0 kprobes_list=0", "c: kprobe_events=0 kprobes_list=3");
-        assert!(check_detach(&left, true).unwrap_err().to_string().contains("left after"));
+        let left = good.replace(
+            "c: kprobe_events=0 kprobes_list=0",
+            "c: kprobe_events=0 kprobes_list=3",
+        );
+        assert!(
+            check_detach(&left, true)
+                .unwrap_err()
+                .to_string()
+                .contains("left after")
+        );
         let blind = good.replace("kprobes_list=40", "kprobes_list=0");
-        assert!(check_detach(&blind, true).unwrap_err().to_string().contains("could not fail"));
+        assert!(
+            check_detach(&blind, true)
+                .unwrap_err()
+                .to_string()
+                .contains("could not fail")
+        );
         // kprobe_multi links show as ftrace hooks, not kprobes.
-        let multi = blind.replace("sigterm-during: kprobe_events=0 kprobes_list=0", "sigterm-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12")
-            .replace("sigkill-during: kprobe_events=0 kprobes_list=0", "sigkill-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12");
-        assert!(check_detach(&multi, true).is_ok(), "{:?}", check_detach(&multi, true));
-        let hooked = multi.replace("c: kprobe_events=0 kprobes_list=0", "c: kprobe_events=0 kprobes_list=0 ftrace_functions=1");
-        assert!(check_detach(&hooked, true).unwrap_err().to_string().contains("1 ftrace hooks left"));
+        let multi = blind
+            .replace(
+                "sigterm-during: kprobe_events=0 kprobes_list=0",
+                "sigterm-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12",
+            )
+            .replace(
+                "sigkill-during: kprobe_events=0 kprobes_list=0",
+                "sigkill-during: kprobe_events=0 kprobes_list=0 ftrace_functions=12",
+            );
+        assert!(
+            check_detach(&multi, true).is_ok(),
+            "{:?}",
+            check_detach(&multi, true)
+        );
+        let hooked = multi.replace(
+            "c: kprobe_events=0 kprobes_list=0",
+            "c: kprobe_events=0 kprobes_list=0 ftrace_functions=1",
+        );
+        assert!(
+            check_detach(&hooked, true)
+                .unwrap_err()
+                .to_string()
+                .contains("1 ftrace hooks left")
+        );
         // Without the SIGTERM section, SIGKILL's line alone is the control.
         let sigkill_only = good.replace("sigterm-during: kprobe_events=0 kprobes_list=40\n", "");
         assert!(check_detach(&sigkill_only, false).is_ok());
-        assert!(check_detach(&sigkill_only, true).unwrap_err().to_string().contains("stopped early"));
+        assert!(
+            check_detach(&sigkill_only, true)
+                .unwrap_err()
+                .to_string()
+                .contains("stopped early")
+        );
     }
 }

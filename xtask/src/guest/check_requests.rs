@@ -25,8 +25,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, ensure};
-use zprof_common::{hist_bucket_high, hist_bucket_low};
 use serde_json::Value;
+use zprof_common::{hist_bucket_high, hist_bucket_low};
 
 use super::{
     Variant,
@@ -45,12 +45,48 @@ struct Job {
 }
 
 const JOBS: &[Job] = &[
-    Job { name: "a-fs-fsync", process: "fio-a", layer: "file", dataset: "rq/fs1", ops: &[("write", "write", false), ("sync", "fsync", false)] },
-    Job { name: "a-zvol-fsync", process: "fio-a", layer: "zvol", dataset: "rq/v1", ops: &[("write", "write", false), ("sync", "flush", false)] },
-    Job { name: "b-fs-osync", process: "fio-b", layer: "file", dataset: "rq/fs2", ops: &[("write", "write", true)] },
-    Job { name: "b-fs-read", process: "fio-b", layer: "file", dataset: "rq/fs2", ops: &[("read", "read", false)] },
-    Job { name: "b-zvol-write", process: "fio-b", layer: "zvol", dataset: "rq/v2", ops: &[("write", "write", false)] },
-    Job { name: "b-zvol-read", process: "fio-b", layer: "zvol", dataset: "rq/v2", ops: &[("read", "read", false)] },
+    Job {
+        name: "a-fs-fsync",
+        process: "fio-a",
+        layer: "file",
+        dataset: "rq/fs1",
+        ops: &[("write", "write", false), ("sync", "fsync", false)],
+    },
+    Job {
+        name: "a-zvol-fsync",
+        process: "fio-a",
+        layer: "zvol",
+        dataset: "rq/v1",
+        ops: &[("write", "write", false), ("sync", "flush", false)],
+    },
+    Job {
+        name: "b-fs-osync",
+        process: "fio-b",
+        layer: "file",
+        dataset: "rq/fs2",
+        ops: &[("write", "write", true)],
+    },
+    Job {
+        name: "b-fs-read",
+        process: "fio-b",
+        layer: "file",
+        dataset: "rq/fs2",
+        ops: &[("read", "read", false)],
+    },
+    Job {
+        name: "b-zvol-write",
+        process: "fio-b",
+        layer: "zvol",
+        dataset: "rq/v2",
+        ops: &[("write", "write", false)],
+    },
+    Job {
+        name: "b-zvol-read",
+        process: "fio-b",
+        layer: "zvol",
+        dataset: "rq/v2",
+        ops: &[("read", "read", false)],
+    },
 ];
 
 /// What fio measured of one job's direction: its count, and the p50 and the
@@ -69,7 +105,11 @@ fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<FioFig
         .find(|j| j["jobname"] == job)
         .ok_or_else(|| anyhow!("fio ran no job {job}"))?;
     let side = &entry[direction];
-    let latency = if direction == "sync" { &side["lat_ns"] } else { &side["clat_ns"] };
+    let latency = if direction == "sync" {
+        &side["lat_ns"]
+    } else {
+        &side["clat_ns"]
+    };
     Ok(FioFigures {
         count: side["total_ios"].as_u64().unwrap_or(0),
         p50: latency["percentile"]["50.000000"].as_u64(),
@@ -81,18 +121,29 @@ fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<FioFig
 fn zprof_rows(rec: &Value, keep: impl Fn(&Value) -> bool) -> (u64, Pow2) {
     let mut count = 0;
     let mut hist = Pow2::new();
-    for row in rec["requests"].as_array().into_iter().flatten().filter(|r| keep(r)) {
+    for row in rec["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| keep(r))
+    {
         count += row["count"].as_u64().unwrap_or(0);
         for pair in row["buckets"].as_array().into_iter().flatten() {
-            let (Some(index), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) else { continue };
-            *hist.entry(pow2_of_zprof_bucket(index as usize)).or_default() += n;
+            let (Some(index), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) else {
+                continue;
+            };
+            *hist
+                .entry(pow2_of_zprof_bucket(index as usize))
+                .or_default() += n;
         }
     }
     (count, hist)
 }
 
 fn has_sync_flag(row: &Value) -> bool {
-    row["flags"].as_array().is_some_and(|f| f.iter().any(|x| x == "sync"))
+    row["flags"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == "sync"))
 }
 
 /// How zprof's p50 compares with fio's figures.
@@ -121,7 +172,9 @@ enum Latency {
 /// is checked (not above fio's p50, not more than two powers below fio's
 /// fastest call, which waited least).
 fn latency_close(layer: &str, ours: Option<usize>, theirs: &FioFigures) -> Latency {
-    let (Some(a), Some(p50)) = (ours, theirs.p50) else { return Latency::Misses };
+    let (Some(a), Some(p50)) = (ours, theirs.p50) else {
+        return Latency::Misses;
+    };
     let b = log2(p50);
     let fits = |ok: bool| if ok { Latency::Fits } else { Latency::Misses };
     if layer == "file" {
@@ -172,7 +225,11 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         if job.layer == "zvol" && !with_offsets {
             continue;
         }
-        let fio = if job.process == "fio-a" { &fio_a } else { &fio_b };
+        let fio = if job.process == "fio-a" {
+            &fio_a
+        } else {
+            &fio_b
+        };
         for &(direction, op, sync) in job.ops {
             let theirs = fio_figures(fio, job.name, direction)?;
             let expected = theirs.count;
@@ -187,13 +244,24 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
                 slot.2 += expected;
             }
             if count.abs_diff(expected) > 2 {
-                bad.push(format!("{} {direction}: zprof counted {count} {op} requests, fio {expected}", job.name));
+                bad.push(format!(
+                    "{} {direction}: zprof counted {count} {op} requests, fio {expected}",
+                    job.name
+                ));
             }
             let ours = percentile_bucket(&hist, 0.5);
             let verdict = latency_close(job.layer, ours, &theirs);
             if let Latency::CannotCheck(why) = &verdict {
-                crate::ledger::record("guest", &format!("{case} {} {direction} p50", job.name), "cannot-check", why);
-                figures.push(format!("{} {direction}: p50 closeness cannot be checked ({why})", job.name));
+                crate::ledger::record(
+                    "guest",
+                    &format!("{case} {} {direction} p50", job.name),
+                    "cannot-check",
+                    why,
+                );
+                figures.push(format!(
+                    "{} {direction}: p50 closeness cannot be checked ({why})",
+                    job.name
+                ));
             }
             if verdict == Latency::Misses {
                 bad.push(format!(
@@ -214,21 +282,37 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         }
     }
     for (process, cgroup, expected) in per_process {
-        let (by_name, _) = zprof_rows(&rec, |r| r["comm"] == process && (with_offsets || r["layer"] == "file"));
+        let (by_name, _) = zprof_rows(&rec, |r| {
+            r["comm"] == process && (with_offsets || r["layer"] == "file")
+        });
         if by_name.abs_diff(expected) > 4 {
-            bad.push(format!("process {process}: zprof's rows add up to {by_name}, fio's jobs to {expected}"));
+            bad.push(format!(
+                "process {process}: zprof's rows add up to {by_name}, fio's jobs to {expected}"
+            ));
         }
-        let (by_cgroup, _) = zprof_rows(&rec, |r| r["cgroup"] == cgroup && (with_offsets || r["layer"] == "file"));
+        let (by_cgroup, _) = zprof_rows(&rec, |r| {
+            r["cgroup"] == cgroup && (with_offsets || r["layer"] == "file")
+        });
         if by_cgroup.abs_diff(expected) > 4 {
-            bad.push(format!("cgroup {cgroup}: zprof's rows add up to {by_cgroup}, fio-{}'s jobs to {expected}", &cgroup[1..]));
+            bad.push(format!(
+                "cgroup {cgroup}: zprof's rows add up to {by_cgroup}, fio-{}'s jobs to {expected}",
+                &cgroup[1..]
+            ));
         }
-        figures.push(format!("{process} and {cgroup}: {by_name}, {by_cgroup} of {expected}"));
+        figures.push(format!(
+            "{process} and {cgroup}: {by_name}, {by_cgroup} of {expected}"
+        ));
     }
     if !with_offsets {
         let probes = rec["probes"].as_array().into_iter().flatten();
         let zvol_absent = probes
             .filter(|p| p["function"] == "zvol_submit_bio")
-            .any(|p| p["attached"] == false && p["reason"].as_str().is_some_and(|r| r.contains("request layer's struct offsets")));
+            .any(|p| {
+                p["attached"] == false
+                    && p["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("request layer's struct offsets"))
+            });
         if !zvol_absent {
             bad.push("without offsets, zvol_submit_bio should be left out, saying why".into());
         }
@@ -242,7 +326,12 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         Err(e) => bad.push(format!("{e:#}")),
     }
     let losses = &rec["losses"];
-    for counter in ["request_folded", "request_start_full", "request_end_without_start", "name_map_full"] {
+    for counter in [
+        "request_folded",
+        "request_start_full",
+        "request_end_without_start",
+        "name_map_full",
+    ] {
         if losses[counter].as_u64().unwrap_or(0) > 0 {
             bad.push(format!("{counter}: {}", losses[counter]));
         }
@@ -270,13 +359,18 @@ const SLOW_NS: u64 = 20_000_000;
 /// reach above it; a slow fsync's own zil_commit time fits in it.
 fn check_slow_requests(rec: &Value) -> anyhow::Result<String> {
     let slow = rec["slow_requests"].as_array().cloned().unwrap_or_default();
-    ensure!(rec["slow_requests_dropped"].as_u64().unwrap_or(0) == 0, "slow requests were dropped");
+    ensure!(
+        rec["slow_requests_dropped"].as_u64().unwrap_or(0) == 0,
+        "slow requests were dropped"
+    );
     let mut bad = Vec::new();
     let mut rows_checked = 0;
     for row in rec["requests"].as_array().into_iter().flatten() {
         let (mut surely, mut maybe) = (0, 0);
         for pair in row["buckets"].as_array().into_iter().flatten() {
-            let (Some(index), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) else { continue };
+            let (Some(index), Some(n)) = (pair[0].as_u64(), pair[1].as_u64()) else {
+                continue;
+            };
             if hist_bucket_low(index as usize) >= SLOW_NS {
                 surely += n;
             }
@@ -284,29 +378,56 @@ fn check_slow_requests(rec: &Value) -> anyhow::Result<String> {
                 maybe += n;
             }
         }
-        let same = |s: &&Value| ["layer", "op", "dataset", "pid", "comm", "flags"].iter().all(|f| s[*f] == row[*f]);
+        let same = |s: &&Value| {
+            ["layer", "op", "dataset", "pid", "comm", "flags"]
+                .iter()
+                .all(|f| s[*f] == row[*f])
+        };
         let streamed = slow.iter().filter(same).count() as u64;
         if streamed < surely || streamed > maybe {
-            bad.push(format!("{} {} {}: {streamed} streamed, the row holds {surely}..{maybe} over 20ms", row["layer"], row["op"], row["dataset"]));
+            bad.push(format!(
+                "{} {} {}: {streamed} streamed, the row holds {surely}..{maybe} over 20ms",
+                row["layer"], row["op"], row["dataset"]
+            ));
         }
         rows_checked += 1;
     }
-    let fsyncs: Vec<&Value> = slow.iter().filter(|s| s["layer"] == "file" && s["op"] == "fsync").collect();
+    let fsyncs: Vec<&Value> = slow
+        .iter()
+        .filter(|s| s["layer"] == "file" && s["op"] == "fsync")
+        .collect();
     let stage = |s: &Value, name: &str| -> u64 {
-        s["stages"].as_array().into_iter().flatten().find(|p| p[0] == name).and_then(|p| p[1].as_u64()).unwrap_or(0)
+        s["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p[0] == name)
+            .and_then(|p| p[1].as_u64())
+            .unwrap_or(0)
     };
     let (mut duration, mut commit) = (0u64, 0u64);
     for s in &fsyncs {
-        let (d, c) = (s["duration_ns"].as_u64().unwrap_or(0), stage(s, "zil_commit"));
+        let (d, c) = (
+            s["duration_ns"].as_u64().unwrap_or(0),
+            stage(s, "zil_commit"),
+        );
         if c > d || s["joined"] != true {
-            bad.push(format!("a slow fsync of {d} ns shows zil_commit {c} ns (joined: {})", s["joined"]));
+            bad.push(format!(
+                "a slow fsync of {d} ns shows zil_commit {c} ns (joined: {})",
+                s["joined"]
+            ));
         }
         duration += d;
         commit += c;
     }
-    ensure!(!fsyncs.is_empty(), "no fsync over 20ms was streamed: the check cannot judge");
+    ensure!(
+        !fsyncs.is_empty(),
+        "no fsync over 20ms was streamed: the check cannot judge"
+    );
     if commit * 2 < duration {
-        bad.push(format!("slow fsyncs spent {commit} of {duration} ns in zil_commit: less than half"));
+        bad.push(format!(
+            "slow fsyncs spent {commit} of {duration} ns in zil_commit: less than half"
+        ));
     }
     ensure!(bad.is_empty(), "slow requests: {}", bad.join("; "));
     Ok(format!(
@@ -321,10 +442,23 @@ fn check_slow_requests(rec: &Value) -> anyhow::Result<String> {
 /// measured with its probes: see [`offcpu_within`].
 pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rec.json"))?;
-    ensure!(dir.join("offcpu.svg").is_file(), "no off-CPU flame graph was drawn");
-    let stacks = rec["offcpu"]["stacks"].as_array().ok_or_else(|| anyhow!("no off-CPU profile in the recording"))?;
-    let in_commit = |s: &&Value| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]"));
-    let off_cpu_us: u64 = stacks.iter().filter(in_commit).map(|s| s["count"].as_u64().unwrap_or(0)).sum();
+    ensure!(
+        dir.join("offcpu.svg").is_file(),
+        "no off-CPU flame graph was drawn"
+    );
+    let stacks = rec["offcpu"]["stacks"]
+        .as_array()
+        .ok_or_else(|| anyhow!("no off-CPU profile in the recording"))?;
+    let in_commit = |s: &&Value| {
+        s["frames"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "[in zil_commit]"))
+    };
+    let off_cpu_us: u64 = stacks
+        .iter()
+        .filter(in_commit)
+        .map(|s| s["count"].as_u64().unwrap_or(0))
+        .sum();
     let commit_us: u64 = rec["histograms"]
         .as_array()
         .into_iter()
@@ -341,13 +475,24 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
         .into_iter()
         .flatten()
         .filter(|s| s["frames"][0] == "fio")
-        .filter(|s| s["frames"].as_array().is_some_and(|f| f.iter().any(|x| x.as_str().is_some_and(|x| x.starts_with("zil_commit")))))
+        .filter(|s| {
+            s["frames"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|x| x.as_str().is_some_and(|x| x.starts_with("zil_commit")))
+            })
+        })
         .map(|s| s["count"].as_u64().unwrap_or(0))
         .sum();
     let runnable_us: u64 = stacks
         .iter()
         .filter(in_commit)
-        .filter(|s| s["frames"].as_array().and_then(|f| f.last()).and_then(Value::as_str).is_some_and(|x| x.starts_with("[runnable")))
+        .filter(|s| {
+            s["frames"]
+                .as_array()
+                .and_then(|f| f.last())
+                .and_then(Value::as_str)
+                .is_some_and(|x| x.starts_with("[runnable"))
+        })
         .map(|s| s["count"].as_u64().unwrap_or(0))
         .sum();
     let (ratio, on_cpu_us) = offcpu_within(off_cpu_us, on_cpu_samples, hz, commit_us)?;
@@ -365,7 +510,12 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
 /// Below, it may also fall short by 10%: the part neither sees (six variants
 /// measured 91-96%, one CI run 89.6% with 100 samples). An off-CPU profile
 /// that lost the commits' waits, or counted a wait twice, is outside both.
-fn offcpu_within(off_cpu_us: u64, samples: u64, hz: u64, commit_us: u64) -> anyhow::Result<(f64, u64)> {
+fn offcpu_within(
+    off_cpu_us: u64,
+    samples: u64,
+    hz: u64,
+    commit_us: u64,
+) -> anyhow::Result<(f64, u64)> {
     ensure!(commit_us > 0, "no zil_commit time to compare with");
     let on_cpu_us = samples * 1_000_000 / hz;
     let ratio = (off_cpu_us + on_cpu_us) as f64 / commit_us as f64;
@@ -393,7 +543,11 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     let rec = read_json(&dir.join("rmw.json"))?;
     let fio = read_json(&dir.join("fio-rmw.json"))?;
     let findings = read_json(&dir.join("rmw-explain.json"))?;
-    let finding = findings.as_array().into_iter().flatten().find(|f| f["kind"] == "zvol_read_modify_write");
+    let finding = findings
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["kind"] == "zvol_read_modify_write");
     if !with_offsets {
         ensure!(finding.is_none(), "a zvol finding without zvol rows");
         return Ok("rmw: no zvol rows without offsets, and no finding".into());
@@ -401,24 +555,62 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     let expected = fio_figures(&fio, "rmw", "write")?.count;
     let fio_bytes = fio_written_bytes(&fio, "rmw")?;
     let (count, _) = zprof_rows(&rec, |r| r["layer"] == "zvol" && r["op"] == "write");
-    ensure!(count.abs_diff(expected) <= 2, "rmw: zprof counted {count} zvol writes, fio {expected}");
+    ensure!(
+        count.abs_diff(expected) <= 2,
+        "rmw: zprof counted {count} zvol writes, fio {expected}"
+    );
     let written = zvol_write_bytes(&rec);
-    ensure!(written.abs_diff(fio_bytes) <= 2 * 4096, "rmw: zprof's zvol writes hold {written} bytes, fio wrote {fio_bytes}");
+    ensure!(
+        written.abs_diff(fio_bytes) <= 2 * 4096,
+        "rmw: zprof's zvol writes hold {written} bytes, fio wrote {fio_bytes}"
+    );
     let finding = finding.ok_or_else(|| anyhow!("rmw: explain names no zvol read-modify-write"))?;
     let title = finding["title"].as_str().unwrap_or("");
     let figure = |name: &str| {
-        finding["figures"].as_array().into_iter().flatten().find(|f| f[0] == name).and_then(|f| f[1].as_f64()).unwrap_or(0.0)
+        finding["figures"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f[0] == name)
+            .and_then(|f| f[1].as_f64())
+            .unwrap_or(0.0)
     };
-    let (per_byte, per_write) = (figure("read_bytes_per_written_byte"), figure("block_reads_per_write"));
-    ensure!(title.contains("read-modify-write"), "rmw: the finding does not name read-modify-write: {title}");
+    let (per_byte, per_write) = (
+        figure("read_bytes_per_written_byte"),
+        figure("block_reads_per_write"),
+    );
+    ensure!(
+        title.contains("read-modify-write"),
+        "rmw: the finding does not name read-modify-write: {title}"
+    );
     let kstats = dir.join("rmw-kstats");
-    let data = super::check::kstat_delta(&kstats, "arc", &["demand_data_misses", "prefetch_data_misses"])?;
-    let metadata = super::check::kstat_delta(&kstats, "arc", &["demand_metadata_misses", "prefetch_metadata_misses"])?;
-    let reads = rmw_figures_agree(per_byte, per_write, RmwCounters { data, metadata, fio_bytes, fio_writes: expected })?;
+    let data = super::check::kstat_delta(
+        &kstats,
+        "arc",
+        &["demand_data_misses", "prefetch_data_misses"],
+    )?;
+    let metadata = super::check::kstat_delta(
+        &kstats,
+        "arc",
+        &["demand_metadata_misses", "prefetch_metadata_misses"],
+    )?;
+    let reads = rmw_figures_agree(
+        per_byte,
+        per_write,
+        RmwCounters {
+            data,
+            metadata,
+            fio_bytes,
+            fio_writes: expected,
+        },
+    )?;
     // The ARC keeps none of the zvol's data (primarycache=metadata): each of
     // the 512 64k blocks of the 32 MiB region is read at least once. Writes to
     // a block already dirty in the open txg share its read.
-    ensure!(data >= 512, "rmw: the ARC missed only {data} data blocks for 512 blocks written into");
+    ensure!(
+        data >= 512,
+        "rmw: the ARC missed only {data} data blocks for 512 blocks written into"
+    );
     Ok(format!(
         "rmw: {count}/{expected} writes; {per_write:.2} block reads per write, {per_byte:.2} bytes read per byte written \
          ({reads}; arcstats: {data} data + {metadata} metadata misses, fio {fio_bytes} bytes): {title}"
@@ -427,8 +619,14 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
 
 /// fio's bytes written by `job`.
 fn fio_written_bytes(fio: &Value, job: &str) -> anyhow::Result<u64> {
-    let entry = fio["jobs"].as_array().into_iter().flatten().find(|j| j["jobname"] == job);
-    entry.and_then(|j| j["write"]["io_bytes"].as_u64()).ok_or_else(|| anyhow!("fio's job {job} has no write io_bytes"))
+    let entry = fio["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|j| j["jobname"] == job);
+    entry
+        .and_then(|j| j["write"]["io_bytes"].as_u64())
+        .ok_or_else(|| anyhow!("fio's job {job} has no write io_bytes"))
 }
 
 /// What ZFS and fio counted around the rmw run.
@@ -450,9 +648,13 @@ fn rmw_figures_agree(per_byte: f64, per_write: f64, c: RmwCounters) -> anyhow::R
     let slack = (c.data / 100).max(20);
     let written = c.fio_bytes.max(1) as f64;
     let bytes_low = (c.data * RMW_BLOCK) as f64 / written;
-    let bytes_high = (c.data * RMW_BLOCK + c.metadata * METADATA_BLOCK_MAX + slack * RMW_BLOCK) as f64 / written;
+    let bytes_high =
+        (c.data * RMW_BLOCK + c.metadata * METADATA_BLOCK_MAX + slack * RMW_BLOCK) as f64 / written;
     let writes = c.fio_writes.max(1) as f64;
-    let (reads_low, reads_high) = ((c.data + c.metadata) as f64 / writes, (c.data + c.metadata + slack) as f64 / writes);
+    let (reads_low, reads_high) = (
+        (c.data + c.metadata) as f64 / writes,
+        (c.data + c.metadata + slack) as f64 / writes,
+    );
     let fits = |v: f64, low: f64, high: f64| v >= low * 0.999 && v <= high * 1.001;
     ensure!(
         fits(per_byte, bytes_low, bytes_high),
@@ -462,7 +664,9 @@ fn rmw_figures_agree(per_byte: f64, per_write: f64, c: RmwCounters) -> anyhow::R
         fits(per_write, reads_low, reads_high),
         "rmw: explain says {per_write:.3} block reads per write; the ARC's misses and fio's writes make {reads_low:.3}..{reads_high:.3}"
     );
-    Ok(format!("expected {bytes_low:.2}..{bytes_high:.2} bytes and {reads_low:.2}..{reads_high:.2} reads"))
+    Ok(format!(
+        "expected {bytes_low:.2}..{bytes_high:.2} bytes and {reads_low:.2}..{reads_high:.2} reads"
+    ))
 }
 
 #[cfg(test)]
@@ -470,42 +674,97 @@ mod tests {
     use super::*;
 
     /// fio's a-zvol-fsync writes in a local default-2.1.11 headers run.
-    const LOCAL_ZVOL_WRITES: FioFigures = FioFigures { count: 94, p50: Some(2_088_960), min: Some(664_630) };
+    const LOCAL_ZVOL_WRITES: FioFigures = FioFigures {
+        count: 94,
+        p50: Some(2_088_960),
+        min: Some(664_630),
+    };
 
     #[test]
     fn a_starved_guests_single_request_cannot_check_the_zvol_bound() {
         // The Intel host's run: one zvol write in the job, 10.7 ms in fio, zprof's p50 2^20 ns.
-        let starved = FioFigures { count: 1, p50: Some(10_682_368), min: Some(10_617_180) };
-        assert!(matches!(latency_close("zvol", Some(20), &starved), Latency::CannotCheck(_)));
+        let starved = FioFigures {
+            count: 1,
+            p50: Some(10_682_368),
+            min: Some(10_617_180),
+        };
+        assert!(matches!(
+            latency_close("zvol", Some(20), &starved),
+            Latency::CannotCheck(_)
+        ));
         // Above fio's figure is a miss however few requests fio timed.
         assert_eq!(latency_close("zvol", Some(24), &starved), Latency::Misses);
-        assert_eq!(latency_close("zvol", Some(20), &FioFigures { count: 20, ..starved }), Latency::Misses);
+        assert_eq!(
+            latency_close(
+                "zvol",
+                Some(20),
+                &FioFigures {
+                    count: 20,
+                    ..starved
+                }
+            ),
+            Latency::Misses
+        );
     }
 
     #[test]
     fn a_zvol_request_is_never_above_fio_and_at_most_two_powers_below() {
         // zprof measured 2^19 there.
-        assert_eq!(latency_close("zvol", Some(19), &LOCAL_ZVOL_WRITES), Latency::Fits);
-        assert_eq!(latency_close("zvol", Some(20), &LOCAL_ZVOL_WRITES), Latency::Fits);
-        assert_eq!(latency_close("zvol", Some(21), &LOCAL_ZVOL_WRITES), Latency::Misses, "above fio's p50");
-        assert_eq!(latency_close("zvol", Some(17), &LOCAL_ZVOL_WRITES), Latency::Misses, "fio's p50 is 3x its minimum: no wait outside ZFS to excuse");
-        assert_eq!(latency_close("zvol", None, &LOCAL_ZVOL_WRITES), Latency::Misses);
+        assert_eq!(
+            latency_close("zvol", Some(19), &LOCAL_ZVOL_WRITES),
+            Latency::Fits
+        );
+        assert_eq!(
+            latency_close("zvol", Some(20), &LOCAL_ZVOL_WRITES),
+            Latency::Fits
+        );
+        assert_eq!(
+            latency_close("zvol", Some(21), &LOCAL_ZVOL_WRITES),
+            Latency::Misses,
+            "above fio's p50"
+        );
+        assert_eq!(
+            latency_close("zvol", Some(17), &LOCAL_ZVOL_WRITES),
+            Latency::Misses,
+            "fio's p50 is 3x its minimum: no wait outside ZFS to excuse"
+        );
+        assert_eq!(
+            latency_close("zvol", None, &LOCAL_ZVOL_WRITES),
+            Latency::Misses
+        );
     }
 
     #[test]
     fn a_wait_for_a_cpu_makes_the_closeness_uncheckable_but_not_the_outer_bounds() {
         // The same calls, each after a 15 ms wait for a CPU but the fastest.
-        let waited = FioFigures { p50: Some(2_088_960 + 15_000_000), ..LOCAL_ZVOL_WRITES };
-        let Latency::CannotCheck(why) = latency_close("zvol", Some(19), &waited) else { panic!("a CPU wait is judged") };
+        let waited = FioFigures {
+            p50: Some(2_088_960 + 15_000_000),
+            ..LOCAL_ZVOL_WRITES
+        };
+        let Latency::CannotCheck(why) = latency_close("zvol", Some(19), &waited) else {
+            panic!("a CPU wait is judged")
+        };
         assert!(why.contains("25.7x its minimum 664630 ns"), "{why}");
-        assert_eq!(latency_close("zvol", Some(16), &waited), Latency::Misses, "more than two powers below fio's minimum");
-        assert_eq!(latency_close("zvol", Some(25), &waited), Latency::Misses, "above fio's p50");
+        assert_eq!(
+            latency_close("zvol", Some(16), &waited),
+            Latency::Misses,
+            "more than two powers below fio's minimum"
+        );
+        assert_eq!(
+            latency_close("zvol", Some(25), &waited),
+            Latency::Misses,
+            "above fio's p50"
+        );
     }
 
     #[test]
     fn a_file_request_is_in_fios_power_of_two_or_a_neighbour() {
         // a-fs-fsync writes in the same run: zprof 2^20, fio 1,286,144 ns.
-        let fio = FioFigures { count: 113, p50: Some(1_286_144), min: Some(250_420) };
+        let fio = FioFigures {
+            count: 113,
+            p50: Some(1_286_144),
+            min: Some(250_420),
+        };
         assert_eq!(latency_close("file", Some(20), &fio), Latency::Fits);
         assert_eq!(latency_close("file", Some(21), &fio), Latency::Fits);
         assert_eq!(latency_close("file", Some(18), &fio), Latency::Misses);
@@ -518,16 +777,33 @@ mod tests {
         let (ratio, on) = offcpu_within(6_500_000, samples, hz, commit).unwrap();
         assert_eq!(on, 1_010_101);
         assert!((ratio - 0.939).abs() < 0.001, "{ratio}");
-        assert!(offcpu_within(0, samples, hz, commit).is_err(), "an off-CPU profile that lost the commits' waits");
-        assert!(offcpu_within(2 * 6_500_000, samples, hz, commit).is_err(), "each wait counted twice");
-        assert!(offcpu_within(7_500_000, samples, hz, commit).is_err(), "more than the whole beyond the samples' error");
-        assert!(offcpu_within(6_500_000, samples, hz, 0).is_err(), "nothing to compare with");
+        assert!(
+            offcpu_within(0, samples, hz, commit).is_err(),
+            "an off-CPU profile that lost the commits' waits"
+        );
+        assert!(
+            offcpu_within(2 * 6_500_000, samples, hz, commit).is_err(),
+            "each wait counted twice"
+        );
+        assert!(
+            offcpu_within(7_500_000, samples, hz, commit).is_err(),
+            "more than the whole beyond the samples' error"
+        );
+        assert!(
+            offcpu_within(6_500_000, samples, hz, 0).is_err(),
+            "nothing to compare with"
+        );
     }
 
     /// The README's guest run: 43,151 writes of 4k, 2,290 block reads (here
     /// 2,288 data and 2 metadata misses), 0.85 bytes read per byte written.
     fn rmw_counters() -> RmwCounters {
-        RmwCounters { data: 2_288, metadata: 2, fio_bytes: 43_151 * 4096, fio_writes: 43_151 }
+        RmwCounters {
+            data: 2_288,
+            metadata: 2,
+            fio_bytes: 43_151 * 4096,
+            fio_writes: 43_151,
+        }
     }
 
     #[test]
@@ -537,9 +813,22 @@ mod tests {
         assert!((right_bytes - 0.85).abs() < 0.01);
         assert!(rmw_figures_agree(right_bytes, right_reads, rmw_counters()).is_ok());
         // Formulas that would agree with themselves on the recording but not with ZFS:
-        assert!(rmw_figures_agree(right_reads, right_reads, rmw_counters()).is_err(), "reads per write given as bytes per byte");
-        assert!(rmw_figures_agree(right_bytes * 4096.0 / 65_536.0, right_reads, rmw_counters()).is_err(), "blocks counted as 4k");
-        assert!(rmw_figures_agree(right_bytes / 2.0, right_reads, rmw_counters()).is_err(), "bytes written counted twice");
-        assert!(rmw_figures_agree(right_bytes, right_reads * 2.0, rmw_counters()).is_err(), "block reads counted twice");
+        assert!(
+            rmw_figures_agree(right_reads, right_reads, rmw_counters()).is_err(),
+            "reads per write given as bytes per byte"
+        );
+        assert!(
+            rmw_figures_agree(right_bytes * 4096.0 / 65_536.0, right_reads, rmw_counters())
+                .is_err(),
+            "blocks counted as 4k"
+        );
+        assert!(
+            rmw_figures_agree(right_bytes / 2.0, right_reads, rmw_counters()).is_err(),
+            "bytes written counted twice"
+        );
+        assert!(
+            rmw_figures_agree(right_bytes, right_reads * 2.0, rmw_counters()).is_err(),
+            "block reads counted twice"
+        );
     }
 }

@@ -33,14 +33,29 @@ struct Sample {
 /// The samples of a Prometheus text exposition (comments skipped).
 fn parse_exposition(text: &str) -> anyhow::Result<Vec<Sample>> {
     let mut samples = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (series, value) = line.rsplit_once(' ').ok_or_else(|| anyhow!("no value: {line:?}"))?;
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| anyhow!("no value: {line:?}"))?;
         let value: f64 = value.parse().map_err(|e| anyhow!("{line:?}: {e}"))?;
         let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => (name, parse_labels(rest.strip_suffix('}').ok_or_else(|| anyhow!("unclosed labels: {line:?}"))?)?),
+            Some((name, rest)) => (
+                name,
+                parse_labels(
+                    rest.strip_suffix('}')
+                        .ok_or_else(|| anyhow!("unclosed labels: {line:?}"))?,
+                )?,
+            ),
             None => (series, BTreeMap::new()),
         };
-        samples.push(Sample { name: name.to_owned(), labels, value });
+        samples.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value,
+        });
     }
     Ok(samples)
 }
@@ -50,7 +65,9 @@ fn parse_labels(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let mut labels = BTreeMap::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let (name, after) = rest.split_once("=\"").ok_or_else(|| anyhow!("malformed labels: {text:?}"))?;
+        let (name, after) = rest
+            .split_once("=\"")
+            .ok_or_else(|| anyhow!("malformed labels: {text:?}"))?;
         let mut value = String::new();
         let mut chars = after.char_indices();
         let end = loop {
@@ -75,20 +92,42 @@ fn parse_labels(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
 fn sum(samples: &[Sample], name: &str, wanted: &[(&str, &str)]) -> f64 {
     samples
         .iter()
-        .filter(|s| s.name == name && wanted.iter().all(|(k, v)| s.labels.get(*k).is_some_and(|x| x == v)))
+        .filter(|s| {
+            s.name == name
+                && wanted
+                    .iter()
+                    .all(|(k, v)| s.labels.get(*k).is_some_and(|x| x == v))
+        })
         .map(|s| s.value)
         .sum()
 }
 
 /// Leaf guid -> (top-level vdev, allocation class), from the vdev_total
 /// series of `pool` (a leaf in two places is an error).
-fn exported_places(samples: &[Sample], pool: &str) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+fn exported_places(
+    samples: &[Sample],
+    pool: &str,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
     let mut places = BTreeMap::new();
-    for s in samples.iter().filter(|s| s.name == "zfs_vdev_total_duration_seconds_count" && s.labels.get("pool").is_some_and(|p| p == pool)) {
-        let label = |name: &str| s.labels.get(name).cloned().ok_or_else(|| anyhow!("a leaf series without {name}: {:?}", s.labels));
+    for s in samples.iter().filter(|s| {
+        s.name == "zfs_vdev_total_duration_seconds_count"
+            && s.labels.get("pool").is_some_and(|p| p == pool)
+    }) {
+        let label = |name: &str| {
+            s.labels
+                .get(name)
+                .cloned()
+                .ok_or_else(|| anyhow!("a leaf series without {name}: {:?}", s.labels))
+        };
         let place = (label("top_vdev")?, label("vdev_class")?);
-        let known = places.entry(label("vdev_guid")?).or_insert_with(|| place.clone());
-        ensure!(*known == place, "leaf {:?} in two places: {known:?} and {place:?}", s.labels.get("vdev_guid"));
+        let known = places
+            .entry(label("vdev_guid")?)
+            .or_insert_with(|| place.clone());
+        ensure!(
+            *known == place,
+            "leaf {:?} in two places: {known:?} and {place:?}",
+            s.labels.get("vdev_guid")
+        );
     }
     Ok(places)
 }
@@ -101,7 +140,11 @@ fn expected_places(layout: &str, log: bool) -> anyhow::Result<Vec<(String, Strin
         "mirror" => 2,
         other => anyhow::bail!("unknown layout {other}"),
     };
-    let top = if layout == "raidz1" { "raidz-0" } else { "mirror-0" };
+    let top = if layout == "raidz1" {
+        "raidz-0"
+    } else {
+        "mirror-0"
+    };
     let mut places = vec![(top.to_owned(), "normal".to_owned()); leaves];
     if log {
         // The log is a file vdev added after the data group: top-level vdev 1.
@@ -115,64 +158,135 @@ fn expected_places(layout: &str, log: bool) -> anyhow::Result<Vec<(String, Strin
 /// `config` file names the layout and the log).
 pub fn check_places(rec: &Value, dir: &Path, variant: Variant) -> anyhow::Result<String> {
     let config = std::fs::read_to_string(dir.join("config")).context("reading config")?;
-    let field = |key: &str| config.split_whitespace().find_map(|w| w.strip_prefix(&format!("{key}="))).unwrap_or("");
+    let field = |key: &str| {
+        config
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")))
+            .unwrap_or("")
+    };
     let mut places: Vec<(String, String)> = rec["vdevs"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|v| (v["top_vdev"].as_str().unwrap_or("?").to_owned(), v["class"].as_str().unwrap_or("?").to_owned()))
+        .map(|v| {
+            (
+                v["top_vdev"].as_str().unwrap_or("?").to_owned(),
+                v["class"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
         .collect();
     places.sort();
     if variant == Variant::Nobtf {
-        ensure!(places.is_empty(), "leaves placed without struct offsets: {places:?}");
+        ensure!(
+            places.is_empty(),
+            "leaves placed without struct offsets: {places:?}"
+        );
         return Ok("no leaf placed (no offsets)".into());
     }
     let expected = expected_places(field("layout"), field("log") == "log")?;
-    ensure!(places == expected, "leaf places {places:?}, but the pool was created as {expected:?}");
+    ensure!(
+        places == expected,
+        "leaf places {places:?}, but the pool was created as {expected:?}"
+    );
     let mut counts: BTreeMap<&(String, String), usize> = BTreeMap::new();
     for place in &places {
         *counts.entry(place).or_default() += 1;
     }
-    let text: Vec<String> = counts.iter().map(|((top, class), n)| format!("{n} {class} under {top}")).collect();
+    let text: Vec<String> = counts
+        .iter()
+        .map(|((top, class), n)| format!("{n} {class} under {top}"))
+        .collect();
     Ok(format!("leaves: {}", text.join(", ")))
 }
 
 /// serve's two scrapes around the fio job, its exit, its figures.
 pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
     let exit = std::fs::read_to_string(dir.join("exit")).context("reading exit")?;
-    ensure!(exit.trim() == "0", "zprof serve exited with {} after SIGTERM", exit.trim());
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"));
+    ensure!(
+        exit.trim() == "0",
+        "zprof serve exited with {} after SIGTERM",
+        exit.trim()
+    );
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))
+    };
     let (before_text, after_text) = (read("before.prom")?, read("after.prom")?);
     promtool_check(&after_text)?;
-    let (before, after) = (parse_exposition(&before_text)?, parse_exposition(&after_text)?);
-    let info = after.iter().find(|s| s.name == "zprof_build_info").ok_or_else(|| anyhow!("no zprof_build_info"))?;
+    let (before, after) = (
+        parse_exposition(&before_text)?,
+        parse_exposition(&after_text)?,
+    );
+    let info = after
+        .iter()
+        .find(|s| s.name == "zprof_build_info")
+        .ok_or_else(|| anyhow!("no zprof_build_info"))?;
     let label = |name: &str| info.labels.get(name).map(String::as_str).unwrap_or("");
-    ensure!(label("target") == "kernel" && label("zfs_status") == "verified", "zprof_build_info: {:?}", info.labels);
+    ensure!(
+        label("target") == "kernel" && label("zfs_status") == "verified",
+        "zprof_build_info: {:?}",
+        info.labels
+    );
     let tunable = |name: &str| after.iter().find(|s| s.name == name).map(|s| s.value);
-    let (timeout, dirty_max) = (tunable("zfs_txg_timeout_seconds"), tunable("zfs_dirty_data_max_bytes"));
+    let (timeout, dirty_max) = (
+        tunable("zfs_txg_timeout_seconds"),
+        tunable("zfs_dirty_data_max_bytes"),
+    );
     ensure!(
         timeout.is_some_and(|t| t > 0.0) && dirty_max.is_some_and(|d| d > 0.0),
         "the module's tunables are not exported: zfs_txg_timeout_seconds {timeout:?}, zfs_dirty_data_max_bytes {dirty_max:?}"
     );
-    let lost: Vec<String> =
-        after.iter().filter(|s| s.name == "zprof_lost_events_total" && s.value != 0.0).map(|s| format!("{:?} {}", s.labels, s.value)).collect();
+    let lost: Vec<String> = after
+        .iter()
+        .filter(|s| s.name == "zprof_lost_events_total" && s.value != 0.0)
+        .map(|s| format!("{:?} {}", s.labels, s.value))
+        .collect();
     ensure!(lost.is_empty(), "lost events: {}", lost.join(", "));
 
     let fio = read_json(&dir.join("fio.json"))?;
-    let fsyncs = fio["jobs"][0]["sync"]["total_ios"].as_u64().ok_or_else(|| anyhow!("fio.json has no sync.total_ios"))?;
-    let commits = |samples: &[Sample]| sum(samples, "zfs_zil_commit_duration_seconds_count", &[("pool", "srv")]);
+    let fsyncs = fio["jobs"][0]["sync"]["total_ios"]
+        .as_u64()
+        .ok_or_else(|| anyhow!("fio.json has no sync.total_ios"))?;
+    let commits = |samples: &[Sample]| {
+        sum(
+            samples,
+            "zfs_zil_commit_duration_seconds_count",
+            &[("pool", "srv")],
+        )
+    };
     let exported = (commits(&after) - commits(&before)) as u64;
-    ensure!(fsyncs > 20, "fio made only {fsyncs} fsyncs: too few to compare");
-    ensure!(exported.abs_diff(fsyncs) <= FIO_ALLOWANCE, "zil_commit calls exported during the job {exported}, fio's fsyncs {fsyncs}");
+    ensure!(
+        fsyncs > 20,
+        "fio made only {fsyncs} fsyncs: too few to compare"
+    );
+    ensure!(
+        exported.abs_diff(fsyncs) <= FIO_ALLOWANCE,
+        "zil_commit calls exported during the job {exported}, fio's fsyncs {fsyncs}"
+    );
 
     let places = exported_places(&after, "srv")?;
     let mut found: Vec<(String, String)> = places.values().cloned().collect();
     found.sort();
     let expected = expected_places("raidz1", true)?;
-    ensure!(found == expected, "serve's leaves of srv {found:?}, but the pool was created as {expected:?}");
-    let log_writes = |samples: &[Sample]| sum(samples, "zfs_vdev_total_duration_seconds_count", &[("pool", "srv"), ("vdev_class", "log"), ("class", "sync_write")]);
+    ensure!(
+        found == expected,
+        "serve's leaves of srv {found:?}, but the pool was created as {expected:?}"
+    );
+    let log_writes = |samples: &[Sample]| {
+        sum(
+            samples,
+            "zfs_vdev_total_duration_seconds_count",
+            &[
+                ("pool", "srv"),
+                ("vdev_class", "log"),
+                ("class", "sync_write"),
+            ],
+        )
+    };
     let job_log_writes = log_writes(&after) - log_writes(&before);
-    ensure!(job_log_writes > 0.0, "no sync write on the log vdev during the job");
+    ensure!(
+        job_log_writes > 0.0,
+        "no sync write on the log vdev during the job"
+    );
     Ok(format!(
         "{} ({} {}); zil_commit {exported} exported during the job, fio {fsyncs} fsyncs; {} sync writes on the log vdev; leaves placed as created; promtool check metrics passes; exit 0 on SIGTERM",
         label("zfs_version"),
@@ -193,10 +307,21 @@ fn promtool_check(text: &str) -> anyhow::Result<()> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .context("cannot run promtool: `cargo xtask setup` installs the prometheus package")?;
-    child.stdin.take().context("promtool's stdin")?.write_all(text.as_bytes())?;
+    child
+        .stdin
+        .take()
+        .context("promtool's stdin")?
+        .write_all(text.as_bytes())?;
     let output = child.wait_with_output()?;
-    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    ensure!(output.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    ensure!(
+        output.status.success() && said.trim().is_empty(),
+        "promtool check metrics: {said}"
+    );
     Ok(())
 }
 
@@ -206,25 +331,39 @@ mod tests {
 
     #[test]
     fn an_exposition_is_parsed_with_its_escapes() {
-        let text = "# HELP x y\nzfs_a_count{pool=\"p\",class=\"a\\\"b,c\"} 3\nzprof_collect_seconds 0.5\n";
+        let text =
+            "# HELP x y\nzfs_a_count{pool=\"p\",class=\"a\\\"b,c\"} 3\nzprof_collect_seconds 0.5\n";
         let samples = parse_exposition(text).unwrap();
         assert_eq!(samples.len(), 2);
         assert_eq!(samples[0].labels["class"], "a\"b,c");
         assert_eq!(samples[0].labels["pool"], "p");
-        assert_eq!((samples[1].name.as_str(), samples[1].value), ("zprof_collect_seconds", 0.5));
+        assert_eq!(
+            (samples[1].name.as_str(), samples[1].value),
+            ("zprof_collect_seconds", 0.5)
+        );
         assert!(parse_exposition("zfs_a{pool=\"p} 1").is_err());
     }
 
     #[test]
     fn a_leaf_in_two_places_or_a_wrong_layout_fails() {
         let series = |guid: &str, top: &str, class: &str| {
-            format!("zfs_vdev_total_duration_seconds_count{{pool=\"srv\",class=\"sync_write\",top_vdev=\"{top}\",vdev_class=\"{class}\",vdev_guid=\"{guid}\"}} 1\n")
+            format!(
+                "zfs_vdev_total_duration_seconds_count{{pool=\"srv\",class=\"sync_write\",top_vdev=\"{top}\",vdev_class=\"{class}\",vdev_guid=\"{guid}\"}} 1\n"
+            )
         };
-        let two = parse_exposition(&(series("1", "raidz-0", "normal") + &series("1", "file-1", "log"))).unwrap();
+        let two =
+            parse_exposition(&(series("1", "raidz-0", "normal") + &series("1", "file-1", "log")))
+                .unwrap();
         assert!(exported_places(&two, "srv").is_err());
         let one = parse_exposition(&series("1", "mirror-0", "normal")).unwrap();
-        let found: Vec<(String, String)> = exported_places(&one, "srv").unwrap().into_values().collect();
+        let found: Vec<(String, String)> = exported_places(&one, "srv")
+            .unwrap()
+            .into_values()
+            .collect();
         assert_ne!(found, expected_places("raidz1", true).unwrap());
-        assert_eq!(expected_places("mirror", false).unwrap(), vec![("mirror-0".to_owned(), "normal".to_owned()); 2]);
+        assert_eq!(
+            expected_places("mirror", false).unwrap(),
+            vec![("mirror-0".to_owned(), "normal".to_owned()); 2]
+        );
     }
 }

@@ -17,7 +17,10 @@ use anyhow::Context as _;
 /// Writes every file, directory and symlink under `root` (not `root` itself) to `out`.
 pub fn write_tree(root: &Path, out: &Path) -> anyhow::Result<()> {
     let file = File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut writer = Writer { out: BufWriter::new(file), ino: 1 };
+    let mut writer = Writer {
+        out: BufWriter::new(file),
+        ino: 1,
+    };
     add_dir(&mut writer, root, "")?;
     writer.entry("TRAILER!!!", 0, 0, &mut std::io::empty(), 1)?;
     writer.out.flush()?;
@@ -30,7 +33,14 @@ struct Writer {
 }
 
 impl Writer {
-    fn entry(&mut self, name: &str, mode: u32, size: u64, data: &mut dyn std::io::Read, nlink: u32) -> anyhow::Result<()> {
+    fn entry(
+        &mut self,
+        name: &str,
+        mode: u32,
+        size: u64,
+        data: &mut dyn std::io::Read,
+        nlink: u32,
+    ) -> anyhow::Result<()> {
         let size32 = u32::try_from(size).context("newc cpio cannot hold files over 4 GiB")?;
         let name_size = name.len() + 1;
         let header = format!(
@@ -71,10 +81,14 @@ fn add_dir(writer: &mut Writer, dir: &Path, prefix: &str) -> anyhow::Result<()> 
             let target = target.as_os_str().as_encoded_bytes();
             writer.entry(&name, mode, target.len() as u64, &mut &target[..], 1)?;
         } else if meta.is_file() {
-            let mut file = File::open(&path).with_context(|| format!("reading {}", path.display()))?;
+            let mut file =
+                File::open(&path).with_context(|| format!("reading {}", path.display()))?;
             writer.entry(&name, mode, meta.len(), &mut file, 1)?;
         } else {
-            anyhow::bail!("{} is neither a file, a directory nor a symlink", path.display());
+            anyhow::bail!(
+                "{} is neither a file, a directory nor a symlink",
+                path.display()
+            );
         }
     }
     Ok(())

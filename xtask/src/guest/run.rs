@@ -52,7 +52,14 @@ const LOADED: (&str, &str) = ("guest: zfs ", " loaded after");
 
 /// Lines the kernel prints when something went wrong in it (an oops, a BUG, a
 /// warning's backtrace), whoever caused it.
-const TROUBLE: &[&str] = &["Oops", "BUG:", "general protection fault", "Kernel panic", "RIP:", "WARNING: CPU"];
+const TROUBLE: &[&str] = &[
+    "Oops",
+    "BUG:",
+    "general protection fault",
+    "Kernel panic",
+    "RIP:",
+    "WARNING: CPU",
+];
 
 /// A run that died before its command started: the kernel did not reach
 /// /init, or /init could not load the zfs modules. Nothing of the command
@@ -75,7 +82,12 @@ impl fmt::Display for BootFailure {
         if !self.trouble.is_empty() {
             write!(f, "; kernel trouble: {}", self.trouble.join(" | "))?;
         }
-        write!(f, "; console log {}:\n{}", self.console.display(), self.tail)
+        write!(
+            f,
+            "; console log {}:\n{}",
+            self.console.display(),
+            self.tail
+        )
     }
 }
 
@@ -95,7 +107,10 @@ enum Reached {
 fn reached(console: &str) -> Reached {
     if !console.contains(UP) {
         Reached::Nothing
-    } else if !console.lines().any(|l| l.contains(LOADED.0) && l.contains(LOADED.1)) {
+    } else if !console
+        .lines()
+        .any(|l| l.contains(LOADED.0) && l.contains(LOADED.1))
+    {
         Reached::Up
     } else {
         Reached::Command
@@ -109,17 +124,29 @@ pub fn started_command(console: &str) -> bool {
 
 /// The kernel trouble lines of `text`, trimmed.
 pub fn trouble_lines(text: &str) -> Vec<String> {
-    text.lines().filter(|l| TROUBLE.iter().any(|t| l.contains(t))).map(|l| l.trim().to_owned()).collect()
+    text.lines()
+        .filter(|l| TROUBLE.iter().any(|t| l.contains(t)))
+        .map(|l| l.trim().to_owned())
+        .collect()
 }
 
 /// A [`BootFailure`] if the console shows the command never started.
 fn boot_failure(console: &Path, text: &str, what: &str) -> Option<anyhow::Error> {
     let reason = match reached(text) {
-        Reached::Nothing => format!("{what}, and the console has no '{UP}' line (the kernel died or hung before /init)"),
-        Reached::Up => format!("{what}, and /init did not load the zfs modules (no 'guest: zfs ... loaded' line)"),
+        Reached::Nothing => format!(
+            "{what}, and the console has no '{UP}' line (the kernel died or hung before /init)"
+        ),
+        Reached::Up => format!(
+            "{what}, and /init did not load the zfs modules (no 'guest: zfs ... loaded' line)"
+        ),
         Reached::Command => return None,
     };
-    let failure = BootFailure { reason, trouble: trouble_lines(text), console: console.to_owned(), tail: tail(console, 30) };
+    let failure = BootFailure {
+        reason,
+        trouble: trouble_lines(text),
+        console: console.to_owned(),
+        tail: tail(console, 30),
+    };
     Some(anyhow::Error::new(failure))
 }
 
@@ -150,8 +177,16 @@ pub fn run(
     let initrd = out.join("initrd.cpio");
     {
         let mut file = std::fs::File::create(&initrd)?;
-        for part in [artifacts.base_cpio.as_path(), artifacts.modules(variant), payload.as_path()] {
-            std::io::copy(&mut std::fs::File::open(part).with_context(|| format!("reading {}", part.display()))?, &mut file)?;
+        for part in [
+            artifacts.base_cpio.as_path(),
+            artifacts.modules(variant),
+            payload.as_path(),
+        ] {
+            std::io::copy(
+                &mut std::fs::File::open(part)
+                    .with_context(|| format!("reading {}", part.display()))?,
+                &mut file,
+            )?;
         }
     }
     let console = out.join("console.log");
@@ -175,18 +210,21 @@ pub fn run(
     // its time slice: every fsync'd zvol write took fio 31.5 ms or more
     // (minimum 31.5, median 31.6) where ZFS's part was 2 ms, and the requests
     // check failed on it. -nic none: no network (and no iPXE option ROM needed).
-    cmd.args(["-accel", "tcg", "-m", "4G", "-smp", "2", "-display", "none", "-monitor", "none", "-vga", "none"])
-        .args(["-nic", "none", "-no-reboot", "-serial", "stdio"])
-        .arg("-serial")
-        .arg(format!("file:{}", transfer.display()))
-        .arg("-kernel")
-        .arg(&artifacts.vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
-        // panic=-1 reboots at once on a panic, and -no-reboot turns that into an exit.
-        .args(["-append", "console=ttyS0 rdinit=/init panic=-1 quiet"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
+    cmd.args([
+        "-accel", "tcg", "-m", "4G", "-smp", "2", "-display", "none", "-monitor", "none", "-vga",
+        "none",
+    ])
+    .args(["-nic", "none", "-no-reboot", "-serial", "stdio"])
+    .arg("-serial")
+    .arg(format!("file:{}", transfer.display()))
+    .arg("-kernel")
+    .arg(&artifacts.vmlinuz)
+    .arg("-initrd")
+    .arg(&initrd)
+    // panic=-1 reboots at once on a panic, and -no-reboot turns that into an exit.
+    .args(["-append", "console=ttyS0 rdinit=/init panic=-1 quiet"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped());
     if echo != Echo::Quiet {
         eprintln!(
             "xtask: guest: booting {} with the {} modules ({variant} variant): {}",
@@ -196,7 +234,9 @@ pub fn run(
         );
     }
     let started = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("starting {}", artifacts.qemu.binary.display()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", artifacts.qemu.binary.display()))?;
     let stdout = child.stdout.take().unwrap();
     let log_path = console.clone();
     // Returns when the DONE line arrived (boot timings for `guest boots`).
@@ -211,7 +251,10 @@ pub fn run(
             if text.contains(DONE) {
                 done_at.get_or_insert(started.elapsed());
             }
-            let step = text.starts_with("guest: ") || text.starts_with("== ") || text.contains(DONE) || text.contains("FAILED");
+            let step = text.starts_with("guest: ")
+                || text.starts_with("== ")
+                || text.contains(DONE)
+                || text.contains("FAILED");
             let shown = match echo {
                 Echo::All => true,
                 Echo::Steps => step,
@@ -232,7 +275,11 @@ pub fn run(
             let _ = child.wait();
             let _ = reader.join();
             let text = std::fs::read_to_string(&console).unwrap_or_default();
-            if let Some(err) = boot_failure(&console, &text, &format!("killed after {} s", timeout.as_secs())) {
+            if let Some(err) = boot_failure(
+                &console,
+                &text,
+                &format!("killed after {} s", timeout.as_secs()),
+            ) {
                 return Err(err);
             }
             bail!(
@@ -249,15 +296,27 @@ pub fn run(
     let _ = std::fs::remove_file(&initrd);
     let text = std::fs::read_to_string(&console)?;
     let trouble = trouble_lines(&text);
-    let trouble_note = if trouble.is_empty() { String::new() } else { format!(" (kernel trouble: {})", trouble.join(" | ")) };
+    let trouble_note = if trouble.is_empty() {
+        String::new()
+    } else {
+        format!(" (kernel trouble: {})", trouble.join(" | "))
+    };
     if !status.success() {
         if let Some(err) = boot_failure(&console, &text, &format!("qemu failed with {status}")) {
             return Err(err);
         }
-        bail!("qemu failed with {status}{trouble_note}; console log {}:\n{}", console.display(), tail(&console, 20));
+        bail!(
+            "qemu failed with {status}{trouble_note}; console log {}:\n{}",
+            console.display(),
+            tail(&console, 20)
+        );
     }
     let done = parse_done(&text);
-    let what = if done.is_some() { "the guest reported its status" } else { "the guest stopped without reporting its exit status" };
+    let what = if done.is_some() {
+        "the guest reported its status"
+    } else {
+        "the guest stopped without reporting its exit status"
+    };
     if let Some(err) = boot_failure(&console, &text, what) {
         return Err(err);
     }
@@ -269,10 +328,20 @@ pub fn run(
         );
     };
     let got = std::fs::metadata(&transfer).map(|m| m.len()).unwrap_or(0);
-    ensure!(got == bytes, "the guest sent {bytes} bytes of results but {got} arrived ({})", transfer.display());
+    ensure!(
+        got == bytes,
+        "the guest sent {bytes} bytes of results but {got} arrived ({})",
+        transfer.display()
+    );
     std::fs::create_dir_all(&results)?;
-    crate::run(Command::new("tar").arg("-xzf").arg(&transfer).arg("-C").arg(&results))
-        .context("unpacking the guest's results")?;
+    crate::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&transfer)
+            .arg("-C")
+            .arg(&results),
+    )
+    .context("unpacking the guest's results")?;
     // quiet keeps warnings (level 4) off the console: the guest's dmesg has them.
     let mut trouble = trouble;
     let dmesg = std::fs::read_to_string(results.join("dmesg.txt")).unwrap_or_default();
@@ -282,13 +351,23 @@ pub fn run(
         }
     }
     let done_after = done_at.unwrap_or(elapsed);
-    Ok(Outcome { status: guest_status, elapsed, console, results, done_after, trouble })
+    Ok(Outcome {
+        status: guest_status,
+        elapsed,
+        console,
+        results,
+        done_after,
+        trouble,
+    })
 }
 
 /// Finds `ZPROF-GUEST-DONE status=N bytes=M` (printed through the kernel log,
 /// so it may carry a timestamp prefix).
 fn parse_done(console: &str) -> Option<(i32, u64)> {
-    let line = console.lines().rev().find_map(|l| l.split_once(DONE).map(|(_, rest)| rest))?;
+    let line = console
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once(DONE).map(|(_, rest)| rest))?;
     let mut status = None;
     let mut bytes = None;
     for word in line.split_whitespace() {
@@ -309,7 +388,11 @@ fn tail(path: &Path, lines: usize) -> String {
 
 /// Quotes a word for the guest's shell.
 fn shell_quote(word: &str) -> String {
-    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
         word.to_owned()
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
@@ -319,20 +402,34 @@ fn shell_quote(word: &str) -> String {
 /// The payload: /init, /payload/zprof (with its libraries), /payload/guest/*
 /// (the repo's guest/ directory) and /payload/cmd, the command line; for the
 /// headers variant, the offsets table in zprof's cache (/var/cache/zprof).
-fn make_payload(artifacts: &Artifacts, variant: Variant, command: &[String], out: &Path, archive: &Path) -> anyhow::Result<()> {
+fn make_payload(
+    artifacts: &Artifacts,
+    variant: Variant,
+    command: &[String],
+    out: &Path,
+    archive: &Path,
+) -> anyhow::Result<()> {
     let root = out.join("payload-root");
     fresh_dir(&root)?;
     let guest_src = crate::workspace_root().join("guest");
     let scripts = root.join("payload/guest");
     std::fs::create_dir_all(&scripts)?;
-    for entry in std::fs::read_dir(&guest_src).with_context(|| format!("reading {}", guest_src.display()))? {
+    for entry in
+        std::fs::read_dir(&guest_src).with_context(|| format!("reading {}", guest_src.display()))?
+    {
         let entry = entry?;
         if entry.file_type()?.is_file() {
             std::fs::copy(entry.path(), scripts.join(entry.file_name()))?;
         }
     }
     std::fs::copy(guest_src.join("init"), root.join("init")).context("guest/init is missing")?;
-    install_binary(&root, &artifacts.zprof, "/payload/zprof", &[], Path::new("/nonexistent"))?;
+    install_binary(
+        &root,
+        &artifacts.zprof,
+        "/payload/zprof",
+        &[],
+        Path::new("/nonexistent"),
+    )?;
     loop_module(artifacts, &root.join("payload/loop.ko"))?;
     if variant == Variant::Headers {
         offsets_table(artifacts, &root.join("var/cache/zprof"))?;
@@ -347,16 +444,32 @@ fn make_payload(artifacts: &Artifacts, variant: Variant, command: &[String], out
 /// The kernel's loop.ko, uncompressed (busybox's insmod reads no .xz), so the
 /// guest can put pools on block devices and exercise zfs.ko's vdev_disk path.
 fn loop_module(artifacts: &Artifacts, into: &Path) -> anyhow::Result<()> {
-    let dir = artifacts.cache.join(format!("kernel/lib/modules/{}/kernel/drivers/block", artifacts.kver));
+    let dir = artifacts.cache.join(format!(
+        "kernel/lib/modules/{}/kernel/drivers/block",
+        artifacts.kver
+    ));
     let plain = dir.join("loop.ko");
     if plain.exists() {
         std::fs::copy(&plain, into).with_context(|| format!("copying {}", plain.display()))?;
         return Ok(());
     }
     let packed = dir.join("loop.ko.xz");
-    ensure!(packed.exists(), "the kernel package has no loop module in {}", dir.display());
-    let output = Command::new("xz").arg("-dc").arg(&packed).output().context("running xz")?;
-    ensure!(output.status.success(), "xz -dc {} failed: {}", packed.display(), String::from_utf8_lossy(&output.stderr));
+    ensure!(
+        packed.exists(),
+        "the kernel package has no loop module in {}",
+        dir.display()
+    );
+    let output = Command::new("xz")
+        .arg("-dc")
+        .arg(&packed)
+        .output()
+        .context("running xz")?;
+    ensure!(
+        output.status.success(),
+        "xz -dc {} failed: {}",
+        packed.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
     std::fs::write(into, output.stdout)?;
     Ok(())
 }
@@ -383,7 +496,8 @@ mod tests {
 
     #[test]
     fn done_line_is_found_after_a_timestamp() {
-        let console = "boot\n[   12.5] ZPROF-GUEST-DONE status=3 bytes=1234\n[   12.6] reboot: Power down\n";
+        let console =
+            "boot\n[   12.5] ZPROF-GUEST-DONE status=3 bytes=1234\n[   12.6] reboot: Power down\n";
         assert_eq!(parse_done(console), Some((3, 1234)));
         assert_eq!(parse_done("boot\nKernel panic\n"), None);
         assert_eq!(parse_done("ZPROF-GUEST-DONE status=x bytes=1\n"), None);
@@ -401,7 +515,10 @@ mod tests {
         let err = boot_failure(console, oops, "qemu exited").unwrap();
         let failure = err.downcast_ref::<BootFailure>().expect("a BootFailure");
         assert_eq!(failure.trouble.len(), 2, "{:?}", failure.trouble);
-        assert!(boot_failure(console, started, "no DONE line").is_none(), "the command ran: not a boot failure");
+        assert!(
+            boot_failure(console, started, "no DONE line").is_none(),
+            "the command ran: not a boot failure"
+        );
     }
 
     #[test]

@@ -51,8 +51,13 @@ pub fn record(test: &str, case: &str, outcome: Outcome, detail: &str) {
         let _ = std::fs::create_dir_all(dir);
     }
     // One write per line with O_APPEND: lines of tests run at once do not mix.
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("opening the test ledger");
-    file.write_all(format!("{line}\n").as_bytes()).expect("writing the test ledger");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("opening the test ledger");
+    file.write_all(format!("{line}\n").as_bytes())
+        .expect("writing the test ledger");
 }
 
 /// Says that this host cannot check `case` and why; the caller then skips it.
@@ -76,13 +81,23 @@ pub struct Attempts {
 impl Attempts {
     /// A case tried at most `tries` times.
     pub fn new(test: &str, case: &str, tries: usize) -> Attempts {
-        Attempts { test: test.into(), case: case.into(), known_miss: None, tries, details: Vec::new(), passed: false }
+        Attempts {
+            test: test.into(),
+            case: case.into(),
+            known_miss: None,
+            tries,
+            details: Vec::new(),
+            passed: false,
+        }
     }
 
     /// A case known to miss (`open_work` names the issue that will fix it):
     /// tried once; a miss is expected, a pass fails the test so the mark is removed.
     pub fn known_miss(test: &str, case: &str, open_work: &str) -> Attempts {
-        Attempts { known_miss: Some(open_work.into()), ..Attempts::new(test, case, 1) }
+        Attempts {
+            known_miss: Some(open_work.into()),
+            ..Attempts::new(test, case, 1)
+        }
     }
 
     /// Allows one more try (a host condition measured during a miss excuses it).
@@ -107,7 +122,12 @@ impl Attempts {
             Some(work) => format!("{detail} (known to miss: {work})"),
             None => detail.clone(),
         };
-        record(&self.test, &self.case, outcome, &format!("attempt {}: {shown}", self.details.len() + 1));
+        record(
+            &self.test,
+            &self.case,
+            outcome,
+            &format!("attempt {}: {shown}", self.details.len() + 1),
+        );
         self.passed = within;
         self.details.push(detail);
     }

@@ -17,13 +17,19 @@ pub fn zprof() -> Command {
 
 /// The workspace's target directory, where cargo put every binary.
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
 }
 
 /// zprof-lab is another package's binary: find it in the shared target dir.
 pub fn lab_binary() -> PathBuf {
     let path = target_dir().join("debug/zprof-lab");
-    assert!(path.exists(), "{} is missing: build it first (cargo build -p zprof-lab; cargo xtask test does)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (cargo build -p zprof-lab; cargo xtask test does)",
+        path.display()
+    );
     path
 }
 
@@ -51,7 +57,10 @@ pub fn stderr(output: &Output) -> String {
 /// The first JSON document in `text` (the lab's), ignoring what follows (zprof's report).
 pub fn first_json(text: &str) -> Value {
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
-    stream.next().expect("no JSON document").expect("malformed JSON")
+    stream
+        .next()
+        .expect("no JSON document")
+        .expect("malformed JSON")
 }
 
 /// `zprof MODE` (record or run) around `LAB run --dir DIR ARGS`, writing
@@ -62,7 +71,14 @@ pub fn zprof_on_lab(mode: &str, lab: &Path, dir: &Path, recording: &Path, args: 
 }
 
 /// `zprof_on_lab` with zprof options of its own (`--full-timing`...).
-pub fn zprof_on_lab_with(mode: &str, options: &[&str], lab: &Path, dir: &Path, recording: &Path, args: &[&str]) -> Value {
+pub fn zprof_on_lab_with(
+    mode: &str,
+    options: &[&str],
+    lab: &Path,
+    dir: &Path,
+    recording: &Path,
+    args: &[&str],
+) -> Value {
     let output = zprof()
         .args([mode, "--target", "libzpool", "--no-explain"])
         .args(options)
@@ -82,14 +98,29 @@ pub fn zprof_on_lab_with(mode: &str, options: &[&str], lab: &Path, dir: &Path, r
 
 /// `zprof explain RECORDING --format json EXTRA`: the findings.
 pub fn explain_json(recording: &Path, extra: &[&str]) -> Vec<Value> {
-    let output = zprof().arg("explain").arg(recording).args(["--format", "json"]).args(extra).output().unwrap();
+    let output = zprof()
+        .arg("explain")
+        .arg(recording)
+        .args(["--format", "json"])
+        .args(extra)
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
+    serde_json::from_slice::<Value>(&output.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// A finding's figure by name (explain's JSON: `figures` as [name, value] pairs).
 pub fn figure(finding: &Value, name: &str) -> f64 {
-    finding["figures"].as_array().unwrap().iter().find(|f| f[0] == name).unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
+    finding["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f[0] == name)
+        .unwrap_or_else(|| panic!("no figure {name}: {finding}"))[1]
         .as_f64()
         .unwrap()
 }
@@ -128,22 +159,43 @@ fn workspace() -> PathBuf {
 /// The system's release (Debian 12's 2.1.11) and every release of
 /// scripts/openzfs-releases that runs here: the suite checks each.
 pub fn lab_releases() -> Vec<LabRelease> {
-    let system_lib = ["/lib/x86_64-linux-gnu/libzpool.so.5", "/usr/lib/x86_64-linux-gnu/libzpool.so.5"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("libzpool.so.5 is not installed: run cargo xtask setup");
-    let mut releases = vec![LabRelease { version: "2.1.11".into(), lab: lab_binary(), libzpool: system_lib }];
+    let system_lib = [
+        "/lib/x86_64-linux-gnu/libzpool.so.5",
+        "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("libzpool.so.5 is not installed: run cargo xtask setup");
+    let mut releases = vec![LabRelease {
+        version: "2.1.11".into(),
+        lab: lab_binary(),
+        libzpool: system_lib,
+    }];
     let list = std::fs::read_to_string(workspace().join("scripts/openzfs-releases")).unwrap();
     let cache = cache_dir();
-    for fields in list.lines().map(|l| l.split('#').next().unwrap().split_whitespace().collect::<Vec<_>>()) {
+    for fields in list.lines().map(|l| {
+        l.split('#')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    }) {
         if fields.len() < 4 || fields[3] != "run" {
             continue;
         }
         let version = fields[0].to_owned();
         let lab = target_dir().join(format!("openzfs-{version}/debug/zprof-lab"));
-        assert!(lab.exists(), "{} is missing: cargo xtask test builds a zprof-lab per release", lab.display());
-        releases.push(LabRelease { libzpool: release_libzpool(&cache, &version), version, lab });
+        assert!(
+            lab.exists(),
+            "{} is missing: cargo xtask test builds a zprof-lab per release",
+            lab.display()
+        );
+        releases.push(LabRelease {
+            libzpool: release_libzpool(&cache, &version),
+            version,
+            lab,
+        });
     }
     releases
 }
@@ -151,11 +203,19 @@ pub fn lab_releases() -> Vec<LabRelease> {
 /// The libzpool of a release that setup.sh unpacked into the cache.
 pub fn release_libzpool(cache: &Path, version: &str) -> PathBuf {
     let root = cache.join("openzfs").join(version).join("root");
-    ["lib/x86_64-linux-gnu/libzpool.so.6", "usr/lib/x86_64-linux-gnu/libzpool.so.6"]
-        .iter()
-        .map(|p| root.join(p))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("no libzpool.so.6 under {}: run cargo xtask setup", root.display()))
+    [
+        "lib/x86_64-linux-gnu/libzpool.so.6",
+        "usr/lib/x86_64-linux-gnu/libzpool.so.6",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .find(|p| p.exists())
+    .unwrap_or_else(|| {
+        panic!(
+            "no libzpool.so.6 under {}: run cargo xtask setup",
+            root.display()
+        )
+    })
 }
 
 /// The cache setup.sh unpacks OpenZFS releases into.
@@ -169,7 +229,10 @@ pub fn cache_dir() -> PathBuf {
 /// attached), leaving the pipe in place for `wait_with_output` to collect the rest.
 pub fn wait_until_tracing(child: &mut std::process::Child) {
     use std::io::Read as _;
-    let pipe = child.stderr.as_mut().expect("zprof spawned with stderr piped");
+    let pipe = child
+        .stderr
+        .as_mut()
+        .expect("zprof spawned with stderr piped");
     let mut seen = String::new();
     let started = std::time::Instant::now();
     while !seen.contains("Tracing") {
@@ -177,17 +240,23 @@ pub fn wait_until_tracing(child: &mut std::process::Child) {
         let n = pipe.read(&mut buf).unwrap();
         assert!(n > 0, "zprof exited before attaching: {seen}");
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "no Tracing line: {seen}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "no Tracing line: {seen}"
+        );
     }
 }
 
 /// A word of rendered text that shows a number that is not one: "NaN" or
 /// "inf", alone or with a sign, unit or suffix ("NaNx", "-inf%"); "infer" is fine.
 pub fn non_number_word(text: &str) -> Option<&str> {
-    text.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c)).find(|token| {
-        let bare = token.trim_start_matches(['-', '+']).trim_end_matches(['%', 'x', 's']);
-        bare == "inf" || bare == "NaN"
-    })
+    text.split(|c: char| c.is_whitespace() || "()[],;:/".contains(c))
+        .find(|token| {
+            let bare = token
+                .trim_start_matches(['-', '+'])
+                .trim_end_matches(['%', 'x', 's']);
+            bare == "inf" || bare == "NaN"
+        })
 }
 
 /// The share of CPU time the hypervisor took from this VM (steal) since
@@ -199,7 +268,9 @@ pub struct HostSteal {
 
 impl HostSteal {
     pub fn start() -> HostSteal {
-        HostSteal { start: Self::read() }
+        HostSteal {
+            start: Self::read(),
+        }
     }
 
     /// Steal over all CPU time since the start, 0 to 1.
@@ -211,8 +282,18 @@ impl HostSteal {
     /// /proc/stat's "cpu" line: (steal, all).
     fn read() -> (u64, u64) {
         let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let fields: Vec<u64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        let fields: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|f| f.parse().ok())
+            .collect();
         // guest and guest_nice (after steal) are already in user and nice.
-        (fields.get(7).copied().unwrap_or(0), fields.iter().take(8).sum())
+        (
+            fields.get(7).copied().unwrap_or(0),
+            fields.iter().take(8).sum(),
+        )
     }
 }
