@@ -547,100 +547,119 @@ fn bench_release(
     scripts: &(PathBuf, PathBuf),
     results: &mut Vec<Value>,
 ) -> anyhow::Result<()> {
-    let modes = MODES;
     for job in JOBS.iter().filter(|j| only.is_none_or(|o| o == j.name)) {
         eprintln!(
             "bench: OpenZFS {} {} ({}): warm-up",
             release.version, job.name, job.what
         );
-        for mode in modes {
+        for mode in MODES {
             run_once(root, release, job, mode, scratch, scripts)?;
         }
-        let mut runs: Vec<Vec<RunResult>> = Vec::new();
         let rounds = pairs * job.rounds_factor;
-        for round in 0..rounds {
-            // Rotate the order so no mode always runs first after the others.
-            let order: Vec<Mode> = (0..modes.len())
-                .map(|i| modes[(i + round) % modes.len()])
-                .collect();
-            let mut round_results = Vec::new();
-            for mode in order {
-                let r = run_once(root, release, job, mode, scratch, scripts)?;
-                eprintln!(
-                    "bench: {} {} round {} {:>8}: {:.0} ops/s",
-                    release.version,
-                    job.name,
-                    round + 1,
-                    mode.name(),
-                    r.iops
-                );
-                round_results.push(r);
-            }
-            runs.push(round_results);
-        }
-        let by = |round: &[RunResult], mode: Mode| {
-            round
-                .iter()
-                .find(|r| r.mode == mode)
-                .cloned()
-                .expect("every mode runs each round")
-        };
-        let ops = |mode: Mode| median(runs.iter().map(|r| by(r, mode).iops).collect());
-        // Pairwise: each traced run against the unprobed run of the same round.
-        let losses = |mode: Mode| -> Vec<f64> {
-            runs.iter()
-                .map(|r| 1.0 - by(r, mode).iops / by(r, Mode::Alone).iops)
-                .collect()
-        };
-        let cpu_increases = |mode: Mode| -> Vec<f64> {
-            runs.iter()
-                .map(|r| by(r, mode).cpu_ns_per_op / by(r, Mode::Alone).cpu_ns_per_op - 1.0)
-                .collect()
-        };
-        let costs: Vec<ZprofCosts> = runs
-            .iter()
-            .filter_map(|r| {
-                by(r, Mode::Zprof)
-                    .recording
-                    .map(|rec| ZprofCosts::from_recording(&rec))
-            })
-            .collect();
-        let pick = |f: fn(&ZprofCosts) -> f64| median(costs.iter().map(f).collect());
-        let zprof_losses = losses(Mode::Zprof);
-        results.push(json!({
-            "openzfs": release.version,
-            "job": job.name,
-            "what": job.what,
-            "lab_args": job.lab_args,
-            "rounds": rounds,
-            "alone_ops": ops(Mode::Alone),
-            "zprof_ops": ops(Mode::Zprof),
-            "bpftrace_ops": ops(Mode::Bpftrace),
-            "bpftrace_same_ops": ops(Mode::BpftraceSame),
-            "zprof_loss": median(zprof_losses.clone()),
-            "zprof_loss_p25": percentile(zprof_losses.clone(), 0.25),
-            "zprof_loss_p75": percentile(zprof_losses, 0.75),
-            "bpftrace_loss": median(losses(Mode::Bpftrace)),
-            "bpftrace_same_loss": median(losses(Mode::BpftraceSame)),
-            "alone_cpu_ns_per_op": median(runs.iter().map(|r| by(r, Mode::Alone).cpu_ns_per_op).collect()),
-            "zprof_cpu_increase": median(cpu_increases(Mode::Zprof)),
-            "bpftrace_cpu_increase": median(cpu_increases(Mode::Bpftrace)),
-            "bpftrace_same_cpu_increase": median(cpu_increases(Mode::BpftraceSame)),
-            "zprof_events_per_s": pick(|c| c.events_per_s),
-            "zprof_ns_per_event": pick(|c| c.ns_per_event),
-            "zprof_bpf_cpu_fraction": pick(|c| c.bpf_cpu_fraction),
-            "zprof_attach_ms": pick(|c| c.attach_ms),
-            "zprof_detach_ms": pick(|c| c.detach_ms),
-            "zprof_peak_rss_mib": pick(|c| c.peak_rss_mib),
-            "zprof_lost_events": costs.iter().map(|c| c.lost_events).sum::<u64>(),
-            "zprof_cpu_sample_stacks_lost": costs.iter().map(|c| c.stacks_lost).sum::<u64>(),
-            "all_runs": runs
-                .iter()
-                .map(|r| r.iter().map(|x| json!({"mode": x.mode.name(), "ops": x.iops, "cpu_ns_per_op": x.cpu_ns_per_op})).collect::<Vec<_>>())
-                .collect::<Vec<_>>(),
-        }));
+        let runs = run_rounds(root, release, job, (scratch, scripts), rounds)?;
+        results.push(job_result(release, job, rounds, &runs));
     }
     Ok(())
+}
+
+/// `rounds` rounds of every mode, the order rotated each round: each round's
+/// results.
+fn run_rounds(
+    root: &Path,
+    release: &BenchRelease,
+    job: &Job,
+    (scratch, scripts): (&Path, &(PathBuf, PathBuf)),
+    rounds: usize,
+) -> anyhow::Result<Vec<Vec<RunResult>>> {
+    let modes = MODES;
+    let mut runs: Vec<Vec<RunResult>> = Vec::new();
+    for round in 0..rounds {
+        // Rotate the order so no mode always runs first after the others.
+        let order: Vec<Mode> = (0..modes.len())
+            .map(|i| modes[(i + round) % modes.len()])
+            .collect();
+        let mut round_results = Vec::new();
+        for mode in order {
+            let r = run_once(root, release, job, mode, scratch, scripts)?;
+            eprintln!(
+                "bench: {} {} round {} {:>8}: {:.0} ops/s",
+                release.version,
+                job.name,
+                round + 1,
+                mode.name(),
+                r.iops
+            );
+            round_results.push(r);
+        }
+        runs.push(round_results);
+    }
+    Ok(runs)
+}
+
+/// One job's line of the results: each mode's median ops and CPU per op,
+/// the losses against the unprobed run of the same round, zprof's own costs.
+fn job_result(release: &BenchRelease, job: &Job, rounds: usize, runs: &[Vec<RunResult>]) -> Value {
+    let by = |round: &[RunResult], mode: Mode| {
+        round
+            .iter()
+            .find(|r| r.mode == mode)
+            .cloned()
+            .expect("every mode runs each round")
+    };
+    let ops = |mode: Mode| median(runs.iter().map(|r| by(r, mode).iops).collect());
+    // Pairwise: each traced run against the unprobed run of the same round.
+    let losses = |mode: Mode| -> Vec<f64> {
+        runs.iter()
+            .map(|r| 1.0 - by(r, mode).iops / by(r, Mode::Alone).iops)
+            .collect()
+    };
+    let cpu_increases = |mode: Mode| -> Vec<f64> {
+        runs.iter()
+            .map(|r| by(r, mode).cpu_ns_per_op / by(r, Mode::Alone).cpu_ns_per_op - 1.0)
+            .collect()
+    };
+    let costs: Vec<ZprofCosts> = runs
+        .iter()
+        .filter_map(|r| {
+            by(r, Mode::Zprof)
+                .recording
+                .map(|rec| ZprofCosts::from_recording(&rec))
+        })
+        .collect();
+    let pick = |f: fn(&ZprofCosts) -> f64| median(costs.iter().map(f).collect());
+    let zprof_losses = losses(Mode::Zprof);
+    json!({
+        "openzfs": release.version,
+        "job": job.name,
+        "what": job.what,
+        "lab_args": job.lab_args,
+        "rounds": rounds,
+        "alone_ops": ops(Mode::Alone),
+        "zprof_ops": ops(Mode::Zprof),
+        "bpftrace_ops": ops(Mode::Bpftrace),
+        "bpftrace_same_ops": ops(Mode::BpftraceSame),
+        "zprof_loss": median(zprof_losses.clone()),
+        "zprof_loss_p25": percentile(zprof_losses.clone(), 0.25),
+        "zprof_loss_p75": percentile(zprof_losses, 0.75),
+        "bpftrace_loss": median(losses(Mode::Bpftrace)),
+        "bpftrace_same_loss": median(losses(Mode::BpftraceSame)),
+        "alone_cpu_ns_per_op": median(runs.iter().map(|r| by(r, Mode::Alone).cpu_ns_per_op).collect()),
+        "zprof_cpu_increase": median(cpu_increases(Mode::Zprof)),
+        "bpftrace_cpu_increase": median(cpu_increases(Mode::Bpftrace)),
+        "bpftrace_same_cpu_increase": median(cpu_increases(Mode::BpftraceSame)),
+        "zprof_events_per_s": pick(|c| c.events_per_s),
+        "zprof_ns_per_event": pick(|c| c.ns_per_event),
+        "zprof_bpf_cpu_fraction": pick(|c| c.bpf_cpu_fraction),
+        "zprof_attach_ms": pick(|c| c.attach_ms),
+        "zprof_detach_ms": pick(|c| c.detach_ms),
+        "zprof_peak_rss_mib": pick(|c| c.peak_rss_mib),
+        "zprof_lost_events": costs.iter().map(|c| c.lost_events).sum::<u64>(),
+        "zprof_cpu_sample_stacks_lost": costs.iter().map(|c| c.stacks_lost).sum::<u64>(),
+        "all_runs": runs
+            .iter()
+            .map(|r| r.iter().map(|x| json!({"mode": x.mode.name(), "ops": x.iops, "cpu_ns_per_op": x.cpu_ns_per_op})).collect::<Vec<_>>())
+            .collect::<Vec<_>>(),
+    })
 }
 
 fn print_results(out_dir: &Path, results: Vec<Value>) -> anyhow::Result<()> {

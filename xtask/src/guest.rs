@@ -31,6 +31,7 @@ mod check;
 mod check_requests;
 mod check_serve;
 mod cpio;
+mod results;
 mod run;
 
 use std::{
@@ -323,6 +324,40 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The guest test script's command line for `variant`, when `variants` run.
+fn script_command(args: &TestArgs, variant: Variant, variants: &[Variant]) -> Vec<String> {
+    let mut command = vec![
+        "zfs-kernel-test.sh".to_owned(),
+        format!("--runtime={}", args.runtime),
+    ];
+    // SIGTERM, kprobe_multi links and serve do not depend on the offsets'
+    // source: the BTF variant runs them for the kernel (about 50 s a
+    // variant). The headers variant's offsets are checked equal to the
+    // BTF's member by member, so one recording with them is enough there
+    // (about 100 s less).
+    if variants.contains(&Variant::Btf) {
+        match variant {
+            Variant::Btf => {}
+            Variant::Headers => command.push("--sections=offsets".to_owned()),
+            Variant::Nobtf => command.push("--sections=variant".to_owned()),
+        }
+    }
+    command
+}
+
+/// What to say of a guest run whose test script failed: its exit status
+/// and the last lines of its output.
+fn script_failure(outcome: &run::Outcome) -> String {
+    let output = std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
+    let lines: Vec<&str> = output.lines().collect();
+    format!(
+        "the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
+        outcome.status,
+        outcome.console.display(),
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    )
+}
+
 /// One combination's variants, and the headers' offsets against the BTF's.
 fn test_combination(
     args: &TestArgs,
@@ -339,22 +374,7 @@ fn test_combination(
     let failed_before = failures.len();
     for &variant in &variants {
         let out = run_dir(combination, &format!("test-{variant}"));
-        let mut command = vec![
-            "zfs-kernel-test.sh".to_owned(),
-            format!("--runtime={}", args.runtime),
-        ];
-        // SIGTERM, kprobe_multi links and serve do not depend on the offsets'
-        // source: the BTF variant runs them for the kernel (about 50 s a
-        // variant). The headers variant's offsets are checked equal to the
-        // BTF's member by member, so one recording with them is enough there
-        // (about 100 s less).
-        if variants.contains(&Variant::Btf) {
-            match variant {
-                Variant::Btf => {}
-                Variant::Headers => command.push("--sections=offsets".to_owned()),
-                Variant::Nobtf => command.push("--sections=variant".to_owned()),
-            }
-        }
+        let command = script_command(args, variant, &variants);
         let case = format!("{name} {variant} boot");
         let attempt = || {
             run::run(
@@ -389,15 +409,7 @@ fn test_combination(
             ));
         }
         if outcome.status != 0 {
-            let output =
-                std::fs::read_to_string(outcome.results.join("output.log")).unwrap_or_default();
-            let lines: Vec<&str> = output.lines().collect();
-            failures.push(format!(
-                "{name} {variant}: the guest test script failed with exit status {}; its last lines (all in {}):\n{}",
-                outcome.status,
-                outcome.console.display(),
-                lines[lines.len().saturating_sub(15)..].join("\n")
-            ));
+            failures.push(format!("{name} {variant}: {}", script_failure(&outcome)));
             continue;
         }
         match check::check(&outcome.results, variant) {
@@ -518,17 +530,10 @@ fn first_line(err: &anyhow::Error) -> String {
 /// Where run outputs go: `<target dir>/guest/COMBINATION/NAME` (replaced on
 /// each run; a failed run's console log stays there for CI to keep).
 fn run_dir(combination: Combination, name: &str) -> PathBuf {
-    target_dir()
+    crate::target_dir()
         .join("guest")
         .join(combination.name())
         .join(name)
-}
-
-/// Cargo's target directory, as cargo would choose it.
-pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"))
 }
 
 /// The cache of downloaded and generated guest files.

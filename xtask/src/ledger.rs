@@ -1,6 +1,6 @@
 //! The test ledger of `cargo xtask test`: one JSON line per attempt of a case
 //! that may be tried again, per case this host cannot check and per case known
-//! to miss, written by the integration tests (zprof/tests/common/ledger.rs)
+//! to miss, written by the integration tests (tests/tests/common/ledger.rs)
 //! and by the guest rig; emptied before the run, summarised after it.
 //!
 //! A retry that passed, a skipped bound or an expected miss is then seen in
@@ -14,7 +14,7 @@ use serde_json::Value;
 pub fn path() -> PathBuf {
     std::env::var_os("ZPROF_TEST_LEDGER")
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate::guest::target_dir().join("test-ledger.jsonl"))
+        .unwrap_or_else(|| crate::target_dir().join("test-ledger.jsonl"))
 }
 
 /// Empties the ledger before a run.

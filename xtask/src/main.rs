@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod guest;
+mod layout;
 mod ledger;
 mod soak;
 mod soak_serve;
@@ -64,6 +65,9 @@ enum Task {
     /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
     #[command(subcommand)]
     Guest(guest::GuestCommand),
+    /// Check the import graph of each crate's src/: no circle between files, and
+    /// zprof's layers (xtask/src/layout.rs) imported downwards only.
+    Layout,
 }
 
 fn workspace_root() -> PathBuf {
@@ -71,6 +75,13 @@ fn workspace_root() -> PathBuf {
         .parent()
         .expect("xtask lives in the workspace")
         .to_owned()
+}
+
+/// Cargo's target directory, as cargo would choose it.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
@@ -228,22 +239,36 @@ fn demo(runtime: u32) -> anyhow::Result<()> {
 fn test() -> anyhow::Result<()> {
     setup()?;
     ledger::reset()?;
-    // The integration tests drive the real binaries of both packages.
+    // The integration tests (tests/) drive the real binaries of both packages,
+    // which they find in the target directory: built here, in the debug profile.
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
     build_release_labs(false)?;
     // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
     // use). First, so that the test runner's summary is the last thing printed.
     let kernel = guest::test_step();
+    // Every package but the eBPF one: the default members' unit tests and the
+    // integration tests, which default-members leaves out of a plain `cargo test`.
+    let packages = ["--workspace", "--exclude", "zprof-ebpf"];
     let nextest = Command::new("cargo")
         .args(["nextest", "--version"])
         .output()
         .map(|o| o.status.success());
     let tests = if nextest.unwrap_or(false) {
+        // nextest runs no doc tests: cargo test runs them, before it.
+        let doc = run(cargo()
+            .args(["test", "--doc", "--no-fail-fast"])
+            .args(packages));
         // One test at a time: the root tests share the machine's uprobes and 2 cores.
-        run(cargo().args(["nextest", "run", "--no-fail-fast", "-j", "1"]))
+        let all = run(cargo()
+            .args(["nextest", "run", "--no-fail-fast", "-j", "1"])
+            .args(packages));
+        doc.and(all)
     } else {
-        run(cargo().args(["test", "--no-fail-fast", "--", "--test-threads=1"]))
+        run(cargo()
+            .args(["test", "--no-fail-fast"])
+            .args(packages)
+            .args(["--", "--test-threads=1"]))
     };
     if let Err(err) = &kernel {
         eprintln!("xtask: the kernel-target (guest) tests failed: {err:#}");
@@ -283,6 +308,7 @@ fn main() -> ExitCode {
                 }
             }),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
+        Task::Layout => layout::layout(&workspace_root()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,7 @@ use crate::lab::PoolConfig;
 use crate::model::ModelParams;
 use crate::options::{self, JobSpec, Layout, OptError};
 use crate::runner::{Plan, pool_name};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ScenarioOptions};
 
 /// A user-space OpenZFS pool (libzpool) on sparse files with emulated disks,
 /// driven by fio-style jobs; reports IOPS, latency, ZIL commits and txgs.
@@ -192,6 +192,20 @@ pub struct ModelArg {
 }
 
 impl ScenarioArgs {
+    /// What the scenario's plan takes from these options.
+    pub fn options(&self) -> ScenarioOptions {
+        ScenarioOptions {
+            runtime: self.runtime,
+            size: self.size,
+            compression: self.compression.clone(),
+            vdev_model: self.vdev_model.as_ref().map(|m| m.params.clone()),
+            log_model: self.log_model.as_ref().map(|m| m.params.clone()),
+            vdev_size: self.vdev_size,
+            dir: self.common.dir.clone(),
+            keep: self.common.keep,
+        }
+    }
+
     /// The arguments that run scenario `name` with these options in a child process,
     /// its report as JSON on stdout and its progress on stderr.
     pub fn child_args(&self, name: Scenario) -> Vec<std::ffi::OsString> {
@@ -465,7 +479,7 @@ mod tests {
             (s.name, s.size, s.check),
             (Scenario::Volblocksize, Some(8 << 20), true)
         );
-        let plan = crate::scenario::plan(&s, s.name);
+        let plan = crate::scenario::plan(&s.options(), s.name);
         assert_eq!(plan.pools.len(), 8);
         assert!(
             plan.pools

@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
+use crate::ffi;
 use crate::lab::{self, Dataset, Pool};
 use crate::options::{JobSpec, Rw};
 use crate::report::{
-    IoStats, IopsSamples, JobReport, LeafDelta, lat_summary, new_histogram, rates,
+    ArcDelta, IoStats, IopsSamples, JobReport, LeafDelta, PoolAccount, lat_summary, new_histogram,
+    rates,
 };
 
 /// A small, fast PRNG (xorshift64*): offsets and buffer contents need speed,
@@ -130,6 +132,47 @@ pub fn ring_window(ring: &[u8], bs: u64, n: u64) -> &[u8] {
     &ring[at..at + bs as usize]
 }
 
+/// Whether the next I/O reads (randrw: `rwmixread` percent of them do).
+fn next_is_read(spec: &JobSpec, rng: &mut Rng) -> bool {
+    match spec.rw {
+        Rw::Read | Rw::Randread => true,
+        Rw::Write | Rw::Randwrite => false,
+        Rw::Randrw => rng.below(100) < spec.rwmixread as u64,
+    }
+}
+
+/// The data of the thread's write number `writes`: its window of the ring;
+/// with dedupe_percentage either a duplicate (one of a few windows) or made
+/// unique in `unique`.
+fn write_data<'a>(
+    spec: &JobSpec,
+    ring: &'a [u8],
+    unique: &'a mut [u8],
+    rng: &mut Rng,
+    (seed, writes): (u64, u64),
+) -> &'a [u8] {
+    match spec.dedupe_percentage {
+        None => ring_window(ring, spec.bs, writes),
+        Some(p) if rng.below(100) < p as u64 => {
+            ring_window(ring, spec.bs, rng.below(DUPLICATE_WINDOWS))
+        }
+        Some(_) => {
+            unique.copy_from_slice(ring_window(ring, spec.bs, writes));
+            stamp(unique, seed, writes);
+            unique
+        }
+    }
+}
+
+/// Counts one completed I/O in the SAMPLE_MS sample it falls in.
+fn count_in_sample(per_sample: &mut Vec<u64>, start: Instant) {
+    let sample = (start.elapsed().as_millis() as u64 / SAMPLE_MS) as usize;
+    if per_sample.len() <= sample {
+        per_sample.resize(sample + 1, 0);
+    }
+    per_sample[sample] += 1;
+}
+
 fn run_thread(
     ds: Dataset,
     obj: c_int,
@@ -172,11 +215,7 @@ fn run_thread(
             break;
         }
         let off = next_offset(spec.rw.random(), i, spec.size, spec.bs, &mut rng);
-        let is_read = match spec.rw {
-            Rw::Read | Rw::Randread => true,
-            Rw::Write | Rw::Randwrite => false,
-            Rw::Randrw => rng.below(100) < spec.rwmixread as u64,
-        };
+        let is_read = next_is_read(spec, &mut rng);
         if is_read {
             let t0 = Instant::now();
             if let Err(e) = ds.read(obj, off, &mut buf) {
@@ -189,17 +228,7 @@ fn run_thread(
             let _ = r.rlat.record((t0.elapsed().as_nanos() as u64).max(1));
             r.rbytes += spec.bs;
         } else {
-            let data = match spec.dedupe_percentage {
-                None => ring_window(ring, spec.bs, writes),
-                Some(p) if rng.below(100) < p as u64 => {
-                    ring_window(ring, spec.bs, rng.below(DUPLICATE_WINDOWS))
-                }
-                Some(_) => {
-                    unique.copy_from_slice(ring_window(ring, spec.bs, writes));
-                    stamp(&mut unique, seed, writes);
-                    &unique
-                }
-            };
+            let data = write_data(spec, ring, &mut unique, &mut rng, (seed, writes));
             let t0 = Instant::now();
             if let Err(e) = ds.write(obj, off, data, sync_every) {
                 r.error = Some(format!(
@@ -216,11 +245,7 @@ fn run_thread(
             let _ = r.wlat.record((t0.elapsed().as_nanos() as u64).max(1));
             r.wbytes += spec.bs;
         }
-        let sample = (start.elapsed().as_millis() as u64 / SAMPLE_MS) as usize;
-        if r.per_sample.len() <= sample {
-            r.per_sample.resize(sample + 1, 0);
-        }
-        r.per_sample[sample] += 1;
+        count_in_sample(&mut r.per_sample, start);
         i += 1;
     }
     r.end = Instant::now();
@@ -368,8 +393,9 @@ pub fn process_cpu_ns() -> (u64, u64) {
     (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
-/// Runs one job to completion (or until a stop request) and reports it.
-pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
+/// The job's objects, one per thread, and what it did to them before it
+/// starts: bytes laid out for a reading job, and its warm-up's time.
+fn prepare_objects(pool: &Pool, spec: &JobSpec) -> Result<(Vec<c_int>, u64, Duration)> {
     let ds = pool.dataset();
     let mut objs = Vec::new();
     for _ in 0..spec.numjobs {
@@ -387,15 +413,14 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         pool.sync(false);
         0
     };
-    let sync_always = pool
-        .config()
-        .props
-        .get("sync")
-        .is_some_and(|v| v == "always");
+    Ok((objs, layout_bytes, warmup))
+}
+
+/// Each thread's seed and write data (none for a job that only reads).
+fn thread_inputs(threads: usize, spec: &JobSpec) -> (Vec<u64>, Vec<Vec<u8>>) {
     let writes = !matches!(spec.rw, Rw::Read | Rw::Randread);
     let seed = AtomicU64::new(0x5EED ^ std::process::id() as u64);
-    let seeds: Vec<u64> = objs
-        .iter()
+    let seeds: Vec<u64> = (0..threads)
         .map(|_| seed.fetch_add(0x9E37_79B9, Ordering::Relaxed))
         .collect();
     let rings: Vec<Vec<u8>> = seeds
@@ -408,14 +433,19 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
             }
         })
         .collect();
+    (seeds, rings)
+}
 
-    let account0 = pool.account();
-    let leaves0 = pool.leaf_stats();
-    let c0 = lab::counters();
-    let arc0 = lab::arc_stats();
-    let cpu0 = process_cpu_ns();
-    let start = Instant::now();
-    let results: Vec<ThreadResult> = std::thread::scope(|s| {
+/// One thread per object, all started at `start`; their results in order.
+fn run_threads(
+    ds: Dataset,
+    objs: &[c_int],
+    spec: &JobSpec,
+    sync_always: bool,
+    (seeds, rings): (&[u64], &[Vec<u8>]),
+    start: Instant,
+) -> Vec<ThreadResult> {
+    std::thread::scope(|s| {
         let handles: Vec<_> = objs
             .iter()
             .zip(seeds.iter().zip(rings.iter()))
@@ -427,49 +457,45 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
             .into_iter()
             .map(|h| h.join().expect("job thread panicked"))
             .collect()
-    });
-    let elapsed = results.iter().map(|r| r.end).max().unwrap_or(start) - start;
-    // The job's dirty data belongs to the job: wait for it to reach the disks.
-    let sync_start = Instant::now();
-    pool.sync(false);
-    let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
-    let cpu1 = process_cpu_ns();
-    let cpu_user_ms = (cpu1.0 - cpu0.0) as f64 / 1e6;
-    let cpu_ms = cpu_user_ms + (cpu1.1 - cpu0.1) as f64 / 1e6;
-    drop(rings);
-    let c1 = lab::counters();
-    let arc1 = lab::arc_stats();
-    let leaves1 = pool.leaf_stats();
-    if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
-        return Err(anyhow!("job {}: {e}", spec.name));
-    }
+    })
+}
 
-    let mut wlat = new_histogram();
-    let mut rlat = new_histogram();
-    let (mut wb, mut rb, mut commits) = (0, 0, 0);
-    for r in &results {
-        wlat.add(&r.wlat).ok();
-        rlat.add(&r.rlat).ok();
-        wb += r.wbytes;
-        rb += r.rbytes;
-        commits += r.commits;
-    }
-    let ns = elapsed.as_nanos() as u64;
-    let iops_samples = IopsSamples::of(&results, elapsed);
-    let side = |h: &Histogram<u64>, bytes: u64| {
-        let (iops, bw) = rates(h.len(), bytes, ns);
-        IoStats {
-            io_bytes: bytes,
-            total_ios: h.len(),
-            iops,
-            bw_bytes: bw,
-            lat_ns: lat_summary(h),
+/// The threads' figures added up: latencies, bytes, commits.
+struct Merged {
+    wlat: Histogram<u64>,
+    rlat: Histogram<u64>,
+    wbytes: u64,
+    rbytes: u64,
+    commits: u64,
+}
+
+impl Merged {
+    fn of(results: &[ThreadResult]) -> Merged {
+        let mut m = Merged {
+            wlat: new_histogram(),
+            rlat: new_histogram(),
+            wbytes: 0,
+            rbytes: 0,
+            commits: 0,
+        };
+        for r in results {
+            m.wlat.add(&r.wlat).ok();
+            m.rlat.add(&r.rlat).ok();
+            m.wbytes += r.wbytes;
+            m.rbytes += r.rbytes;
+            m.commits += r.commits;
         }
-    };
-    let leaves: Vec<LeafDelta> = leaves1
+        m
+    }
+}
+
+/// Each leaf's I/O during the job: its counters after less before (a leaf
+/// not there before counts from zero).
+fn leaf_deltas(before: &[lab::LeafStat], after: &[lab::LeafStat]) -> Vec<LeafDelta> {
+    after
         .iter()
         .map(|b| {
-            let a = leaves0.iter().find(|a| a.guid == b.guid);
+            let a = before.iter().find(|a| a.guid == b.guid);
             let d = |f: fn(&lab::LeafStat) -> u64| f(b) - a.map(f).unwrap_or(0);
             LeafDelta {
                 path: b.path.clone(),
@@ -486,16 +512,103 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
                 device: a.map_or(b.device, |a| b.device.since(&a.device)),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// A job's run: the threads' results, and the lab's state around them.
+struct Measured {
+    results: Vec<ThreadResult>,
+    elapsed: Duration,
+    sync_ms: f64,
+    cpu_ms: f64,
+    cpu_user_ms: f64,
+    account0: PoolAccount,
+    leaves: Vec<LeafDelta>,
+    /// The lab's counters before and after.
+    counters: (ffi::ZlCounters, ffi::ZlCounters),
+    arc: ArcDelta,
+}
+
+/// Runs the job's threads on `objs` and its job-end sync, and reads the
+/// lab's state before and after; an error if a thread failed.
+fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
+    let sync_always = pool
+        .config()
+        .props
+        .get("sync")
+        .is_some_and(|v| v == "always");
+    let (seeds, rings) = thread_inputs(objs.len(), spec);
+
+    let account0 = pool.account();
+    let leaves0 = pool.leaf_stats();
+    let c0 = lab::counters();
+    let arc0 = lab::arc_stats();
+    let cpu0 = process_cpu_ns();
+    let start = Instant::now();
+    let results = run_threads(
+        pool.dataset(),
+        objs,
+        spec,
+        sync_always,
+        (&seeds, &rings),
+        start,
+    );
+    let elapsed = results.iter().map(|r| r.end).max().unwrap_or(start) - start;
+    // The job's dirty data belongs to the job: wait for it to reach the disks.
+    let sync_start = Instant::now();
+    pool.sync(false);
+    let sync_ms = sync_start.elapsed().as_secs_f64() * 1e3;
+    let cpu1 = process_cpu_ns();
+    let cpu_user_ms = (cpu1.0 - cpu0.0) as f64 / 1e6;
+    let cpu_ms = cpu_user_ms + (cpu1.1 - cpu0.1) as f64 / 1e6;
+    drop(rings);
+    let c1 = lab::counters();
+    let arc1 = lab::arc_stats();
+    let leaves1 = pool.leaf_stats();
+    if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
+        return Err(anyhow!("job {}: {e}", spec.name));
+    }
+    Ok(Measured {
+        results,
+        elapsed,
+        sync_ms,
+        cpu_ms,
+        cpu_user_ms,
+        account0,
+        leaves: leaf_deltas(&leaves0, &leaves1),
+        counters: (c0, c1),
+        arc: ArcDelta::between(&arc0, &arc1),
+    })
+}
+
+/// Runs one job to completion (or until a stop request) and reports it.
+pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
+    let (objs, layout_bytes, warmup) = prepare_objects(pool, spec)?;
+    let m = measure(pool, spec, &objs)?;
+    let merged = Merged::of(&m.results);
+    let ns = m.elapsed.as_nanos() as u64;
+    let iops_samples = IopsSamples::of(&m.results, m.elapsed);
+    let side = |h: &Histogram<u64>, bytes: u64| {
+        let (iops, bw) = rates(h.len(), bytes, ns);
+        IoStats {
+            io_bytes: bytes,
+            total_ios: h.len(),
+            iops,
+            bw_bytes: bw,
+            lat_ns: lat_summary(h),
+        }
+    };
+    let (c0, c1) = &m.counters;
     let synced = c1.spa_syncs - c0.spa_syncs;
     let account = pool.account();
+    let leaves = m.leaves;
     Ok(JobReport {
         jobname: spec.name.clone(),
         spec: spec.clone(),
-        runtime_ms: elapsed.as_millis() as u64,
-        write: side(&wlat, wb),
-        read: side(&rlat, rb),
-        zil_commits: commits,
+        runtime_ms: m.elapsed.as_millis() as u64,
+        write: side(&merged.wlat, merged.wbytes),
+        read: side(&merged.rlat, merged.rbytes),
+        zil_commits: merged.commits,
         zil_commits_all: c1.all_zil_commits - c0.all_zil_commits,
         txgs_synced: synced,
         txg_first: if synced > 0 {
@@ -514,17 +627,17 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         leaf_write_bytes: leaves.iter().map(|l| l.write_bytes).sum(),
         leaf_read_bytes: leaves.iter().map(|l| l.read_bytes).sum(),
         leaves,
-        sync_ms,
-        cpu_ms,
-        cpu_user_ms,
-        used_delta_bytes: account.used_bytes as i64 - account0.used_bytes as i64,
+        sync_ms: m.sync_ms,
+        cpu_ms: m.cpu_ms,
+        cpu_user_ms: m.cpu_user_ms,
+        used_delta_bytes: account.used_bytes as i64 - m.account0.used_bytes as i64,
         logical_used_delta_bytes: account.logical_used_bytes as i64
-            - account0.logical_used_bytes as i64,
+            - m.account0.logical_used_bytes as i64,
         layout_bytes,
         warmup_s: warmup.as_secs_f64(),
         iops_samples,
         pool: account,
-        arc: Some(crate::report::ArcDelta::between(&arc0, &arc1)),
+        arc: Some(m.arc),
         interrupted: lab::stop_requested(),
     })
 }

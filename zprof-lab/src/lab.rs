@@ -560,27 +560,32 @@ impl Dataset {
     }
 }
 
+/// The vdev files of a pool: data, logs, specials, caches, in that order.
+fn vdev_files(dir: &Path, cfg: &PoolConfig) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for i in 0..cfg.layout.data_files() {
+        files.push(dir.join(format!("{}-d{i}", cfg.name)));
+    }
+    for i in 0..cfg.logs {
+        files.push(dir.join(format!("{}-log{i}", cfg.name)));
+    }
+    for i in 0..cfg.specials {
+        files.push(dir.join(format!("{}-special{i}", cfg.name)));
+    }
+    for i in 0..cfg.caches {
+        files.push(dir.join(format!("{}-cache{i}", cfg.name)));
+    }
+    files
+}
+
 impl<'lab> Pool<'lab> {
     /// Creates the sparse files, the pool and its dataset, and puts the leaves
     /// under their device models.
     pub fn create(lab: &'lab Lab, dir: &Path, cfg: PoolConfig) -> Result<Pool<'lab>> {
-        let l = &cfg.layout;
-        let mut files = Vec::new();
-        for i in 0..l.data_files() {
-            files.push(dir.join(format!("{}-d{i}", cfg.name)));
-        }
-        for i in 0..cfg.logs {
-            files.push(dir.join(format!("{}-log{i}", cfg.name)));
-        }
-        for i in 0..cfg.specials {
-            files.push(dir.join(format!("{}-special{i}", cfg.name)));
-        }
-        for i in 0..cfg.caches {
-            files.push(dir.join(format!("{}-cache{i}", cfg.name)));
-        }
+        let files = vdev_files(dir, &cfg);
         let mut pool = Pool {
             _lab: lab,
-            cfg: cfg.clone(),
+            cfg,
             p: std::ptr::null_mut(),
             ds: std::ptr::null_mut(),
             files: Vec::new(),
@@ -588,12 +593,24 @@ impl<'lab> Pool<'lab> {
             start: counters(),
             info_done: None,
         };
+        pool.create_files(&files)?;
+        pool.create_zpool(&files)?;
+        // Leaves go under their models only now: pool creation itself is not measured.
+        pool.put_leaves_under_models();
+        pool.open_dataset()?;
+        Ok(pool)
+    }
+
+    /// Creates the sparse vdev files (each kept in `files` at once, so that a
+    /// failure removes those made).
+    fn create_files(&mut self, files: &[PathBuf]) -> Result<()> {
+        let cfg = &self.cfg;
         let first_cache = files.len() - cfg.caches as usize;
         for (i, f) in files.iter().enumerate() {
             crash_cleanup::add_file(f);
             let file =
                 std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
-            pool.files.push(f.clone());
+            self.files.push(f.clone());
             let size = if i >= first_cache {
                 cfg.cache_size.unwrap_or(cfg.vdev_size)
             } else {
@@ -602,6 +619,14 @@ impl<'lab> Pool<'lab> {
             file.set_len(size)
                 .with_context(|| format!("sizing {}", f.display()))?;
         }
+        Ok(())
+    }
+
+    /// Creates the pool on `files` (data, logs, specials, caches in
+    /// [`vdev_files`]'s order), its txg bounds and counters reset first.
+    fn create_zpool(&mut self, files: &[PathBuf]) -> Result<()> {
+        let cfg = &self.cfg;
+        let l = &cfg.layout;
         let cpaths: Vec<CString> = files
             .iter()
             .map(|f| CString::new(f.to_string_lossy().as_bytes()))
@@ -622,7 +647,7 @@ impl<'lab> Pool<'lab> {
         let mut e = err_buf();
         // SAFETY: txg bounds are reset so this pool's first/last synced txg can be read.
         unsafe { ffi::zl_txg_mark() };
-        pool.start = counters();
+        self.start = counters();
         // SAFETY: all strings outlive the call; out pointer is ours.
         let rc = unsafe {
             ffi::zl_pool_create(
@@ -639,7 +664,7 @@ impl<'lab> Pool<'lab> {
                 specials.len() as c_int,
                 caches.as_ptr(),
                 caches.len() as c_int,
-                &mut pool.p,
+                &mut self.p,
                 e.as_mut_ptr(),
                 e.len(),
             )
@@ -647,8 +672,13 @@ impl<'lab> Pool<'lab> {
         if rc != 0 {
             bail!("creating pool {}: {}", cfg.name, err_text(&e));
         }
-        // Leaves go under their models only now: pool creation itself is not measured.
-        let leaves = pool.leaf_stats();
+        Ok(())
+    }
+
+    /// Registers each leaf with the device model of its class.
+    fn put_leaves_under_models(&mut self) {
+        let cfg = &self.cfg;
+        let leaves = self.leaf_stats();
         let specs: Vec<LeafSpec> = leaves
             .iter()
             .map(|lf| LeafSpec {
@@ -662,9 +692,13 @@ impl<'lab> Pool<'lab> {
                 },
             })
             .collect();
-        pool.guids = leaves.iter().map(|l| l.guid).collect();
+        self.guids = leaves.iter().map(|l| l.guid).collect();
         model::register_leaves(&specs);
+    }
 
+    /// Creates and opens the dataset `POOL/lab` with the configuration's properties.
+    fn open_dataset(&mut self) -> Result<()> {
+        let cfg = &self.cfg;
         let dsname = CString::new(format!("{}/lab", cfg.name))?;
         let (pn, pv): (Vec<CString>, Vec<CString>) = cfg
             .props
@@ -682,12 +716,12 @@ impl<'lab> Pool<'lab> {
         // SAFETY: as above.
         let rc = unsafe {
             ffi::zl_ds_open(
-                pool.p,
+                self.p,
                 dsname.as_ptr(),
                 pnp.as_ptr(),
                 pvp.as_ptr(),
                 pnp.len() as c_int,
-                &mut pool.ds,
+                &mut self.ds,
                 e.as_mut_ptr(),
                 e.len(),
             )
@@ -699,7 +733,7 @@ impl<'lab> Pool<'lab> {
                 err_text(&e)
             );
         }
-        Ok(pool)
+        Ok(())
     }
 
     /// The configuration it was created with.

@@ -115,44 +115,9 @@ fn run_all(a: &ScenarioArgs) -> i32 {
             break;
         }
         eprintln!("zprof-lab: scenario {} ...", sc.cli_name());
-        let child = Process::new(&exe)
-            .args(a.child_args(sc))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("zprof-lab: cannot start scenario {}: {e}", sc.cli_name());
-                return 1;
-            }
+        let Some((child_code, out)) = run_child(&exe, a, sc) else {
+            return 1;
         };
-        // Read stdout on a thread (a report can exceed a pipe buffer) while this
-        // thread forwards a Ctrl-C/SIGTERM to the child.
-        let mut stdout = child.stdout.take().expect("piped stdout");
-        let reader = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
-        });
-        let mut forwarded = false;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) => {}
-                Err(e) => {
-                    eprintln!("zprof-lab: waiting for scenario {}: {e}", sc.cli_name());
-                    break None;
-                }
-            }
-            if lab::stop_requested() && !forwarded {
-                // SAFETY: signalling our own child by its pid.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-                forwarded = true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let child_code = status.and_then(|s| s.code()).unwrap_or(1);
-        let out = reader.join().ok().and_then(|r| r.ok()).unwrap_or_default();
         match serde_json::from_slice::<Report>(&out) {
             Ok(r) => all.scenarios.push(r),
             Err(e) => {
@@ -163,28 +128,85 @@ fn run_all(a: &ScenarioArgs) -> i32 {
                 code = code.max(1);
             }
         }
-        match child_code {
-            0 => {}
-            130 => {
-                all.interrupted = true;
-                break;
-            }
-            // A failure outranks an undecided check, which outranks a pass.
-            EXIT_CHECK_FAILED if code == 0 || code == EXIT_CHECK_HOST => code = EXIT_CHECK_FAILED,
-            EXIT_CHECK_HOST if code == 0 => code = EXIT_CHECK_HOST,
-            EXIT_CHECK_FAILED | EXIT_CHECK_HOST => {}
-            other => {
-                eprintln!(
-                    "zprof-lab: scenario {} failed (exit {other})",
-                    sc.cli_name()
-                );
-                code = 1;
-            }
+        if child_code == 130 {
+            all.interrupted = true;
+            break;
         }
+        code = merged_code(code, child_code, sc);
     }
     all.interrupted |= lab::stop_requested();
+    print_all(&all, a);
+    if all.interrupted { 130 } else { code }
+}
+
+/// Runs scenario `sc` in a child process, forwarding a Ctrl-C/SIGTERM to it;
+/// its exit code (1 if unknown) and what it printed on stdout. None: it
+/// could not be started (said on stderr).
+fn run_child(exe: &std::path::Path, a: &ScenarioArgs, sc: Scenario) -> Option<(i32, Vec<u8>)> {
+    let child = Process::new(exe)
+        .args(a.child_args(sc))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("zprof-lab: cannot start scenario {}: {e}", sc.cli_name());
+            return None;
+        }
+    };
+    // Read stdout on a thread (a report can exceed a pipe buffer) while this
+    // thread forwards a Ctrl-C/SIGTERM to the child.
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
+    });
+    let mut forwarded = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("zprof-lab: waiting for scenario {}: {e}", sc.cli_name());
+                break None;
+            }
+        }
+        if lab::stop_requested() && !forwarded {
+            // SAFETY: signalling our own child by its pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let child_code = status.and_then(|s| s.code()).unwrap_or(1);
+    let out = reader.join().ok().and_then(|r| r.ok()).unwrap_or_default();
+    Some((child_code, out))
+}
+
+/// The exit code of `all` so far after a child's (not 130: that stops the
+/// run): a failure outranks an undecided check, which outranks a pass.
+fn merged_code(code: i32, child_code: i32, sc: Scenario) -> i32 {
+    match child_code {
+        0 => code,
+        EXIT_CHECK_FAILED if code == 0 || code == EXIT_CHECK_HOST => EXIT_CHECK_FAILED,
+        EXIT_CHECK_HOST if code == 0 => EXIT_CHECK_HOST,
+        EXIT_CHECK_FAILED | EXIT_CHECK_HOST => code,
+        other => {
+            eprintln!(
+                "zprof-lab: scenario {} failed (exit {other})",
+                sc.cli_name()
+            );
+            1
+        }
+    }
+}
+
+/// Prints `all`'s reports: one JSON document, or each scenario's text and
+/// (with --check) the verdict over all of them.
+fn print_all(all: &AllReport, a: &ScenarioArgs) {
     match a.common.output_format {
-        OutputFormat::Json => match serde_json::to_string_pretty(&all) {
+        OutputFormat::Json => match serde_json::to_string_pretty(all) {
             Ok(s) => println!("{s}"),
             Err(e) => eprintln!("zprof-lab: cannot serialise the report: {e}"),
         },
@@ -214,7 +236,6 @@ fn run_all(a: &ScenarioArgs) -> i32 {
             }
         }
     }
-    if all.interrupted { 130 } else { code }
 }
 
 fn main() {
@@ -229,7 +250,7 @@ fn main() {
         },
         Command::Scenario(s) if s.name == Scenario::All => run_all(s),
         Command::Scenario(s) => run_plan(
-            &scenario::plan(s, s.name),
+            &scenario::plan(&s.options(), s.name),
             s.common.output_format,
             s.progress,
             Some(s.name),

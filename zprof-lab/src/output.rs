@@ -87,6 +87,17 @@ fn side(out: &mut String, name: &str, s: &IoStats, runtime_ms: u64) {
 /// One job's block.
 pub fn job_text(j: &JobReport) -> String {
     let mut out = String::new();
+    job_header(&mut out, j);
+    side(&mut out, "write", &j.write, j.runtime_ms);
+    side(&mut out, "read", &j.read, j.runtime_ms);
+    commits_and_leaves(&mut out, j);
+    device_times(&mut out, j);
+    pool_and_arc(&mut out, j);
+    out
+}
+
+/// The job's line: its spec and pool.
+fn job_header(out: &mut String, j: &JobReport) {
     let s = &j.spec;
     let _ = writeln!(
         out,
@@ -102,8 +113,10 @@ pub fn job_text(j: &JobReport) -> String {
         j.pool.name,
         if j.interrupted { " [interrupted]" } else { "" }
     );
-    side(&mut out, "write", &j.write, j.runtime_ms);
-    side(&mut out, "read", &j.read, j.runtime_ms);
+}
+
+/// ZIL commits, txgs and flushes; bytes through the leaf vdevs.
+fn commits_and_leaves(out: &mut String, j: &JobReport) {
     let _ = writeln!(
         out,
         "  zil_commits={} (all zil_commit calls: {}), txgs_synced={} (txg {}..{}, {:.0} ms in spa_sync), flushes={}{}",
@@ -133,6 +146,10 @@ pub fn job_text(j: &JobReport) -> String {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
+}
+
+/// Per device class, its I/O and flush times as ZFS saw them beside the model's.
+fn device_times(out: &mut String, j: &JobReport) {
     for (name, class) in [
         ("data vdevs", "normal"),
         ("special vdevs", "special"),
@@ -164,6 +181,10 @@ pub fn job_text(j: &JobReport) -> String {
             );
         }
     }
+}
+
+/// The pool's space, the IOPS samples, the warm-up and the ARC's counters.
+fn pool_and_arc(out: &mut String, j: &JobReport) {
     let a = &j.pool;
     let _ = writeln!(
         out,
@@ -210,7 +231,6 @@ pub fn job_text(j: &JobReport) -> String {
             human_bytes(arc.l2_size as f64)
         );
     }
-    out
 }
 
 /// The whole report as text.

@@ -9,7 +9,7 @@ use anyhow::Result;
 use crate::job::run_job;
 use crate::lab::{self, Lab, Pool, PoolConfig, WorkDir};
 use crate::options::{JobSpec, OptError};
-use crate::report::{Report, Totals};
+use crate::report::{ArcDelta, JobReport, Report, Totals};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ pub fn pool_name(n: usize) -> String {
 pub fn execute(
     plan: &Plan,
     progress: bool,
-    mut on_job: impl FnMut(&crate::report::JobReport),
+    on_job: impl FnMut(&JobReport),
 ) -> Result<Report, RunError> {
     let workdir = WorkDir::create(&plan.dir, plan.keep)?;
     if progress {
@@ -86,12 +86,36 @@ pub fn execute(
             });
         }
     };
+    let failure = run_pools(&lab, &workdir, plan, &mut report, on_job);
+    report.totals = lab_totals();
+    drop(lab); // kernel_fini
+    report.interrupted = lab::stop_requested();
+    drop(workdir);
+    match failure {
+        Some(error) => Err(RunError::Runtime {
+            error,
+            partial: Box::new(report),
+        }),
+        None => Ok(report),
+    }
+}
+
+/// Creates each pool of the plan in turn and runs its jobs on it, the
+/// reports into `report`; stops at a stop request or at the first failure,
+/// which it returns (a pool that was created is always finished).
+fn run_pools(
+    lab: &Lab,
+    workdir: &WorkDir,
+    plan: &Plan,
+    report: &mut Report,
+    mut on_job: impl FnMut(&JobReport),
+) -> Option<anyhow::Error> {
     let mut failure = None;
     for (cfg, jobs) in &plan.pools {
         if lab::stop_requested() {
             break;
         }
-        let pool = match Pool::create(&lab, workdir.path(), cfg.clone()) {
+        let pool = match Pool::create(lab, workdir.path(), cfg.clone()) {
             Ok(p) => p,
             Err(e) => {
                 failure = Some(e);
@@ -121,10 +145,14 @@ pub fn execute(
             break;
         }
     }
+    failure
+}
+
+/// The lab's counters over the whole run (read before the lab is shut down).
+fn lab_totals() -> Totals {
     let c = lab::counters();
-    let arc = crate::report::ArcDelta::between(&Default::default(), &lab::arc_stats());
-    drop(lab); // kernel_fini
-    report.totals = Totals {
+    let arc = ArcDelta::between(&Default::default(), &lab::arc_stats());
+    Totals {
         zil_commits_lab: c.lab_zil_commits,
         zil_commits_all: c.all_zil_commits,
         zil_commits_internal: c.all_zil_commits - c.lab_zil_commits,
@@ -133,14 +161,5 @@ pub fn execute(
         leaf_ios_queued: c.leaf_ios_queued,
         leaf_flushes: c.leaf_flushes,
         arc: Some(arc),
-    };
-    report.interrupted = lab::stop_requested();
-    drop(workdir);
-    match failure {
-        Some(error) => Err(RunError::Runtime {
-            error,
-            partial: Box::new(report),
-        }),
-        None => Ok(report),
     }
 }

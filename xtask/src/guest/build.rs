@@ -156,28 +156,7 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         extract_vmlinux(&vmlinuz, &vmlinux)
     })?;
 
-    let qemu = match host_qemu() {
-        Some(binary) => Qemu {
-            binary,
-            lib_dir: None,
-            firmware: Vec::new(),
-        },
-        None => {
-            let dir = cache.join("qemu");
-            steps.step("qemu", &stamp_key(&qemu_debs), &[&dir], || {
-                unpack(&qemu_debs, &dir)?;
-                check_libraries(
-                    &dir.join("usr/bin/qemu-system-x86_64"),
-                    &[dir.join("usr/lib/x86_64-linux-gnu")],
-                )
-            })?;
-            Qemu {
-                binary: dir.join("usr/bin/qemu-system-x86_64"),
-                lib_dir: Some(dir.join("usr/lib/x86_64-linux-gnu")),
-                firmware: vec![dir.join("usr/share/qemu"), dir.join("usr/share/seabios")],
-            }
-        }
-    };
+    let qemu = guest_qemu(&steps, &cache, &qemu_debs)?;
 
     let userland = cache.join("userland");
     let userland_key = stamp_key(&userland_debs);
@@ -196,6 +175,54 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         Ok(std::fs::write(&built, "")?)
     })?;
 
+    let modules_cpio = module_archives(&steps, &cache, (&zfs_build, &vmlinux), &zfs_key)?;
+    let base_cpio = base_initramfs(&steps, &cache, &userland, &userland_key)?;
+
+    Ok(Artifacts {
+        kver,
+        vmlinuz,
+        qemu,
+        base_cpio,
+        modules_cpio,
+        zprof,
+        cache,
+    })
+}
+
+/// The host's qemu, or else one unpacked from `qemu_debs` (a cached step).
+fn guest_qemu(steps: &Steps, cache: &Path, qemu_debs: &[PathBuf]) -> anyhow::Result<Qemu> {
+    Ok(match host_qemu() {
+        Some(binary) => Qemu {
+            binary,
+            lib_dir: None,
+            firmware: Vec::new(),
+        },
+        None => {
+            let dir = cache.join("qemu");
+            steps.step("qemu", &stamp_key(qemu_debs), &[&dir], || {
+                unpack(qemu_debs, &dir)?;
+                check_libraries(
+                    &dir.join("usr/bin/qemu-system-x86_64"),
+                    &[dir.join("usr/lib/x86_64-linux-gnu")],
+                )
+            })?;
+            Qemu {
+                binary: dir.join("usr/bin/qemu-system-x86_64"),
+                lib_dir: Some(dir.join("usr/lib/x86_64-linux-gnu")),
+                firmware: vec![dir.join("usr/share/qemu"), dir.join("usr/share/seabios")],
+            }
+        }
+    })
+}
+
+/// The built modules in each variant (with BTF, and with .BTF removed), each
+/// packed as a cpio under lib/modules/zfs (cached steps); by variant name.
+fn module_archives(
+    steps: &Steps,
+    cache: &Path,
+    (zfs_build, vmlinux): (&Path, &Path),
+    zfs_key: &str,
+) -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let pahole = tool_version("pahole", "--version")?;
     let mut modules_cpio = BTreeMap::new();
     for variant in [Variant::Btf, Variant::Nobtf] {
@@ -203,7 +230,7 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         let archive = cache.join(format!("modules-{variant}.cpio"));
         let key = format!("{zfs_key}\npahole {pahole}\nnobtf: .BTF removed");
         steps.step(&format!("modules-{variant}"), &key, &[&archive], || {
-            module_variant(&zfs_build, &vmlinux, variant, &dir)?;
+            module_variant(zfs_build, vmlinux, variant, &dir)?;
             let root = cache.join(format!("modules-{variant}-root"));
             fresh_dir(&root)?;
             let into = root.join("lib/modules/zfs");
@@ -215,7 +242,16 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         })?;
         modules_cpio.insert(variant.to_string(), archive);
     }
+    Ok(modules_cpio)
+}
 
+/// The base initramfs, made from the unpacked userland (a cached step).
+fn base_initramfs(
+    steps: &Steps,
+    cache: &Path,
+    userland: &Path,
+    userland_key: &str,
+) -> anyhow::Result<PathBuf> {
     let base_cpio = cache.join("base.cpio");
     let fio_version = package_version("fio").unwrap_or_else(|| "absent".into());
     let base_key = format!(
@@ -225,21 +261,12 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
     steps.step("initramfs", &base_key, &[&base_cpio], || {
         let root = cache.join("base-root");
         fresh_dir(&root)?;
-        base_tree(&userland, &root)?;
+        base_tree(userland, &root)?;
         cpio::write_tree(&root, &base_cpio)?;
         std::fs::remove_dir_all(&root)?;
         Ok(())
     })?;
-
-    Ok(Artifacts {
-        kver,
-        vmlinuz,
-        qemu,
-        base_cpio,
-        modules_cpio,
-        zprof,
-        cache,
-    })
+    Ok(base_cpio)
 }
 
 /// Cached steps of one cache directory.
@@ -290,7 +317,7 @@ fn build_zprof(release: bool) -> anyhow::Result<PathBuf> {
         cmd.arg("--release");
     }
     run(&mut cmd)?;
-    let path = super::target_dir()
+    let path = crate::target_dir()
         .join(if release { "release" } else { "debug" })
         .join("zprof");
     ensure!(

@@ -27,20 +27,17 @@
 //! configurations and the request layer; the headers variant, whose offsets
 //! must equal the BTF's member by member, one configuration.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::Path};
+use std::{fmt::Write as _, path::Path};
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 use serde_json::Value;
-use zprof_common::{HIST_BUCKETS, hist_bucket_low};
 
-use super::Variant;
-
-/// fio counts an I/O when it completes; with `--time_based` the job stops at
-/// its deadline, and the write or fsync in progress then is issued (zprof sees
-/// it) but not counted. So zprof may see one more of each; two leaves room for
-/// fio's final fsync at close. Nothing else can count: zprof follows fio's
-/// processes only, and the test's own commands run outside the recording.
-pub const FIO_ALLOWANCE: u64 = 2;
+use super::{
+    Variant,
+    results::{
+        FIO_ALLOWANCE, Pow2, kstat_delta, percentile_bucket, pow2_of_zprof_bucket, read_json,
+    },
+};
 
 /// Pool configurations the guest script runs (directory names under /results).
 const CONFIGS: [&str; 4] = ["rz1-off", "rz1-log-zstd", "mir-lz4", "mir-log-off"];
@@ -85,8 +82,7 @@ const STATIC_FUNCTIONS: &[&str] = &[
 
 /// Checks one run; returns a summary of what was measured, or every failure.
 pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
-    let mut failures: Vec<String> = Vec::new();
-    let mut summary = String::new();
+    let mut out = Outcomes::default();
     // The script says which sections it ran (`--sections`; older results ran all).
     let sections =
         std::fs::read_to_string(results.join("sections")).unwrap_or_else(|_| "all".into());
@@ -98,95 +94,89 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
         _ => &CONFIGS,
     };
 
-    match check_probes(&read_json(&results.join("probes.json"))?, variant) {
-        Ok(line) => writeln!(summary, "  probes: {line}")?,
-        Err(e) => failures.push(format!("probes: {e:#}")),
-    }
+    let probes = read_json(&results.join("probes.json"))?;
+    out.note("probes", check_probes(&probes, variant));
     for config in configs {
-        match check_config(&results.join(config), variant) {
-            Ok(line) => writeln!(summary, "  {config}: {line}")?,
-            Err(e) => failures.push(format!("{config}: {e:#}")),
-        }
+        out.note(config, check_config(&results.join(config), variant));
     }
     if all_sections {
-        match super::check_requests::check_offcpu(&results.join("rz1-off")) {
-            Ok(line) => writeln!(summary, "  off-cpu: {line}")?,
-            Err(e) => failures.push(format!("off-cpu: {e:#}")),
-        }
+        let offcpu = super::check_requests::check_offcpu(&results.join("rz1-off"));
+        out.note("off-cpu", offcpu);
     }
     if offsets_only {
-        writeln!(
-            summary,
-            "  requests, {}: run with the BTF and nobtf variants",
+        out.line(format!(
+            "requests, {}: run with the BTF and nobtf variants",
             VARIANT_CONFIGS[1]
-        )?;
+        ));
     } else {
-        match super::check_requests::check_requests(&results.join("requests"), variant) {
-            Ok(line) => writeln!(summary, "  requests: {line}")?,
-            Err(e) => failures.push(format!("requests: {e:#}")),
-        }
+        let requests = super::check_requests::check_requests(&results.join("requests"), variant);
+        out.note("requests", requests);
     }
-    match check_detach(
-        &std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?,
-        all_sections,
-    ) {
-        Ok(line) => writeln!(summary, "  detach: {line}")?,
-        Err(e) => failures.push(format!("detach: {e:#}")),
-    }
+    let detach =
+        std::fs::read_to_string(results.join("detach.txt")).context("reading detach.txt")?;
+    out.note("detach", check_detach(&detach, all_sections));
     if all_sections {
-        match check_sigterm(&results.join("sigterm")) {
-            Ok(line) => writeln!(summary, "  sigterm: {line}")?,
-            Err(e) => failures.push(format!("sigterm: {e:#}")),
-        }
-        match check_kprobe_multi(&results.join("kprobe-multi")) {
-            Ok(line) => writeln!(summary, "  kprobe_multi: {line}")?,
-            Err(e) => failures.push(format!("kprobe_multi: {e:#}")),
-        }
-        match super::check_serve::check_serve(&results.join("serve")) {
-            Ok(line) => writeln!(summary, "  serve: {line}")?,
-            Err(e) => failures.push(format!("serve: {e:#}")),
-        }
+        out.note("sigterm", check_sigterm(&results.join("sigterm")));
+        out.note(
+            "kprobe_multi",
+            check_kprobe_multi(&results.join("kprobe-multi")),
+        );
+        out.note(
+            "serve",
+            super::check_serve::check_serve(&results.join("serve")),
+        );
     } else {
         let btf_only: Vec<&str> = CONFIGS
             .iter()
             .filter(|c| !VARIANT_CONFIGS.contains(c))
             .copied()
             .collect();
-        writeln!(
-            summary,
-            "  sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant",
+        out.line(format!(
+            "sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant",
             btf_only.join(", ")
-        )?;
+        ));
     }
     let functions = std::fs::read_to_string(results.join("zfs-functions.txt")).unwrap_or_default();
-    writeln!(
-        summary,
-        "  kallsyms: {} zfs.ko functions; {}",
+    out.line(format!(
+        "kallsyms: {} zfs.ko functions; {}",
         functions.lines().count(),
         kallsyms_report(&functions)
-    )?;
-    if failures.is_empty() {
-        Ok(summary.trim_end().to_owned())
-    } else {
-        bail!(
-            "{} check(s) failed:\n    {}",
-            failures.len(),
-            failures.join("\n    ")
-        )
-    }
+    ));
+    out.finish()
 }
 
-/// A ledger case's prefix for results under `dir`: the combination and the
-/// run, "6.12-2.3.2 test-btf" for target/guest/6.12-2.3.2/test-btf/results/...
-/// (the checks know only the directory they judge).
-pub(super) fn case_prefix(dir: &Path) -> String {
-    let parts: Vec<String> = dir
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    match parts.iter().rposition(|p| p == "results") {
-        Some(i) if i >= 2 => format!("{} {}", parts[i - 2], parts[i - 1]),
-        _ => dir.display().to_string(),
+/// The outcomes of a run's sections: the summary's lines, and the failures.
+#[derive(Default)]
+struct Outcomes {
+    summary: String,
+    failures: Vec<String>,
+}
+
+impl Outcomes {
+    /// A section's outcome: its line to the summary, or its error to the failures.
+    fn note(&mut self, name: &str, outcome: anyhow::Result<String>) {
+        match outcome {
+            Ok(line) => self.line(format!("{name}: {line}")),
+            Err(e) => self.failures.push(format!("{name}: {e:#}")),
+        }
+    }
+
+    /// A line of the summary.
+    fn line(&mut self, text: String) {
+        let _ = writeln!(self.summary, "  {text}");
+    }
+
+    /// The summary, or every failure.
+    fn finish(self) -> anyhow::Result<String> {
+        if self.failures.is_empty() {
+            Ok(self.summary.trim_end().to_owned())
+        } else {
+            bail!(
+                "{} check(s) failed:\n    {}",
+                self.failures.len(),
+                self.failures.join("\n    ")
+            )
+        }
     }
 }
 
@@ -222,12 +212,6 @@ fn kallsyms_report(functions: &str) -> String {
         list(cloned),
         list(absent)
     )
-}
-
-pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// The headers variant against the BTF one: the same probe points attached,
@@ -392,31 +376,7 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
     if writes.abs_diff(fio_writes) > FIO_ALLOWANCE {
         bad.push(format!("write count {writes} differs from fio's {fio_writes} writes by more than {FIO_ALLOWANCE}"));
     }
-    let losses = &rec["losses"];
-    for counter in [
-        "entry_map_full",
-        "hist_map_full",
-        "read_failed",
-        "ringbuf_full",
-    ] {
-        if losses[counter].as_u64().unwrap_or(0) != 0 {
-            bad.push(format!("losses.{counter} = {}", losses[counter]));
-        }
-    }
-    let config = std::fs::read_to_string(dir.join("config")).unwrap_or_default();
-    for algorithm in ["lz4", "zstd"] {
-        if config.contains(&format!("compression={algorithm}"))
-            && !histograms(&rec, "compress").any(|h| {
-                h["class_name"]
-                    .as_str()
-                    .is_some_and(|c| c.starts_with(algorithm))
-            })
-        {
-            bad.push(format!(
-                "compression={algorithm}, but no {algorithm} compress histogram"
-            ));
-        }
-    }
+    bad.extend(losses_and_compressors(&rec, dir));
     let mut line = format!(
         "fio {fio_writes} writes / {fio_fsyncs} fsyncs, zprof {writes} writes / {commits} zil_commits",
     );
@@ -437,58 +397,81 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
                 }
             }
         }
-        Variant::Nobtf => {
-            let warnings: Vec<&str> = rec["warnings"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            if !warnings
-                .iter()
-                .any(|w| w.contains("no struct offsets") && w.contains("vdev"))
-            {
-                bad.push(format!(
-                    "no warning names the degraded vdev stage: {warnings:?}"
-                ));
-            }
-            if stage_count(&rec, "vdev_disk") != 0 {
-                bad.push("a vdev_disk histogram without offsets".into());
-            }
-            let timed = stage_count(&rec, "vdev_queue_timed");
-            if timed == 0 {
-                bad.push("no fallback vdev_queue_timed histogram".into());
-            }
-            if stage_count(&rec, "zil_log_block") != 0 {
-                bad.push("a zil_log_block histogram without offsets".into());
-            }
-            write!(
-                line,
-                "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)"
-            )?;
-            match compare_fallback_split(&rec, dir) {
-                Ok(text) => write!(line, "; {text}")?,
-                Err(e) => bad.push(format!("{e:#}")),
-            }
-        }
+        Variant::Nobtf => line.push_str(&degraded_as_expected(&rec, dir, &mut bad)),
     }
     ensure!(bad.is_empty(), "{}", bad.join("; "));
     Ok(line)
 }
 
-/// Power-of-two histogram (index j: [2^j, 2^(j+1)) ns; 0 and 1 ns in bucket 0),
-/// as `zpool iostat -w` prints it.
-pub(super) type Pow2 = BTreeMap<usize, u64>;
-
-/// The power-of-two bucket of a zprof bucket (its 8 sub-buckets per power of two
-/// share their power of two's edges).
-pub(super) fn pow2_of_zprof_bucket(index: usize) -> usize {
-    let low = hist_bucket_low(index.min(HIST_BUCKETS - 1));
-    if low <= 1 {
-        0
-    } else {
-        63 - low.leading_zeros() as usize
+/// Events zprof lost, and a compression the pool uses whose histogram is missing.
+fn losses_and_compressors(rec: &Value, dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    let losses = &rec["losses"];
+    for counter in [
+        "entry_map_full",
+        "hist_map_full",
+        "read_failed",
+        "ringbuf_full",
+    ] {
+        if losses[counter].as_u64().unwrap_or(0) != 0 {
+            bad.push(format!("losses.{counter} = {}", losses[counter]));
+        }
     }
+    let config = std::fs::read_to_string(dir.join("config")).unwrap_or_default();
+    for algorithm in ["lz4", "zstd"] {
+        if config.contains(&format!("compression={algorithm}"))
+            && !histograms(rec, "compress").any(|h| {
+                h["class_name"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with(algorithm))
+            })
+        {
+            bad.push(format!(
+                "compression={algorithm}, but no {algorithm} compress histogram"
+            ));
+        }
+    }
+    bad
+}
+
+/// Without offsets: a warning names the degraded vdev stage, the stages that
+/// need offsets are absent, and the fallback timed the I/Os and splits them
+/// as iostat does. The summary's text; what is wrong goes into `bad`.
+fn degraded_as_expected(rec: &Value, dir: &Path, bad: &mut Vec<String>) -> String {
+    let warnings: Vec<&str> = rec["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !warnings
+        .iter()
+        .any(|w| w.contains("no struct offsets") && w.contains("vdev"))
+    {
+        bad.push(format!(
+            "no warning names the degraded vdev stage: {warnings:?}"
+        ));
+    }
+    if stage_count(rec, "vdev_disk") != 0 {
+        bad.push("a vdev_disk histogram without offsets".into());
+    }
+    let timed = stage_count(rec, "vdev_queue_timed");
+    if timed == 0 {
+        bad.push("no fallback vdev_queue_timed histogram".into());
+    }
+    if stage_count(rec, "zil_log_block") != 0 {
+        bad.push("a zil_log_block histogram without offsets".into());
+    }
+    let mut line = format!(
+        "; degraded as expected (warning names the vdev stage; {timed} I/Os timed by the fallback)"
+    );
+    match compare_fallback_split(rec, dir) {
+        Ok(text) => {
+            let _ = write!(line, "; {text}");
+        }
+        Err(e) => bad.push(format!("{e:#}")),
+    }
+    line
 }
 
 /// zprof's histograms of `stage` whose class matches, merged into powers of two.
@@ -503,23 +486,6 @@ fn zprof_pow2(rec: &Value, stage: &str, class: impl Fn(u64) -> bool) -> Pow2 {
         }
     }
     out
-}
-
-/// The bucket holding the `p` quantile.
-pub(super) fn percentile_bucket(hist: &Pow2, p: f64) -> Option<usize> {
-    let total: u64 = hist.values().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = ((p * total as f64).ceil() as u64).max(1);
-    let mut seen = 0;
-    for (bucket, count) in hist {
-        seen += count;
-        if seen >= rank {
-            return Some(*bucket);
-        }
-    }
-    hist.keys().last().copied()
 }
 
 /// One histogram column of `zpool iostat -w`, e.g. ("disk_wait", "write").
@@ -761,30 +727,6 @@ fn zil_blocks_issued(dir: &Path) -> anyhow::Result<u64> {
     )
 }
 
-/// The sum of kstat counters `stats` in DIR/KSTAT-after.txt less
-/// DIR/KSTAT-before.txt (lines `name type value`).
-pub(super) fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
-    let count = |name: &str| -> anyhow::Result<u64> {
-        let text =
-            std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
-        let mut total = 0;
-        for stat in stats {
-            let line = text
-                .lines()
-                .find(|l| l.split_whitespace().next() == Some(stat));
-            let value = line
-                .and_then(|l| l.split_whitespace().nth(2))
-                .and_then(|v| v.parse::<u64>().ok());
-            total += value.ok_or_else(|| anyhow!("{name} has no {stat}"))?;
-        }
-        Ok(total)
-    };
-    Ok(
-        count(&format!("{kstat}-after.txt"))?
-            .saturating_sub(count(&format!("{kstat}-before.txt"))?),
-    )
-}
-
 /// zprof's ARC reads by path against arcstats: hits (arc_read's and held
 /// buffers') and misses. zprof's window holds the kstat snapshots' (it
 /// records the script that takes them), so it may count a few more.
@@ -1014,16 +956,6 @@ fn check_sigterm(dir: &Path) -> anyhow::Result<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_ledger_case_names_the_combination_and_the_run() {
-        let dir = Path::new("/w/target/guest/6.12-2.3.2/test-btf/results/requests");
-        assert_eq!(case_prefix(dir), "6.12-2.3.2 test-btf");
-        assert_eq!(
-            case_prefix(Path::new("elsewhere/requests")),
-            "elsewhere/requests"
-        );
-    }
-
     /// The shape of OpenZFS 2.1's `zpool iostat -w POOL` (rows 8.. cut for brevity,
     /// so the row-count check is relaxed through a longer copy below).
     const IOSTAT_HEAD: &str = "
@@ -1082,20 +1014,6 @@ latency      read  write   read  write   read  write   read  write  scrub   trim
             "{report}"
         );
         assert!(report.contains("absent: zio_checksum_generate"), "{report}");
-    }
-
-    #[test]
-    fn zprof_buckets_merge_into_powers_of_two() {
-        assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(0)), 0);
-        assert_eq!(pow2_of_zprof_bucket(zprof_common::hist_bucket(1)), 0);
-        for value in [2u64, 3, 15, 16, 1000, 65_535, 65_536, 1 << 30] {
-            let expected = 63 - value.leading_zeros() as usize;
-            assert_eq!(
-                pow2_of_zprof_bucket(zprof_common::hist_bucket(value)),
-                expected,
-                "{value}"
-            );
-        }
     }
 
     #[test]

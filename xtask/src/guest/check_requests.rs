@@ -30,7 +30,7 @@ use zprof_common::{hist_bucket_high, hist_bucket_low};
 
 use super::{
     Variant,
-    check::{Pow2, percentile_bucket, pow2_of_zprof_bucket, read_json},
+    results::{Pow2, case_prefix, kstat_delta, percentile_bucket, pow2_of_zprof_bucket, read_json},
 };
 
 /// What one fio job did, and where zprof should show it.
@@ -213,13 +213,12 @@ fn log2(ns: u64) -> usize {
 
 /// Checks the requests run in `dir`; returns what was measured.
 pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
-    let case = super::check::case_prefix(dir);
+    let case = case_prefix(dir);
     let rec = read_json(&dir.join("rec.json"))?;
     let fio_a = read_json(&dir.join("fio-a.json"))?;
     let fio_b = read_json(&dir.join("fio-b.json"))?;
     let with_offsets = variant != Variant::Nobtf;
-    let mut bad = Vec::new();
-    let mut figures = Vec::new();
+    let mut found = Found::default();
     let mut per_process = [("fio-a", "/a", 0u64), ("fio-b", "/b", 0u64)];
     for job in JOBS {
         if job.layer == "zvol" && !with_offsets {
@@ -231,99 +230,33 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
             &fio_b
         };
         for &(direction, op, sync) in job.ops {
-            let theirs = fio_figures(fio, job.name, direction)?;
-            let expected = theirs.count;
-            let (count, hist) = zprof_rows(&rec, |r| {
-                r["layer"] == job.layer
-                    && r["op"] == op
-                    && r["comm"] == job.process
-                    && has_sync_flag(r) == sync
-                    && (!with_offsets || r["dataset"] == job.dataset)
-            });
+            let point = Point {
+                job,
+                direction,
+                op,
+                sync,
+            };
+            let expected = check_point(&rec, fio, &point, (&case, with_offsets), &mut found)?;
             for slot in per_process.iter_mut().filter(|s| s.0 == job.process) {
                 slot.2 += expected;
             }
-            if count.abs_diff(expected) > 2 {
-                bad.push(format!(
-                    "{} {direction}: zprof counted {count} {op} requests, fio {expected}",
-                    job.name
-                ));
-            }
-            let ours = percentile_bucket(&hist, 0.5);
-            let verdict = latency_close(job.layer, ours, &theirs);
-            if let Latency::CannotCheck(why) = &verdict {
-                crate::ledger::record(
-                    "guest",
-                    &format!("{case} {} {direction} p50", job.name),
-                    "cannot-check",
-                    why,
-                );
-                figures.push(format!(
-                    "{} {direction}: p50 closeness cannot be checked ({why})",
-                    job.name
-                ));
-            }
-            if verdict == Latency::Misses {
-                bad.push(format!(
-                    "{} {direction}: p50 in 2^{ours:?} ns, fio's {:?} ns in 2^{:?} (its minimum {:?} ns)",
-                    job.name,
-                    theirs.p50,
-                    theirs.p50.map(log2),
-                    theirs.min
-                ));
-            }
-            figures.push(format!(
-                "{} {op} {count}/{expected} p50 2^{}/{} min {}",
-                job.name,
-                ours.unwrap_or(0),
-                theirs.p50.unwrap_or(0),
-                theirs.min.unwrap_or(0)
-            ));
         }
     }
     for (process, cgroup, expected) in per_process {
-        let (by_name, _) = zprof_rows(&rec, |r| {
-            r["comm"] == process && (with_offsets || r["layer"] == "file")
-        });
-        if by_name.abs_diff(expected) > 4 {
-            bad.push(format!(
-                "process {process}: zprof's rows add up to {by_name}, fio's jobs to {expected}"
-            ));
-        }
-        let (by_cgroup, _) = zprof_rows(&rec, |r| {
-            r["cgroup"] == cgroup && (with_offsets || r["layer"] == "file")
-        });
-        if by_cgroup.abs_diff(expected) > 4 {
-            bad.push(format!(
-                "cgroup {cgroup}: zprof's rows add up to {by_cgroup}, fio-{}'s jobs to {expected}",
-                &cgroup[1..]
-            ));
-        }
-        figures.push(format!(
-            "{process} and {cgroup}: {by_name}, {by_cgroup} of {expected}"
-        ));
+        check_split(&rec, (process, cgroup, expected), with_offsets, &mut found);
     }
-    if !with_offsets {
-        let probes = rec["probes"].as_array().into_iter().flatten();
-        let zvol_absent = probes
-            .filter(|p| p["function"] == "zvol_submit_bio")
-            .any(|p| {
-                p["attached"] == false
-                    && p["reason"]
-                        .as_str()
-                        .is_some_and(|r| r.contains("request layer's struct offsets"))
-            });
-        if !zvol_absent {
-            bad.push("without offsets, zvol_submit_bio should be left out, saying why".into());
-        }
+    if !with_offsets && !zvol_left_out_saying_why(&rec) {
+        found
+            .bad
+            .push("without offsets, zvol_submit_bio should be left out, saying why".into());
     }
     match check_slow_requests(&rec) {
-        Ok(line) => figures.push(line),
-        Err(e) => bad.push(format!("{e:#}")),
+        Ok(line) => found.figures.push(line),
+        Err(e) => found.bad.push(format!("{e:#}")),
     }
     match check_zvol_rmw(dir, with_offsets) {
-        Ok(line) => figures.push(line),
-        Err(e) => bad.push(format!("{e:#}")),
+        Ok(line) => found.figures.push(line),
+        Err(e) => found.bad.push(format!("{e:#}")),
     }
     let losses = &rec["losses"];
     for counter in [
@@ -333,11 +266,132 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         "name_map_full",
     ] {
         if losses[counter].as_u64().unwrap_or(0) > 0 {
-            bad.push(format!("{counter}: {}", losses[counter]));
+            found.bad.push(format!("{counter}: {}", losses[counter]));
         }
     }
-    ensure!(bad.is_empty(), "{}", bad.join("; "));
-    Ok(figures.join("; "))
+    ensure!(found.bad.is_empty(), "{}", found.bad.join("; "));
+    Ok(found.figures.join("; "))
+}
+
+/// What the request checks found: what is wrong, and the figures measured.
+#[derive(Default)]
+struct Found {
+    bad: Vec<String>,
+    figures: Vec<String>,
+}
+
+/// One fio job's direction, and the zprof rows it should show as.
+struct Point<'j> {
+    job: &'j Job,
+    /// fio's direction.
+    direction: &'static str,
+    /// zprof's operation.
+    op: &'static str,
+    /// Whether zprof's rows carry "sync".
+    sync: bool,
+}
+
+/// One point: zprof's count against fio's (within 2), and its p50 against
+/// fio's (a cannot-check goes to the ledger under `case`). Returns fio's
+/// count.
+fn check_point(
+    rec: &Value,
+    fio: &Value,
+    p: &Point,
+    (case, with_offsets): (&str, bool),
+    found: &mut Found,
+) -> anyhow::Result<u64> {
+    let (job, direction, op) = (p.job, p.direction, p.op);
+    let theirs = fio_figures(fio, job.name, direction)?;
+    let expected = theirs.count;
+    let (count, hist) = zprof_rows(rec, |r| {
+        r["layer"] == job.layer
+            && r["op"] == op
+            && r["comm"] == job.process
+            && has_sync_flag(r) == p.sync
+            && (!with_offsets || r["dataset"] == job.dataset)
+    });
+    if count.abs_diff(expected) > 2 {
+        found.bad.push(format!(
+            "{} {direction}: zprof counted {count} {op} requests, fio {expected}",
+            job.name
+        ));
+    }
+    let ours = percentile_bucket(&hist, 0.5);
+    let verdict = latency_close(job.layer, ours, &theirs);
+    if let Latency::CannotCheck(why) = &verdict {
+        crate::ledger::record(
+            "guest",
+            &format!("{case} {} {direction} p50", job.name),
+            "cannot-check",
+            why,
+        );
+        found.figures.push(format!(
+            "{} {direction}: p50 closeness cannot be checked ({why})",
+            job.name
+        ));
+    }
+    if verdict == Latency::Misses {
+        found.bad.push(format!(
+            "{} {direction}: p50 in 2^{ours:?} ns, fio's {:?} ns in 2^{:?} (its minimum {:?} ns)",
+            job.name,
+            theirs.p50,
+            theirs.p50.map(log2),
+            theirs.min
+        ));
+    }
+    found.figures.push(format!(
+        "{} {op} {count}/{expected} p50 2^{}/{} min {}",
+        job.name,
+        ours.unwrap_or(0),
+        theirs.p50.unwrap_or(0),
+        theirs.min.unwrap_or(0)
+    ));
+    Ok(expected)
+}
+
+/// The rows of one fio process, by process name and by cgroup, against its
+/// jobs' I/Os (within 4).
+fn check_split(
+    rec: &Value,
+    (process, cgroup, expected): (&str, &str, u64),
+    with_offsets: bool,
+    found: &mut Found,
+) {
+    let (by_name, _) = zprof_rows(rec, |r| {
+        r["comm"] == process && (with_offsets || r["layer"] == "file")
+    });
+    if by_name.abs_diff(expected) > 4 {
+        found.bad.push(format!(
+            "process {process}: zprof's rows add up to {by_name}, fio's jobs to {expected}"
+        ));
+    }
+    let (by_cgroup, _) = zprof_rows(rec, |r| {
+        r["cgroup"] == cgroup && (with_offsets || r["layer"] == "file")
+    });
+    if by_cgroup.abs_diff(expected) > 4 {
+        found.bad.push(format!(
+            "cgroup {cgroup}: zprof's rows add up to {by_cgroup}, fio-{}'s jobs to {expected}",
+            &cgroup[1..]
+        ));
+    }
+    found.figures.push(format!(
+        "{process} and {cgroup}: {by_name}, {by_cgroup} of {expected}"
+    ));
+}
+
+/// Without offsets: zvol_submit_bio is not attached, and says it needs the
+/// request layer's struct offsets.
+fn zvol_left_out_saying_why(rec: &Value) -> bool {
+    let probes = rec["probes"].as_array().into_iter().flatten();
+    probes
+        .filter(|p| p["function"] == "zvol_submit_bio")
+        .any(|p| {
+            p["attached"] == false
+                && p["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("request layer's struct offsets"))
+        })
 }
 
 /// Bytes written to zvols in a recording.
@@ -584,12 +638,12 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
         "rmw: the finding does not name read-modify-write: {title}"
     );
     let kstats = dir.join("rmw-kstats");
-    let data = super::check::kstat_delta(
+    let data = kstat_delta(
         &kstats,
         "arc",
         &["demand_data_misses", "prefetch_data_misses"],
     )?;
-    let metadata = super::check::kstat_delta(
+    let metadata = kstat_delta(
         &kstats,
         "arc",
         &["demand_metadata_misses", "prefetch_metadata_misses"],

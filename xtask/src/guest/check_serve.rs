@@ -20,7 +20,10 @@ use std::{collections::BTreeMap, path::Path, process::Command};
 use anyhow::{Context as _, anyhow, ensure};
 use serde_json::Value;
 
-use super::{Variant, check::FIO_ALLOWANCE, check::read_json};
+use super::{
+    Variant,
+    results::{FIO_ALLOWANCE, read_json},
+};
 
 /// One sample of an exposition.
 #[derive(Debug, PartialEq)]
@@ -216,6 +219,22 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
         parse_exposition(&before_text)?,
         parse_exposition(&after_text)?,
     );
+    let info = check_identity(&after)?;
+    let label = |name: &str| info.labels.get(name).map(String::as_str).unwrap_or("");
+    let (exported, fsyncs) = check_commits(dir, &before, &after)?;
+    let job_log_writes = check_leaves(&before, &after)?;
+    Ok(format!(
+        "{} ({} {}); zil_commit {exported} exported during the job, fio {fsyncs} fsyncs; {} sync writes on the log vdev; leaves placed as created; promtool check metrics passes; exit 0 on SIGTERM",
+        label("zfs_version"),
+        label("target"),
+        label("zfs_status"),
+        job_log_writes
+    ))
+}
+
+/// The build info (the kernel target, its release verified), the module's
+/// tunables, no lost events; the build info's sample.
+fn check_identity(after: &[Sample]) -> anyhow::Result<&Sample> {
     let info = after
         .iter()
         .find(|s| s.name == "zprof_build_info")
@@ -241,7 +260,12 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
         .map(|s| format!("{:?} {}", s.labels, s.value))
         .collect();
     ensure!(lost.is_empty(), "lost events: {}", lost.join(", "));
+    Ok(info)
+}
 
+/// The zil_commit calls serve exported for the pool during the job against
+/// fio's fsyncs: (exported, fsyncs).
+fn check_commits(dir: &Path, before: &[Sample], after: &[Sample]) -> anyhow::Result<(u64, u64)> {
     let fio = read_json(&dir.join("fio.json"))?;
     let fsyncs = fio["jobs"][0]["sync"]["total_ios"]
         .as_u64()
@@ -253,7 +277,7 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
             &[("pool", "srv")],
         )
     };
-    let exported = (commits(&after) - commits(&before)) as u64;
+    let exported = (commits(after) - commits(before)) as u64;
     ensure!(
         fsyncs > 20,
         "fio made only {fsyncs} fsyncs: too few to compare"
@@ -262,8 +286,13 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
         exported.abs_diff(fsyncs) <= FIO_ALLOWANCE,
         "zil_commit calls exported during the job {exported}, fio's fsyncs {fsyncs}"
     );
+    Ok((exported, fsyncs))
+}
 
-    let places = exported_places(&after, "srv")?;
+/// The leaves placed as the pool was created, and the job's sync writes on
+/// the log vdev (their count).
+fn check_leaves(before: &[Sample], after: &[Sample]) -> anyhow::Result<f64> {
+    let places = exported_places(after, "srv")?;
     let mut found: Vec<(String, String)> = places.values().cloned().collect();
     found.sort();
     let expected = expected_places("raidz1", true)?;
@@ -282,18 +311,12 @@ pub fn check_serve(dir: &Path) -> anyhow::Result<String> {
             ],
         )
     };
-    let job_log_writes = log_writes(&after) - log_writes(&before);
+    let job_log_writes = log_writes(after) - log_writes(before);
     ensure!(
         job_log_writes > 0.0,
         "no sync write on the log vdev during the job"
     );
-    Ok(format!(
-        "{} ({} {}); zil_commit {exported} exported during the job, fio {fsyncs} fsyncs; {} sync writes on the log vdev; leaves placed as created; promtool check metrics passes; exit 0 on SIGTERM",
-        label("zfs_version"),
-        label("target"),
-        label("zfs_status"),
-        job_log_writes
-    ))
+    Ok(job_log_writes)
 }
 
 /// `promtool check metrics` on an exposition (Debian's prometheus package,

@@ -175,56 +175,12 @@ pub fn run(
     let payload = out.join("payload.cpio");
     make_payload(artifacts, variant, command, out, &payload)?;
     let initrd = out.join("initrd.cpio");
-    {
-        let mut file = std::fs::File::create(&initrd)?;
-        for part in [
-            artifacts.base_cpio.as_path(),
-            artifacts.modules(variant),
-            payload.as_path(),
-        ] {
-            std::io::copy(
-                &mut std::fs::File::open(part)
-                    .with_context(|| format!("reading {}", part.display()))?,
-                &mut file,
-            )?;
-        }
-    }
+    write_initrd(artifacts, variant, &payload, &initrd)?;
     let console = out.join("console.log");
     let transfer = out.join("results.tar.gz");
     let results = out.join("results");
 
-    let mut cmd = Command::new(&artifacts.qemu.binary);
-    if let Some(lib) = &artifacts.qemu.lib_dir {
-        cmd.env("LD_LIBRARY_PATH", lib);
-    }
-    for dir in &artifacts.qemu.firmware {
-        cmd.arg("-L").arg(dir);
-    }
-    // Software emulation: the build machines have no KVM. A host thread per
-    // vCPU (qemu's default): with a thread per vCPU, code the kernel patched on
-    // one vCPU (static_key_enable's jump labels) was once run half-patched by
-    // the other, and a boot on an Intel Xeon oopsed 1.7 s in
-    // (hrtimer_start_range_ns+0x1cb) before /init ran; such a boot is retried
-    // (see BootFailure). One thread for both (tcg,thread=single) was tried
-    // and removes that race, but a wake-up of the other vCPU then waits for
-    // its time slice: every fsync'd zvol write took fio 31.5 ms or more
-    // (minimum 31.5, median 31.6) where ZFS's part was 2 ms, and the requests
-    // check failed on it. -nic none: no network (and no iPXE option ROM needed).
-    cmd.args([
-        "-accel", "tcg", "-m", "4G", "-smp", "2", "-display", "none", "-monitor", "none", "-vga",
-        "none",
-    ])
-    .args(["-nic", "none", "-no-reboot", "-serial", "stdio"])
-    .arg("-serial")
-    .arg(format!("file:{}", transfer.display()))
-    .arg("-kernel")
-    .arg(&artifacts.vmlinuz)
-    .arg("-initrd")
-    .arg(&initrd)
-    // panic=-1 reboots at once on a panic, and -no-reboot turns that into an exit.
-    .args(["-append", "console=ttyS0 rdinit=/init panic=-1 quiet"])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped());
+    let mut cmd = qemu_command(artifacts, &transfer, &initrd);
     if echo != Echo::Quiet {
         eprintln!(
             "xtask: guest: booting {} with the {} modules ({variant} variant): {}",
@@ -238,58 +194,10 @@ pub fn run(
         .spawn()
         .with_context(|| format!("starting {}", artifacts.qemu.binary.display()))?;
     let stdout = child.stdout.take().unwrap();
-    let log_path = console.clone();
-    // Returns when the DONE line arrived (boot timings for `guest boots`).
-    let reader = std::thread::spawn(move || -> std::io::Result<Option<Duration>> {
-        let mut log = std::fs::File::create(&log_path)?;
-        let mut done_at = None;
-        for line in BufReader::new(stdout).split(b'\n') {
-            let line = line?;
-            let text = String::from_utf8_lossy(&line);
-            let text = text.trim_end_matches('\r');
-            writeln!(log, "{text}")?;
-            if text.contains(DONE) {
-                done_at.get_or_insert(started.elapsed());
-            }
-            let step = text.starts_with("guest: ")
-                || text.starts_with("== ")
-                || text.contains(DONE)
-                || text.contains("FAILED");
-            let shown = match echo {
-                Echo::All => true,
-                Echo::Steps => step,
-                Echo::Quiet => false,
-            };
-            if shown || TROUBLE.iter().any(|t| text.contains(t)) {
-                eprintln!("guest| {text}");
-            }
-        }
-        Ok(done_at)
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = reader.join();
-            let text = std::fs::read_to_string(&console).unwrap_or_default();
-            if let Some(err) = boot_failure(
-                &console,
-                &text,
-                &format!("killed after {} s", timeout.as_secs()),
-            ) {
-                return Err(err);
-            }
-            bail!(
-                "the guest did not finish within {} s and was killed; console log {}:\n{}",
-                timeout.as_secs(),
-                console.display(),
-                tail(&console, 20)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    let reader = read_console(stdout, console.clone(), started, echo);
+    let Some(status) = wait_or_kill(&mut child, started, timeout)? else {
+        let _ = reader.join();
+        return Err(timed_out(&console, timeout));
     };
     let elapsed = started.elapsed();
     let done_at = reader.join().ok().and_then(Result::ok).flatten();
@@ -327,29 +235,10 @@ pub fn run(
             tail(&console, 30)
         );
     };
-    let got = std::fs::metadata(&transfer).map(|m| m.len()).unwrap_or(0);
-    ensure!(
-        got == bytes,
-        "the guest sent {bytes} bytes of results but {got} arrived ({})",
-        transfer.display()
-    );
-    std::fs::create_dir_all(&results)?;
-    crate::run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(&transfer)
-            .arg("-C")
-            .arg(&results),
-    )
-    .context("unpacking the guest's results")?;
+    unpack_results(&transfer, bytes, &results)?;
     // quiet keeps warnings (level 4) off the console: the guest's dmesg has them.
     let mut trouble = trouble;
-    let dmesg = std::fs::read_to_string(results.join("dmesg.txt")).unwrap_or_default();
-    for line in trouble_lines(&dmesg) {
-        if !trouble.contains(&line) {
-            trouble.push(line);
-        }
-    }
+    add_dmesg_trouble(&mut trouble, &results);
     let done_after = done_at.unwrap_or(elapsed);
     Ok(Outcome {
         status: guest_status,
@@ -359,6 +248,174 @@ pub fn run(
         done_after,
         trouble,
     })
+}
+
+/// The initramfs of a boot: the base, the variant's modules and the payload,
+/// concatenated (the kernel reads them as one archive).
+fn write_initrd(
+    artifacts: &Artifacts,
+    variant: Variant,
+    payload: &Path,
+    initrd: &Path,
+) -> anyhow::Result<()> {
+    let mut file = std::fs::File::create(initrd)?;
+    for part in [
+        artifacts.base_cpio.as_path(),
+        artifacts.modules(variant),
+        payload,
+    ] {
+        std::io::copy(
+            &mut std::fs::File::open(part)
+                .with_context(|| format!("reading {}", part.display()))?,
+            &mut file,
+        )?;
+    }
+    Ok(())
+}
+
+/// The qemu command line: the guest's console on stdout, the results back
+/// through a second serial port into `transfer`.
+fn qemu_command(artifacts: &Artifacts, transfer: &Path, initrd: &Path) -> Command {
+    let mut cmd = Command::new(&artifacts.qemu.binary);
+    if let Some(lib) = &artifacts.qemu.lib_dir {
+        cmd.env("LD_LIBRARY_PATH", lib);
+    }
+    for dir in &artifacts.qemu.firmware {
+        cmd.arg("-L").arg(dir);
+    }
+    // Software emulation: the build machines have no KVM. A host thread per
+    // vCPU (qemu's default): with a thread per vCPU, code the kernel patched on
+    // one vCPU (static_key_enable's jump labels) was once run half-patched by
+    // the other, and a boot on an Intel Xeon oopsed 1.7 s in
+    // (hrtimer_start_range_ns+0x1cb) before /init ran; such a boot is retried
+    // (see BootFailure). One thread for both (tcg,thread=single) was tried
+    // and removes that race, but a wake-up of the other vCPU then waits for
+    // its time slice: every fsync'd zvol write took fio 31.5 ms or more
+    // (minimum 31.5, median 31.6) where ZFS's part was 2 ms, and the requests
+    // check failed on it. -nic none: no network (and no iPXE option ROM needed).
+    cmd.args([
+        "-accel", "tcg", "-m", "4G", "-smp", "2", "-display", "none", "-monitor", "none", "-vga",
+        "none",
+    ])
+    .args(["-nic", "none", "-no-reboot", "-serial", "stdio"])
+    .arg("-serial")
+    .arg(format!("file:{}", transfer.display()))
+    .arg("-kernel")
+    .arg(&artifacts.vmlinuz)
+    .arg("-initrd")
+    .arg(initrd)
+    // panic=-1 reboots at once on a panic, and -no-reboot turns that into an exit.
+    .args(["-append", "console=ttyS0 rdinit=/init panic=-1 quiet"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped());
+    cmd
+}
+
+/// Copies the guest's console to `log_path` (and to stderr as `echo` says)
+/// on a thread, which returns when the DONE line arrived (boot timings for
+/// `guest boots`).
+fn read_console(
+    stdout: std::process::ChildStdout,
+    log_path: PathBuf,
+    started: Instant,
+    echo: Echo,
+) -> std::thread::JoinHandle<std::io::Result<Option<Duration>>> {
+    std::thread::spawn(move || -> std::io::Result<Option<Duration>> {
+        let mut log = std::fs::File::create(&log_path)?;
+        let mut done_at = None;
+        for line in BufReader::new(stdout).split(b'\n') {
+            let line = line?;
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches('\r');
+            writeln!(log, "{text}")?;
+            if text.contains(DONE) {
+                done_at.get_or_insert(started.elapsed());
+            }
+            let step = text.starts_with("guest: ")
+                || text.starts_with("== ")
+                || text.contains(DONE)
+                || text.contains("FAILED");
+            let shown = match echo {
+                Echo::All => true,
+                Echo::Steps => step,
+                Echo::Quiet => false,
+            };
+            if shown || TROUBLE.iter().any(|t| text.contains(t)) {
+                eprintln!("guest| {text}");
+            }
+        }
+        Ok(done_at)
+    })
+}
+
+/// Waits for qemu to exit; at `timeout` after `started` kills it and
+/// returns None.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    started: Instant,
+    timeout: Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The error of a guest killed at its timeout: a boot failure if the
+/// console shows one (so that it is retried), else the console's tail.
+fn timed_out(console: &Path, timeout: Duration) -> anyhow::Error {
+    let text = std::fs::read_to_string(console).unwrap_or_default();
+    if let Some(err) = boot_failure(
+        console,
+        &text,
+        &format!("killed after {} s", timeout.as_secs()),
+    ) {
+        return err;
+    }
+    anyhow!(
+        "the guest did not finish within {} s and was killed; console log {}:\n{}",
+        timeout.as_secs(),
+        console.display(),
+        tail(console, 20)
+    )
+}
+
+/// Adds the kernel trouble lines of the guest's dmesg (in `results`) that
+/// the console did not show.
+fn add_dmesg_trouble(trouble: &mut Vec<String>, results: &Path) {
+    let dmesg = std::fs::read_to_string(results.join("dmesg.txt")).unwrap_or_default();
+    for line in trouble_lines(&dmesg) {
+        if !trouble.contains(&line) {
+            trouble.push(line);
+        }
+    }
+}
+
+/// Checks that all `bytes` of the results arrived in `transfer` and unpacks
+/// them into `results`.
+fn unpack_results(transfer: &Path, bytes: u64, results: &Path) -> anyhow::Result<()> {
+    let got = std::fs::metadata(transfer).map(|m| m.len()).unwrap_or(0);
+    ensure!(
+        got == bytes,
+        "the guest sent {bytes} bytes of results but {got} arrived ({})",
+        transfer.display()
+    );
+    std::fs::create_dir_all(results)?;
+    crate::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(transfer)
+            .arg("-C")
+            .arg(results),
+    )
+    .context("unpacking the guest's results")
 }
 
 /// Finds `ZPROF-GUEST-DONE status=N bytes=M` (printed through the kernel log,
