@@ -3,7 +3,7 @@
 # release's own headers with libzpool's DEBUG flags: the system's (Debian 12,
 # 2.1.11) or one that setup.sh unpacked into $ZPROF_CACHE/openzfs/VERSION.
 #   scripts/offsets-table.sh 2.3.2 > zprof/offsets/libzpool-2.3.2-debian.json
-# zprof/tests/offsets.rs runs the same recipe and compares with the shipped tables.
+# tests/tests/offsets.rs runs the same recipe and compares with the shipped tables.
 set -euo pipefail
 version=${1:?usage: offsets-table.sh VERSION}
 here=$(cd "$(dirname "$0")/.." && pwd)

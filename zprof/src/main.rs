@@ -4,12 +4,12 @@ use clap::Parser as _;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = zprof::cli::Cli::parse();
-    let code = match zprof::commands::run(cli) {
+    let cli = zprof::cli::args::Cli::parse();
+    let code = match zprof::cli::commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("zprof: {err:#}");
-            zprof::commands::exit_code_for(&err)
+            zprof::cli::commands::exit_code_for(&err)
         }
     };
     std::process::exit(code);

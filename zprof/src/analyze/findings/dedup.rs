@@ -1,0 +1,75 @@
+//! Finding 8: what dedup costs: the dedup table's lookups in the write
+//! pipeline and its writes at txg sync, as a share of the machine's CPU time.
+
+use zprof_common::Stage;
+
+use super::{Confidence, Finding, pct, stat};
+use crate::{
+    recording::Recording,
+    units::{format_count, format_ns},
+};
+
+/// Finding 8: what dedup costs. Every block written to a dataset with dedup
+/// is looked up in the dedup table by the write pipeline's threads (the
+/// table's blocks read from disk when the ARC does not hold them), and the
+/// table's changes are written at each txg sync. The share is the lookups'
+/// and the table syncs' time over the machine's CPU time, as compression's.
+pub(super) fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Finding>) {
+    let lookup = stat(rec, Stage::DdtLookup, None);
+    if lookup.count == 0 {
+        return;
+    }
+    let table_sync = stat(rec, Stage::DdtSync, None);
+    let spa_sync = stat(rec, Stage::SpaSync, None);
+    let share = ((lookup.total_ns + table_sync.total_ns) as f64 / cpu_ns).min(1.0);
+    let sync_share = if spa_sync.total_ns > 0 {
+        table_sync.total_ns as f64 / spa_sync.total_ns as f64
+    } else {
+        0.0
+    };
+    let per_second = lookup.count as f64 / (wall_ns / 1e9);
+    let evidence = vec![
+        format!(
+            "{} dedup table lookups ({}/s: one per block written with dedup, and per block freed), p50 {}, p99 {}, max {}, {} in all",
+            format_count(lookup.count as f64),
+            format_count(per_second),
+            format_ns(lookup.p50_ns),
+            format_ns(lookup.p99_ns),
+            format_ns(lookup.max_ns),
+            format_ns(lookup.total_ns)
+        ),
+        format!(
+            "dedup table sync: {} in {} txgs, {} of txg sync time (p99 {} a txg)",
+            format_ns(table_sync.total_ns),
+            table_sync.count,
+            pct(sync_share),
+            format_ns(table_sync.p99_ns)
+        ),
+    ];
+    let slow_lookups = lookup.p99_ns > 20 * lookup.p50_ns.max(1);
+    out.push(Finding {
+        kind: "dedup".into(),
+        pool: String::new(),
+        title: format!("dedup costs {} of the machine's time ({} of txg sync)", pct(share), pct(sync_share)),
+        share,
+        confidence: if lookup.count >= 100 { Confidence::High } else { Confidence::Low },
+        evidence,
+        missing: vec![
+            "the dedup ratio achieved is the pool's (zpool list's DEDUP column, zpool status -D): zprof does not read the table".into(),
+            "lookups are not attributed to a pool (the table's spa_t is behind a struct)".into(),
+        ],
+        action: if slow_lookups {
+            "Lookups vary widely: the dedup table does not fit in the ARC and its blocks are read from disk; \
+             a larger ARC, a dedup or special vdev on flash, or dedup off where the ratio does not pay for it."
+                .into()
+        } else {
+            "Check the pool's dedup ratio (zpool list): below about 2x, the table's memory and sync time cost more than the space saved.".into()
+        },
+        figures: vec![
+            ("ddt_lookups".into(), lookup.count as f64),
+            ("ddt_lookup_ns".into(), lookup.total_ns as f64),
+            ("ddt_sync_ns".into(), table_sync.total_ns as f64),
+            ("ddt_sync_share".into(), sync_share),
+        ],
+    });
+}

@@ -1,0 +1,219 @@
+//! Findings 5 and 6: what a byte the workload writes costs on the leaf vdevs
+//! (parity, the ZIL, metadata, raidz padding), and whether the write
+//! throttle held writers back while txgs synced.
+
+use std::collections::BTreeSet;
+
+use zprof_common::Stage;
+
+use super::{Confidence, Finding, pct, stat};
+use crate::{
+    recording::{Recording, Summary, pick, summarize},
+    units::{format_bytes, format_count, format_ns},
+};
+
+/// Finding 5: bytes written to leaf vdevs over bytes the workload wrote.
+pub(super) fn write_amplification(
+    rec: &Recording,
+    wall_ns: f64,
+    commit_share: f64,
+    out: &mut Vec<Finding>,
+) {
+    let logical = stat(rec, Stage::WorkloadWrite, None);
+    if logical.bytes == 0 {
+        return;
+    }
+    let Some(leaf) = LeafWrites::of(rec, wall_ns) else {
+        return;
+    };
+    let factor = leaf.all.bytes as f64 / logical.bytes as f64;
+    let mut evidence = vec![
+        format!(
+            "the workload wrote {}; leaf vdevs wrote {} ({factor:.2}x) over {} vdev(s)",
+            format_bytes(logical.bytes as f64),
+            format_bytes(leaf.all.bytes as f64),
+            leaf.vdevs
+        ),
+        format!(
+            "{}: {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
+            sync_priority_words(leaf.has_commits),
+            format_bytes(leaf.zil.bytes as f64),
+            leaf.zil.bytes as f64 / logical.bytes as f64,
+            format_bytes(leaf.txg.bytes as f64),
+            leaf.txg.bytes as f64 / logical.bytes as f64
+        ),
+    ];
+    let mut title = format!("each byte written costs {factor:.1} bytes on the leaf vdevs");
+    let mut action = "Parity, ZIL writes and metadata make up the difference; on raidz small blocks add padding.".to_owned();
+    if let Some((layout, small_blocks)) = raidz_layout(rec) {
+        evidence.push(layout);
+        if let Some(small_blocks) = small_blocks {
+            title = format!("{title}: small blocks on raidz");
+            action = small_blocks;
+        }
+    }
+    if leaf.zil.bytes * 20 > logical.bytes && leaf.txg.bytes > 0 && leaf.has_commits {
+        evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
+    }
+    out.push(Finding {
+        kind: "write_amplification".into(),
+        pool: String::new(),
+        title,
+        // The disks' write time that the extra bytes account for, as far as the
+        // workload waits for it: not while it waits on ZIL commits (finding 1).
+        share: leaf.disk_busy.min(1.0)
+            * (1.0 - 1.0 / factor.max(1.0))
+            * (1.0 - commit_share.min(1.0)),
+        confidence: Confidence::Medium,
+        evidence,
+        missing: vec!["writes of txgs that sync after the recording ends are not counted".into()],
+        action,
+        figures: vec![("write_amplification".into(), factor)],
+    });
+}
+
+/// The leaf vdevs' writes over a recording.
+struct LeafWrites {
+    /// Writes of sync priority (see [`sync_priority_words`]).
+    zil: Summary,
+    /// Writes of async priority: txg sync.
+    txg: Summary,
+    /// Every leaf write.
+    all: Summary,
+    /// Leaf vdevs written to.
+    vdevs: usize,
+    /// Their busy share writing, per vdev, over the recording's wall time.
+    disk_busy: f64,
+    /// Whether the recording holds a zil_commit.
+    has_commits: bool,
+}
+
+impl LeafWrites {
+    /// `None` when the leaf vdevs wrote nothing.
+    fn of(rec: &Recording, wall_ns: f64) -> Option<LeafWrites> {
+        let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
+            .into_iter()
+            .filter(|h| crate::zfs::names::io_class_is_write(h.class))
+            .collect();
+        let by_class =
+            |name: &str| summarize(leaf.iter().copied().filter(|h| h.class_name == name));
+        let all = summarize(leaf.iter().copied());
+        if all.bytes == 0 {
+            return None;
+        }
+        let vdevs: BTreeSet<u64> = leaf.iter().map(|h| h.vdev).collect();
+        let disk_busy = summarize(
+            pick(rec, Stage::VdevDisk, None, None)
+                .into_iter()
+                .filter(|h| crate::zfs::names::io_class_is_write(h.class)),
+        )
+        .total_ns as f64
+            / (wall_ns * vdevs.len().max(1) as f64);
+        Some(LeafWrites {
+            zil: by_class("sync write"),
+            txg: by_class("async write"),
+            all,
+            vdevs: vdevs.len(),
+            disk_busy,
+            has_commits: stat(rec, Stage::ZilCommit, None).count > 0,
+        })
+    }
+}
+
+/// The benchmark's raidz pool as a line of evidence and, when its blocks are
+/// four sectors or fewer (mostly parity and padding), the action for that.
+fn raidz_layout(rec: &Recording) -> Option<(String, Option<String>)> {
+    let bench = rec.benchmark.as_ref()?;
+    let pool = bench
+        .pools
+        .iter()
+        .find(|p| p.layout.starts_with("raidz"))
+        .filter(|p| p.volblocksize > 0)?;
+    let sector = 1u64 << pool.ashift;
+    let layout = format!(
+        "layout {} ashift {}, volblocksize {}",
+        pool.layout,
+        pool.ashift,
+        format_bytes(pool.volblocksize as f64)
+    );
+    let small_blocks = (pool.volblocksize <= 4 * sector).then(|| {
+        format!(
+            "A {} block on {} is only {} sector(s) of data plus parity and padding: use a larger volblocksize (64k or more) or mirrors.",
+            format_bytes(pool.volblocksize as f64),
+            pool.layout,
+            pool.volblocksize / sector
+        )
+    });
+    Some((layout, small_blocks))
+}
+
+/// What the leaf writes of sync priority were. ZFS gives that priority to
+/// ZIL blocks, to data that zil_commit writes in place (dmu_sync: large
+/// writes, logbias=throughput) and to vdev labels and uberblocks; without a
+/// zil_commit in the recording they cannot be the ZIL's.
+fn sync_priority_words(has_commits: bool) -> &'static str {
+    if has_commits {
+        "sync-priority writes (ZIL blocks and the data zil_commit wrote in place, labels)"
+    } else {
+        "sync-priority writes (no zil_commit was traced: labels, uberblocks, dmu_sync)"
+    }
+}
+
+/// Finding 6: the write throttle and txg sync times.
+pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
+    let wait = stat(rec, Stage::TxWait, None);
+    let synced = stat(rec, Stage::TxgWaitSynced, None);
+    let sync = stat(rec, Stage::SpaSync, None);
+    if sync.count == 0 && wait.count == 0 {
+        return;
+    }
+    const TXG_TIMEOUT_NS: u64 = 5_000_000_000;
+    let share = wait.total_ns as f64 / workload_ns;
+    let mut evidence = vec![format!(
+        "{} txgs synced, spa_sync p50 {}, max {} (zfs_txg_timeout is 5 s by default)",
+        sync.count,
+        format_ns(sync.p50_ns),
+        format_ns(sync.max_ns)
+    )];
+    if wait.count > 0 {
+        evidence.push(format!(
+            "writers waited in dmu_tx_wait {} times, {} in all ({} of the workload's time)",
+            format_count(wait.count as f64),
+            format_ns(wait.total_ns),
+            pct(share)
+        ));
+    }
+    if synced.count > 0 {
+        evidence.push(format!(
+            "txg_wait_synced: {} calls, p50 {}",
+            synced.count,
+            format_ns(synced.p50_ns)
+        ));
+    }
+    let slow = sync.max_ns > TXG_TIMEOUT_NS;
+    let title = if wait.count > 0 {
+        format!(
+            "the write throttle delayed writers ({} of their time)",
+            pct(share)
+        )
+    } else if slow {
+        "txg syncs run longer than the txg timeout: the pool cannot write dirty data as fast as it arrives".to_owned()
+    } else {
+        "txg syncs keep up; writers were not throttled".to_owned()
+    };
+    out.push(Finding {
+        kind: "throttle".into(),
+        pool: String::new(),
+        title,
+        share,
+        confidence: Confidence::High,
+        evidence,
+        missing: vec!["dirty data amounts are not traced".into()],
+        action: if wait.count > 0 || slow {
+            "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
+        } else {
+            "No action needed.".into()
+        },
+        figures: vec![("tx_wait_ns".into(), wait.total_ns as f64), ("spa_sync_max_ns".into(), sync.max_ns as f64)],
+    });
+}

@@ -1,0 +1,41 @@
+//! `zprof compare A B`: two recordings side by side, and their flame graphs'
+//! difference.
+
+use super::{common::UsageError, flamegraph::check_flamegraph_path, report::write_stdout};
+use crate::cli::args::Format;
+use crate::recording::Recording;
+use anyhow::Context as _;
+
+pub(super) fn compare_cmd(args: crate::cli::args::CompareArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &args.flamegraph {
+        check_flamegraph_path(path)?;
+    }
+    let a = Recording::load(&args.a)?;
+    let b = Recording::load(&args.b)?;
+    if let Some(path) = &args.flamegraph {
+        let diff = crate::render::flamegraph::differential(&a, &b, args.flamegraph_kind.into())
+            .map_err(UsageError)?;
+        let text = if path.extension().is_some_and(|e| e == "folded") {
+            diff.lines.join("\n") + "\n"
+        } else {
+            crate::render::flamegraph::render_svg(&diff.lines, &diff.titles)?
+        };
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "differential flame graph written to {} ({})",
+            path.display(),
+            diff.titles.subtitle
+        );
+    }
+    let comparison = crate::analyze::compare::compare(
+        &a,
+        &b,
+        (args.a.display().to_string(), args.b.display().to_string()),
+    );
+    let text = match args.format {
+        Format::Table => crate::render::compare::render(&comparison),
+        Format::Json => serde_json::to_string_pretty(&comparison)? + "\n",
+    };
+    write_stdout(&text)?;
+    Ok(0)
+}

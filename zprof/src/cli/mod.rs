@@ -1,0 +1,17 @@
+//! The command line: clap's definitions and the subcommands, which compose
+//! the layers below (collect, analyze, render) into `record`, `run`,
+//! `report`, `explain`, `compare`, `flamegraph`, `serve` and `top`.
+
+pub mod args;
+mod child;
+pub mod commands;
+pub mod common;
+mod compare;
+mod explain;
+mod flamegraph;
+mod offsets;
+mod probes;
+mod record;
+mod report;
+pub mod serve;
+pub mod top;

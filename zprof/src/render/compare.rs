@@ -1,0 +1,163 @@
+//! `zprof compare`'s table: the rows and findings analyze::compare matched,
+//! with their deltas in words.
+
+use std::fmt::Write as _;
+
+use crate::{
+    analyze::compare::{CompareRow, Comparison},
+    recording::{Summary, classes::COUNT_ONLY},
+    units::{format_count, format_ns},
+};
+
+fn delta(a: f64, b: f64) -> String {
+    if a == 0.0 && b == 0.0 {
+        return String::new();
+    }
+    if a == 0.0 {
+        return "new".into();
+    }
+    if b == 0.0 {
+        return "gone".into();
+    }
+    let ratio = b / a;
+    if ratio >= 2.0 || ratio <= 0.5 {
+        format!("{ratio:.1}x")
+    } else {
+        format!("{:+.0}%", (ratio - 1.0) * 100.0)
+    }
+}
+
+/// A change in words: "a -> b (delta)", without "()" when there is no delta.
+fn change(a: f64, b: f64) -> String {
+    let delta = delta(a, b);
+    let arrow = format!("{} -> {}", format_count(a), format_count(b));
+    if delta.is_empty() {
+        arrow
+    } else {
+        format!("{arrow} ({delta})")
+    }
+}
+
+/// A row's median in one recording: "-" without events, "count" where the
+/// stage was counted but not timed (a zero median would read as a measurement).
+fn p50(row: &CompareRow, summary: &Summary, p50_ns: u64) -> String {
+    if summary.count == 0 {
+        "-".into()
+    } else if row.detail.ends_with(COUNT_ONLY) {
+        "count".into()
+    } else {
+        format_ns(p50_ns)
+    }
+}
+
+/// Renders a comparison as a table.
+pub fn render(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "A: {}\nB: {}", c.names.0, c.names.1);
+    if let Some(note) = &c.releases_differ {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let _ = writeln!(
+        out,
+        "workload writes/s: {}; reads/s: {}\n",
+        change(c.writes_per_second.0, c.writes_per_second.1),
+        change(c.reads_per_second.0, c.reads_per_second.1)
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:<14} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
+        "STAGE", "DETAIL", "A OPS/S", "B OPS/S", "DELTA", "A P50", "B P50", "DELTA"
+    );
+    for r in &c.rows {
+        let timed = r.a.count > 0 && r.b.count > 0 && !r.detail.ends_with(COUNT_ONLY);
+        let _ = writeln!(
+            out,
+            "{:<18} {:<14} {:>9} {:>9} {:>7} {:>9} {:>9} {:>7}",
+            r.stage,
+            r.detail.chars().take(14).collect::<String>(),
+            format_count(r.a_per_second),
+            format_count(r.b_per_second),
+            delta(r.a_per_second, r.b_per_second),
+            p50(r, &r.a, r.a_p50_ns),
+            p50(r, &r.b, r.b_p50_ns),
+            if timed {
+                delta(r.a_p50_ns as f64, r.b_p50_ns as f64)
+            } else {
+                String::new()
+            },
+        );
+    }
+    if !c.findings.is_empty() {
+        let _ = writeln!(out, "\nfindings that changed:");
+        for f in &c.findings {
+            let a = if f.a.is_empty() {
+                "(none)".to_owned()
+            } else {
+                format!("{} ({:.0}%)", f.a, f.shares.0 * 100.0)
+            };
+            let b = if f.b.is_empty() {
+                "(none)".to_owned()
+            } else {
+                format!("{} ({:.0}%)", f.b, f.shares.1 * 100.0)
+            };
+            let _ = writeln!(
+                out,
+                "- {}: A {a}\n  {:width$}  B {b}",
+                f.kind,
+                "",
+                width = f.kind.len()
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::compare::Comparison;
+
+    #[test]
+    fn count_only_rows_and_idle_sides_are_not_shown_as_measurements() {
+        let counted = Summary {
+            count: 10,
+            ..Default::default()
+        };
+        let row = CompareRow {
+            stage: "write".into(),
+            detail: COUNT_ONLY.to_owned(),
+            a_per_second: 5.0,
+            b_per_second: 6.0,
+            a_p50_ns: 0,
+            b_p50_ns: 0,
+            a: counted.clone(),
+            b: counted,
+        };
+        let comparison = Comparison {
+            names: ("a.json".into(), "b.json".into()),
+            writes_per_second: (5.0, 6.0),
+            reads_per_second: (0.0, 0.0),
+            rows: vec![row],
+            findings: Vec::new(),
+            releases_differ: None,
+        };
+        let text = render(&comparison);
+        assert!(text.contains("reads/s: 0 -> 0\n"), "{text}");
+        assert!(!text.contains("()") && !text.contains("0.00ns"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("write ")).unwrap();
+        assert_eq!(
+            row.matches("count").count(),
+            3,
+            "detail, then A and B medians as counts: {row}"
+        );
+    }
+
+    #[test]
+    fn deltas_read_naturally() {
+        assert_eq!(delta(100.0, 110.0), "+10%");
+        assert_eq!(delta(100.0, 2000.0), "20.0x");
+        assert_eq!(delta(0.0, 5.0), "new");
+        assert_eq!(delta(5.0, 0.0), "gone");
+        assert_eq!(delta(0.0, 0.0), "");
+    }
+}

@@ -1,0 +1,10 @@
+//! Renderers: recordings and findings as the report table, flame graphs and
+//! the Prometheus exposition.
+
+pub mod compare;
+pub mod exposition;
+pub mod findings;
+pub mod flamegraph;
+pub mod report;
+pub mod top;
+pub mod top_vdevs;

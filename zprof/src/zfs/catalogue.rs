@@ -1,0 +1,591 @@
+//! The probe catalogue: which OpenZFS functions each stage probes, with which eBPF
+//! program, on which target.
+//!
+//! Rows name functions as OpenZFS 2.1 does; what a later release renames, wraps
+//! or does differently is in [`crate::zfs::releases`], which picks the name and the
+//! flush mode per build. A row whose function is absent from the traced build
+//! makes its stage "unavailable" with the reason, and the other stages carry on.
+
+use serde::Serialize;
+
+/// Which targets a probe point applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Targets {
+    /// Both the kernel module and libzpool.
+    Both,
+    /// Only zfs.ko (kprobes).
+    Kernel,
+    /// Only libzpool (uprobes).
+    Libzpool,
+}
+
+/// How a point is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Always attached when the function exists.
+    Primary,
+    /// Needs struct offsets; skipped (with the reason) when there are none.
+    NeedsOffsets,
+    /// Attached only when offsets are missing, to replace a `NeedsOffsets` point.
+    FallbackWithoutOffsets,
+    /// Needs the request layer's offsets (bio and zvol members): without
+    /// them a bio cannot be told read from write or tied to its zvol.
+    NeedsRequestOffsets,
+    /// A probe pair per call of a high-rate function (a workload operation, a
+    /// block checksum). A uprobe costs about 0.5 us per hit on top of its
+    /// program (a trap into the kernel), so on libzpool the pair is attached
+    /// only with `--full-timing`; otherwise `UprobeDefault` says what is done.
+    PerOp(UprobeDefault),
+}
+
+/// What a `PerOp` point does on uprobes without `--full-timing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UprobeDefault {
+    /// The named entry-only program counts calls and bytes (one trap per call
+    /// instead of two, and no timing).
+    Count(&'static str),
+    /// Not attached; the text says where the information comes from instead.
+    Skip(&'static str),
+}
+
+/// One function probed for a stage.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ProbePoint {
+    /// The report group this point feeds (see [`GROUPS`]).
+    pub group: &'static str,
+    /// Function name in zfs.ko / libzpool.
+    pub function: &'static str,
+    /// eBPF program run at entry (without the `_k`/`_u` suffix).
+    pub entry: &'static str,
+    /// eBPF program run at return, if the duration is measured.
+    pub ret: Option<&'static str>,
+    /// Where this point applies.
+    pub targets: Targets,
+    /// Whether it needs offsets or replaces a point that does.
+    pub role: Role,
+    /// Only where flushes are timed this way (`zprof_common::FLUSH_*`); `None`: always.
+    pub flush_mode: Option<u32>,
+    /// For a kernel static (in kallsyms, not exported): what the stage gains from it.
+    pub kernel_gain: Option<&'static str>,
+}
+
+/// Stage groups in pipeline order, with a one-line description each.
+pub const GROUPS: &[(&str, &str)] = &[
+    (
+        "requests",
+        "file and zvol requests as the application sees them, per dataset, process and cgroup (kernel only)",
+    ),
+    (
+        "workload",
+        "reads and writes the workload issued (ops, bytes, latency)",
+    ),
+    (
+        "throttle",
+        "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle",
+    ),
+    (
+        "compression",
+        "zio_compress_data by algorithm, with the achieved ratio",
+    ),
+    (
+        "checksum",
+        "checksums computed on write and verified on read",
+    ),
+    (
+        "reads",
+        "zio_read: blocks read from the disks (ARC misses, prefetch), for a read's fan-out over leaves; where the ARC served each block (hit, L2ARC, disk)",
+    ),
+    (
+        "vdev",
+        "leaf I/O queue wait and disk time, as zpool iostat -l/-w",
+    ),
+    (
+        "flush",
+        "cache flushes: zio_flush calls, or each leaf flush from issue to completion where they run on a taskq",
+    ),
+    ("zil", "zil_commit: the fsync / O_SYNC path"),
+    ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
+    (
+        "dedup",
+        "ddt_lookup per deduped block and ddt_sync per txg: what dedup costs",
+    ),
+    (
+        "pools",
+        "spa_remove: pools exported or destroyed, named in the rows they left and forgotten by serve and top",
+    ),
+];
+
+/// Groups with no probe point on libzpool, and why (shown by `zprof probes`).
+pub const ABSENT_ON_LIBZPOOL: &[(&str, &str)] = &[(
+    "requests",
+    "libzpool has no file system or zvol layer: its workload rows (dmu_write, dmu_read) are its requests",
+)];
+
+const fn point(
+    group: &'static str,
+    function: &'static str,
+    entry: &'static str,
+    ret: Option<&'static str>,
+    targets: Targets,
+    role: Role,
+) -> ProbePoint {
+    ProbePoint {
+        group,
+        function,
+        entry,
+        ret,
+        targets,
+        role,
+        flush_mode: None,
+        kernel_gain: None,
+    }
+}
+
+/// A flush point used only in one flush mode.
+const fn flush_point(
+    function: &'static str,
+    entry: &'static str,
+    ret: Option<&'static str>,
+    role: Role,
+    mode: u32,
+) -> ProbePoint {
+    ProbePoint {
+        group: "flush",
+        function,
+        entry,
+        ret,
+        targets: Both,
+        role,
+        flush_mode: Some(mode),
+        kernel_gain: None,
+    }
+}
+
+/// A static function only zfs.ko has (kallsyms names it), used where it makes a
+/// stage more exact than the exported functions can; `gain` says how.
+const fn kernel_static(
+    group: &'static str,
+    function: &'static str,
+    entry: &'static str,
+    role: Role,
+    gain: &'static str,
+) -> ProbePoint {
+    ProbePoint {
+        group,
+        function,
+        entry,
+        ret: None,
+        targets: Kernel,
+        role,
+        flush_mode: None,
+        kernel_gain: Some(gain),
+    }
+}
+
+const DISK_START_GAIN: &str = "without offsets, the queue wait and disk time split where the leaf I/O starts, instead of one queue-to-done span";
+const LWB_GAIN: &str = "each ZIL log block timed from issue to written and flushed: the commit's own I/O, not inferred";
+
+use Role::{FallbackWithoutOffsets, NeedsOffsets, NeedsRequestOffsets, PerOp, Primary};
+use Targets::{Both, Kernel, Libzpool};
+use UprobeDefault::{Count, Skip};
+use zprof_common::{FLUSH_LEAF_ISSUE_TO_DONE, FLUSH_TIMED_CALL};
+
+const TX_ASSIGN_SKIPPED: &str = "a probe pair per write (about 1.5 us on uprobes); dmu_tx_wait measures throttling; --full-timing adds it";
+const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes; a count alone would still cost 0.8 us, \
+     1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
+
+const ARC_PATHS_SKIPPED: &str = "a uprobe per ARC read and per access to a buffer the dbuf layer holds (several per write: \
+     with them the lab's sync writes lost up to a fifth of their rate and the SLOG what-if overshot 2.3's by 68%); \
+     --full-timing counts where the ARC served each block (the kernel always does)";
+
+const ARC_READ_SKIPPED: &str = "a probe pair per ARC read (hundreds of thousands a second when the ARC serves a workload); \
+     spa_read_history_add counts each read by path with one probe; --full-timing times hits and waited misses";
+
+/// A request-layer point (kernel only: libzpool has neither the ZPL nor zvols).
+const fn request_point(
+    function: &'static str,
+    entry: &'static str,
+    ret: Option<&'static str>,
+    role: Role,
+) -> ProbePoint {
+    ProbePoint {
+        group: "requests",
+        function,
+        entry,
+        ret,
+        targets: Kernel,
+        role,
+        flush_mode: None,
+        kernel_gain: None,
+    }
+}
+
+/// Every probe point, named as in OpenZFS 2.1.
+pub const POINTS: &[ProbePoint] = &[
+    request_point(
+        "zfs_read",
+        "file_read_start",
+        Some("file_request_done"),
+        Primary,
+    ),
+    request_point(
+        "zfs_write",
+        "file_write_start",
+        Some("file_request_done"),
+        Primary,
+    ),
+    request_point(
+        "zfs_fsync",
+        "file_fsync_start",
+        Some("file_request_done"),
+        Primary,
+    ),
+    // A zvol's submit_bio (static): where a bio enters, in its submitter's context.
+    request_point("zvol_submit_bio", "zvol_submit", None, NeedsRequestOffsets),
+    // The kernel's own (not zfs.ko's): where any bio ends; only zvol bios are kept.
+    request_point("bio_endio", "zvol_bio_done", None, NeedsRequestOffsets),
+    point(
+        "workload",
+        "dmu_write",
+        "dmu_write_entry",
+        Some("write_return"),
+        Libzpool,
+        PerOp(Count("dmu_write_count")),
+    ),
+    point(
+        "workload",
+        "dmu_read",
+        "dmu_read_entry",
+        Some("read_return"),
+        Libzpool,
+        PerOp(Count("dmu_read_count")),
+    ),
+    point(
+        "workload",
+        "dmu_write_uio_dnode",
+        "uio_write_entry",
+        Some("write_return"),
+        Kernel,
+        Primary,
+    ),
+    point(
+        "workload",
+        "dmu_read_uio_dnode",
+        "uio_read_entry",
+        Some("read_return"),
+        Kernel,
+        Primary,
+    ),
+    point(
+        "throttle",
+        "dmu_tx_assign",
+        "tx_assign_entry",
+        Some("tx_assign_return"),
+        Both,
+        PerOp(Skip(TX_ASSIGN_SKIPPED)),
+    ),
+    point(
+        "throttle",
+        "dmu_tx_wait",
+        "tx_wait_entry",
+        Some("tx_wait_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "compression",
+        "zio_compress_data",
+        "compress_entry",
+        Some("compress_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "compression",
+        "zfs_zstd_compress",
+        "zstd_entry",
+        Some("zstd_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "compression",
+        "lz4_compress_zfs",
+        "lz4_entry",
+        Some("lz4_return"),
+        Both,
+        Primary,
+    ),
+    point("reads", "zio_read", "block_read_entry", None, Both, Primary),
+    // Where the ARC served each block from: counted where every arc_read
+    // ends (its flags by value), the path from the block read it issued.
+    point(
+        "reads",
+        "spa_read_history_add",
+        "arc_read_end_entry",
+        None,
+        Both,
+        PerOp(Skip(ARC_PATHS_SKIPPED)),
+    ),
+    point(
+        "reads",
+        "zio_read_phys",
+        "arc_l2_read_entry",
+        None,
+        Both,
+        Primary,
+    ),
+    // The L2ARC feed's writes: which leaves are cache devices (libzpool).
+    point(
+        "reads",
+        "zio_write_phys",
+        "l2_feed_write_entry",
+        None,
+        Libzpool,
+        Primary,
+    ),
+    // Reads of blocks whose buffers the dbuf layer holds: ZFS's other hits.
+    point(
+        "reads",
+        "arc_buf_access",
+        "arc_held_hit_entry",
+        None,
+        Both,
+        PerOp(Skip(ARC_PATHS_SKIPPED)),
+    ),
+    // Timed (libzpool, --full-timing): arc_flags is a stack argument, read
+    // through the entry's stack pointer, not yet checked under kprobes.
+    point(
+        "reads",
+        "arc_read",
+        "arc_read_entry",
+        Some("arc_read_return"),
+        Libzpool,
+        PerOp(Skip(ARC_READ_SKIPPED)),
+    ),
+    point(
+        "compression",
+        "zio_decompress_data",
+        "decompress_entry",
+        Some("decompress_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "checksum",
+        "zio_checksum_compute",
+        "checksum_entry",
+        Some("checksum_return"),
+        Both,
+        PerOp(Skip(CHECKSUM_SKIPPED)),
+    ),
+    point(
+        "checksum",
+        "zio_checksum_error",
+        "verify_entry",
+        Some("verify_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "vdev",
+        "vdev_stat_update",
+        "vdev_stat_entry",
+        None,
+        Kernel,
+        NeedsOffsets,
+    ),
+    point(
+        "vdev",
+        "vdev_queue_io_done",
+        "vdev_done_entry",
+        None,
+        Libzpool,
+        NeedsOffsets,
+    ),
+    point(
+        "vdev",
+        "vdev_queue_io",
+        "vdev_queue_entry",
+        None,
+        Both,
+        FallbackWithoutOffsets,
+    ),
+    point(
+        "vdev",
+        "vdev_queue_io_done",
+        "vdev_queue_done_entry",
+        None,
+        Both,
+        FallbackWithoutOffsets,
+    ),
+    point(
+        "vdev",
+        "zio_vdev_io_bypass",
+        "vdev_bypass_entry",
+        None,
+        Both,
+        FallbackWithoutOffsets,
+    ),
+    kernel_static(
+        "vdev",
+        "vdev_disk_io_start",
+        "vdev_disk_start_entry",
+        FallbackWithoutOffsets,
+        DISK_START_GAIN,
+    ),
+    kernel_static(
+        "vdev",
+        "vdev_file_io_start",
+        "vdev_disk_start_entry",
+        FallbackWithoutOffsets,
+        DISK_START_GAIN,
+    ),
+    flush_point(
+        "zio_flush",
+        "flush_entry",
+        Some("flush_return"),
+        Primary,
+        FLUSH_TIMED_CALL,
+    ),
+    flush_point(
+        "zio_flush",
+        "flush_leaf_entry",
+        None,
+        NeedsOffsets,
+        FLUSH_LEAF_ISSUE_TO_DONE,
+    ),
+    flush_point(
+        "zio_interrupt",
+        "flush_done_entry",
+        None,
+        NeedsOffsets,
+        FLUSH_LEAF_ISSUE_TO_DONE,
+    ),
+    point(
+        "zil",
+        "zil_commit",
+        "zil_commit_entry",
+        Some("zil_commit_return"),
+        Both,
+        Primary,
+    ),
+    // zil_commit_waiter's timed wait for its log block to fill (spl's on the kernel).
+    point(
+        "zil",
+        "cv_timedwait_hires",
+        "timed_wait_entry",
+        Some("timed_wait_return"),
+        Both,
+        Primary,
+    ),
+    kernel_static(
+        "zil",
+        "zil_lwb_write_issue",
+        "lwb_issue_entry",
+        NeedsOffsets,
+        LWB_GAIN,
+    ),
+    kernel_static(
+        "zil",
+        "zil_lwb_flush_vdevs_done",
+        "lwb_done_entry",
+        NeedsOffsets,
+        LWB_GAIN,
+    ),
+    point(
+        "txg",
+        "spa_sync",
+        "spa_sync_entry",
+        Some("spa_sync_return"),
+        Both,
+        Primary,
+    ),
+    // Dedup: called only where a dataset dedups, so free elsewhere.
+    point(
+        "dedup",
+        "ddt_lookup",
+        "ddt_lookup_entry",
+        Some("ddt_lookup_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "dedup",
+        "ddt_sync",
+        "ddt_sync_entry",
+        Some("ddt_sync_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "txg",
+        "txg_wait_synced",
+        "txg_wait_entry",
+        Some("txg_wait_return"),
+        Both,
+        Primary,
+    ),
+    point(
+        "pools",
+        "spa_remove",
+        "spa_remove_entry",
+        None,
+        Both,
+        Primary,
+    ),
+];
+
+/// Whether a point applies to the kernel (`true`) or libzpool (`false`) target.
+pub fn applies(point: &ProbePoint, kernel: bool) -> bool {
+    match point.targets {
+        Both => true,
+        Kernel => kernel,
+        Libzpool => !kernel,
+    }
+}
+
+/// The program name for a target: `_k` (kprobe) or `_u` (uprobe) suffix.
+pub fn program_name(base: &str, kernel: bool) -> String {
+    format!("{base}_{}", if kernel { "k" } else { "u" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_point_names_a_known_group() {
+        for p in POINTS {
+            assert!(
+                GROUPS.iter().any(|(g, _)| *g == p.group),
+                "{} has group {}",
+                p.function,
+                p.group
+            );
+        }
+    }
+
+    #[test]
+    fn each_target_has_a_workload_source() {
+        for kernel in [false, true] {
+            assert!(
+                POINTS
+                    .iter()
+                    .any(|p| p.group == "workload" && applies(p, kernel))
+            );
+        }
+    }
+
+    #[test]
+    fn program_names_have_target_suffix() {
+        assert_eq!(program_name("zil_commit_entry", true), "zil_commit_entry_k");
+        assert_eq!(
+            program_name("zil_commit_entry", false),
+            "zil_commit_entry_u"
+        );
+    }
+}
