@@ -264,6 +264,13 @@ pub struct HistKey {
     pub vdev: u64,
 }
 
+/// Class bit of a [`HistKey`] whose row is counted at entry only: its count
+/// and bytes are real, its latency is not measured (0). Set by the eBPF side
+/// (entry-only workload probes, block reads, untimed ARC reads); user space
+/// names such rows "count only". Defined here, not on each side, so the two
+/// cannot drift apart.
+pub const COUNT_ONLY_CLASS: u32 = 0x100;
+
 /// One histogram, aggregated per CPU in the kernel and summed in user space.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -616,6 +623,10 @@ pub mod request {
     /// open(2) flags of x86-64 Linux, as zfs_write's ioflag carries them.
     pub const O_DSYNC: u64 = 0o10000;
     pub const O_DIRECT: u64 = 0o40000;
+    /// Deepest dataset nesting named: the eBPF side reads the name components
+    /// ([`DirName`](super::DirName)) of this many dsl_dirs up from a dataset,
+    /// and user space joins as many (a deeper name starts with "...").
+    pub const MAX_NAME_DEPTH: usize = 8;
 }
 
 /// Key of the request histograms: one row per layer, operation, flags,

@@ -1,3 +1,4 @@
 //! Empty library target: lets zprof depend on this crate in build.rs so cargo
-//! rebuilds zprof when the eBPF programs change (the programs are in main.rs).
+//! rebuilds zprof when the eBPF programs change (the programs are the binary
+//! target: main.rs and its modules).
 #![no_std]

@@ -8,6 +8,10 @@
 //! the throttle) as time, not as samples. A thread that left the CPU still
 //! runnable (preempted, or woken before it was switched out) waited for a CPU,
 //! not for ZFS: its periods carry [`RUNNABLE`] so the graph marks them.
+//!
+//! Stacks go to the live generation of `OFFCPU_STACKS_n` (see
+//! `core::stack_maps`): a blocked period's key carries the generation its
+//! stacks were stored in.
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -16,11 +20,16 @@ use aya_ebpf::{
     maps::HashMap,
     programs::TracePointContext,
 };
-use zprof_common::{OffCpuStart, SampleKey, Stage, counter};
+use zprof_common::{OFFCPU_RUNNABLE as RUNNABLE, OffCpuStart, SampleKey, counter};
 
-use crate::{
-    CONFIG, INFLIGHT, bump, config_u32, is_kernel, is_tracked, is_zfs_kernel_thread, span_key,
-    stacks::{CappedStacks, stack_ids},
+use crate::core::{
+    config::{CONFIG, config_u32},
+    counters::bump,
+    programs::run,
+    record::atomic_add,
+    stack_maps::{CappedStacks, generation, stack_ids},
+    timed::timed_stage,
+    tracked::samples_wanted,
 };
 
 /// Blocked time (ns) by process, thread name and stacks.
@@ -40,26 +49,23 @@ static OFFCPU_STACKS_1: CappedStacks = CappedStacks::with_max_entries(16384);
 #[map]
 static OFFCPU_STARTS: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(16384, 0);
 
-pub use zprof_common::OFFCPU_RUNNABLE as RUNNABLE;
-
+/// sched:sched_switch: the thread leaving the CPU, then the one coming in.
+/// Each half counts its own failure.
 #[tracepoint]
 pub fn offcpu_switch(ctx: TracePointContext) -> u32 {
     let now = unsafe { bpf_ktime_get_ns() };
-    switched_out(&ctx, now);
-    let next_offset = config_u32(&CONFIG.switch_next_pid_offset) as usize;
-    if let Ok(next) = unsafe { ctx.read_at::<i32>(next_offset) } {
-        switched_in(next as u32, now);
-    }
+    run(&ctx, |ctx| try_switched_out(ctx, now));
+    run(&ctx, |ctx| try_switched_in(ctx, now));
     0
 }
 
 /// The current thread leaves the CPU: if it is traced and blocks, keep where.
 #[inline(always)]
-fn switched_out(ctx: &TracePointContext, now: u64) {
+fn try_switched_out(ctx: &TracePointContext, now: u64) -> Result<(), u32> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let (tid, tgid) = (pid_tgid as u32, (pid_tgid >> 32) as u32);
     if tgid == 0 {
-        return;
+        return Ok(());
     }
     let state_offset = config_u32(&CONFIG.switch_prev_state_offset) as usize;
     // prev_state is a long on 6.x kernels; its low bits hold the state. A
@@ -68,14 +74,11 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
     let state = unsafe { ctx.read_at::<u32>(state_offset) }.unwrap_or(0);
     let runnable = if state & 0xff == 0 { RUNNABLE } else { 0 };
     let comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    if config_u32(&CONFIG.filter_tgid) != 0
-        && !is_tracked(tgid)
-        && !(is_kernel() && is_zfs_kernel_thread(&comm))
-    {
-        return;
+    if !samples_wanted(tgid, &comm) {
+        return Ok(());
     }
     bump(counter::OFFCPU_PERIODS);
-    let generation = crate::stacks::generation();
+    let generation = generation();
     // One call per generation: each must name its map as a constant.
     let (user_stack, kernel_stack) = if generation & 1 == 0 {
         stack_ids(ctx, &OFFCPU_STACKS_0, counter::OFFCPU_STACK_LOST)
@@ -93,54 +96,41 @@ fn switched_out(ctx: &TracePointContext, now: u64) {
         reserved: 0,
     };
     let start = OffCpuStart { start_ns: now, key };
-    if OFFCPU_STARTS.insert(&tid, &start, 0).is_err() {
-        bump(counter::OFFCPU_START_FULL);
-    }
+    OFFCPU_STARTS
+        .insert(&tid, &start, 0)
+        .map_err(|_| counter::OFFCPU_START_FULL)
 }
 
-/// The innermost timed stage thread `tid` is in (0: none): stacks walked
-/// through code without frame pointers (libzpool, libc) lose their callers,
-/// and this says what the thread was waiting in all the same.
+/// The thread switched in (next_pid) comes back: its blocked time goes to
+/// the stacks it left with.
 #[inline(always)]
-pub fn timed_stage(tid: u64) -> u32 {
-    // Innermost first: zil_commit can wait for a txg; a write waits in the throttle.
-    const ORDER: [Stage; 7] = [
-        Stage::TxgWaitSynced,
-        Stage::TxWait,
-        Stage::ZilCommit,
-        Stage::TxAssign,
-        Stage::SpaSync,
-        Stage::WorkloadWrite,
-        Stage::WorkloadRead,
-    ];
-    for stage in ORDER {
-        if unsafe { INFLIGHT.get(&span_key(stage, tid)) }.is_some() {
-            return stage as u32;
-        }
-    }
-    0
-}
-
-/// Thread `tid` comes back: its blocked time goes to the stacks it left with.
-#[inline(always)]
-fn switched_in(tid: u32, now: u64) {
+fn try_switched_in(ctx: &TracePointContext, now: u64) -> Result<(), u32> {
+    let next_offset = config_u32(&CONFIG.switch_next_pid_offset) as usize;
+    let Ok(next) = (unsafe { ctx.read_at::<i32>(next_offset) }) else {
+        return Ok(());
+    };
+    let tid = next as u32;
     let Some(start) = (unsafe { OFFCPU_STARTS.get(&tid) }).copied() else {
-        return;
+        return Ok(());
     };
     let _ = OFFCPU_STARTS.remove(&tid);
     let blocked = now.saturating_sub(start.start_ns);
+    if let Some(total) = OFFCPU.get_ptr_mut(&start.key) {
+        atomic_add(unsafe { &mut *total }, blocked);
+        return Ok(());
+    }
+    if OFFCPU
+        .insert(&start.key, &blocked, BPF_NOEXIST as u64)
+        .is_ok()
+    {
+        return Ok(());
+    }
+    // Another CPU inserted the same key first; or the map is full.
     match OFFCPU.get_ptr_mut(&start.key) {
-        Some(total) => crate::requests::atomic_add(unsafe { &mut *total }, blocked),
-        None => {
-            if OFFCPU
-                .insert(&start.key, &blocked, BPF_NOEXIST as u64)
-                .is_err()
-            {
-                match OFFCPU.get_ptr_mut(&start.key) {
-                    Some(total) => crate::requests::atomic_add(unsafe { &mut *total }, blocked),
-                    None => bump(counter::OFFCPU_MAP_FULL),
-                }
-            }
+        Some(total) => {
+            atomic_add(unsafe { &mut *total }, blocked);
+            Ok(())
         }
+        None => Err(counter::OFFCPU_MAP_FULL),
     }
 }

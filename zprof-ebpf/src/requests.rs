@@ -18,7 +18,7 @@
 //!
 //! With `--slower-than`, a request at least that long is also streamed on its
 //! own, with the time its thread spent in each timed stage while it ran (the
-//! difference of the thread's running totals, kept in THREAD_WAITS).
+//! difference of the thread's running totals, kept by `core::timed`).
 
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
@@ -31,13 +31,65 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use zprof_common::{
-    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, Stage,
-    ThreadWaits, counter, hist_bucket,
-    request::{self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL},
+    DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, ThreadWaits,
+    counter, hist_bucket,
+    request::{
+        self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL, MAX_NAME_DEPTH,
+    },
     wait,
 };
 
-use crate::{CONFIG, EVENTS, ZERO, bump, config_u32, read_or, wanted};
+use crate::core::{
+    config::{CONFIG, config_u32},
+    counters::bump,
+    memory::{arg, read_or},
+    programs::run,
+    record::{EVENTS, ZERO, atomic_add},
+    timed::{current_waits, slow_tracking},
+    tracked::wanted,
+};
+
+/// zfs_read entry.
+#[kprobe]
+pub fn file_read_start_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, |ctx| try_file_start(ctx, request::OP_READ));
+    0
+}
+
+/// zfs_write entry.
+#[kprobe]
+pub fn file_write_start_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, |ctx| try_file_start(ctx, request::OP_WRITE));
+    0
+}
+
+/// zfs_fsync entry.
+#[kprobe]
+pub fn file_fsync_start_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, |ctx| try_file_start(ctx, request::OP_FLUSH));
+    0
+}
+
+/// The return of zfs_read, zfs_write and zfs_fsync.
+#[kretprobe]
+pub fn file_request_done_k(ctx: RetProbeContext) -> u32 {
+    run(&ctx, try_file_request_done);
+    0
+}
+
+/// zvol_submit_bio entry.
+#[kprobe]
+pub fn zvol_submit_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, try_zvol_submit);
+    0
+}
+
+/// bio_endio entry.
+#[kprobe]
+pub fn zvol_bio_done_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, try_zvol_bio_done);
+    0
+}
 
 /// Request rows. Size set by user space (`--request-rows`).
 #[map]
@@ -62,64 +114,6 @@ static DIR_NAMES: LruHashMap<u64, DirName> = LruHashMap::with_max_entries(2048, 
 #[map]
 static DIR_SCRATCH: PerCpuArray<DirName> = PerCpuArray::with_max_entries(1, 0);
 
-/// Each thread's time in the timed stages so far (`--slower-than` only).
-#[map]
-static THREAD_WAITS: LruHashMap<u32, ThreadWaits> = LruHashMap::with_max_entries(16384, 0);
-
-#[inline(always)]
-fn slow_tracking() -> bool {
-    config_u32(&CONFIG.slow_request_us) != 0
-}
-
-/// Adds a timed stage's duration to the current thread's total (called for
-/// every histogram entry; only the stages a file request waits in count).
-#[inline(always)]
-pub(crate) fn note_thread_wait(stage: u32, duration_ns: u64) {
-    if !slow_tracking() {
-        return;
-    }
-    let slot = match stage {
-        s if s == Stage::ZilCommit as u32 => wait::ZIL_COMMIT,
-        s if s == Stage::ZilLogWrite as u32 => wait::ZIL_LOG_WRITE,
-        s if s == Stage::ZilFlush as u32 => wait::ZIL_FLUSH,
-        s if s == Stage::ZilTimeoutWait as u32 => wait::ZIL_TIMEOUT_WAIT,
-        s if s == Stage::ZilOther as u32 => wait::ZIL_OTHER,
-        s if s == Stage::TxgWaitSynced as u32 => wait::TXG_WAIT_SYNCED,
-        s if s == Stage::TxWait as u32 => wait::TX_WAIT,
-        s if s == Stage::TxAssign as u32 => wait::TX_ASSIGN,
-        _ => return,
-    };
-    let tid = bpf_get_current_pid_tgid() as u32;
-    let waits = match THREAD_WAITS.get_ptr_mut(&tid) {
-        Some(waits) => waits,
-        None => {
-            let _ = THREAD_WAITS.insert(&tid, &ThreadWaits::default(), 0);
-            match THREAD_WAITS.get_ptr_mut(&tid) {
-                Some(waits) => waits,
-                None => return,
-            }
-        }
-    };
-    if slot < wait::COUNT {
-        unsafe { (*waits).ns[slot] += duration_ns };
-    }
-}
-
-/// The current thread's stage totals (zero when not tracked).
-#[inline(always)]
-fn current_waits() -> ThreadWaits {
-    if !slow_tracking() {
-        return ThreadWaits::default();
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
-    unsafe { THREAD_WAITS.get(&tid) }
-        .copied()
-        .unwrap_or_default()
-}
-
-/// Deepest dataset nesting named (pool/a/b/... beyond it shows as "...").
-const MAX_NAME_DEPTH: usize = 8;
-
 #[inline(always)]
 fn request_offsets_valid() -> bool {
     config_u32(&CONFIG.request.valid) != 0
@@ -132,11 +126,6 @@ fn pointer_at(base: u64, offset: &u32) -> u64 {
         return 0;
     }
     read_or::<u64>(base + config_u32(offset) as u64, 0)
-}
-
-#[inline(always)]
-fn arg(ctx: &ProbeContext, n: usize) -> u64 {
-    ctx.arg::<u64>(n).unwrap_or(0)
 }
 
 /// The row of a request the current thread submits.
@@ -153,8 +142,9 @@ fn key_for(layer: u32, op: u32, flags: u32, dataset: u64) -> RequestKey {
     }
 }
 
+/// Starts request `id`; a full `REQUEST_STARTS` is the error.
 #[inline(always)]
-fn start(id: u64, bytes: u64, key: RequestKey) {
+fn start(id: u64, bytes: u64, key: RequestKey) -> Result<(), u32> {
     let waits_at_start = if key.layer == LAYER_FILE {
         current_waits()
     } else {
@@ -166,39 +156,37 @@ fn start(id: u64, bytes: u64, key: RequestKey) {
         key,
         waits_at_start,
     };
-    if REQUEST_STARTS
+    // EEXIST cannot happen for a bio in flight or a thread in one call;
+    // anything else is a full map.
+    REQUEST_STARTS
         .insert(&id, &value, BPF_NOEXIST as u64)
-        .is_err()
-    {
-        // EEXIST cannot happen for a bio in flight or a thread in one call;
-        // anything else is a full map.
-        bump(counter::REQUEST_START_FULL);
-    }
+        .map_err(|_| counter::REQUEST_START_FULL)
 }
 
 /// Ends the request `id` if it was started; `end_without_start_is_loss`
 /// says whether an end without a start counts (a file request's return) or
 /// not (any bio of any device ends in bio_endio).
 #[inline(always)]
-fn finish(id: u64, end_without_start_is_loss: bool) {
+fn finish(id: u64, end_without_start_is_loss: bool) -> Result<(), u32> {
     let Some(started) = (unsafe { REQUEST_STARTS.get(&id) }).copied() else {
         if end_without_start_is_loss {
-            bump(counter::REQUEST_END_WITHOUT_START);
+            return Err(counter::REQUEST_END_WITHOUT_START);
         }
-        return;
+        return Ok(());
     };
     let _ = REQUEST_STARTS.remove(&id);
     let duration = unsafe { bpf_ktime_get_ns() }.saturating_sub(started.start_ns);
     add(&started.key, duration, started.bytes);
     if slow_tracking() && duration >= config_u32(&CONFIG.slow_request_us) as u64 * 1_000 {
-        report_slow(&started, duration);
+        return report_slow(&started, duration);
     }
+    Ok(())
 }
 
 /// Streams one slow request, with the stage time its thread spent while it
 /// ran (file requests end on the thread that submitted them).
 #[inline(always)]
-fn report_slow(started: &RequestStart, duration: u64) {
+fn report_slow(started: &RequestStart, duration: u64) -> Result<(), u32> {
     let joined = started.key.layer == LAYER_FILE;
     let mut event = SlowRequest {
         key: started.key,
@@ -215,9 +203,9 @@ fn report_slow(started: &RequestStart, duration: u64) {
             event.waits.ns[slot] = now.ns[slot].saturating_sub(started.waits_at_start.ns[slot]);
         }
     }
-    if EVENTS.output::<SlowRequest>(&event, 0).is_err() {
-        bump(counter::RINGBUF_FULL);
-    }
+    EVENTS
+        .output::<SlowRequest>(&event, 0)
+        .map_err(|_| counter::RINGBUF_FULL)
 }
 
 /// Adds one request to its row, or to the folded row when the map is full.
@@ -265,18 +253,6 @@ fn row(key: &RequestKey) -> Option<*mut Hist> {
     // EEXIST (another CPU made it first) is fine; a full map is not.
     let _ = REQUESTS.insert(key, zero, BPF_NOEXIST as u64);
     REQUESTS.get_ptr_mut(key)
-}
-
-#[inline(always)]
-pub(crate) fn atomic_add(field: &mut u64, value: u64) {
-    // core's AtomicU64 has no fetch_add on the BPF target. SAFETY: a u64 in
-    // a map value, 8-byte aligned; the result is unused, so this is BPF's
-    // plain atomic add, which every kernel zprof supports.
-    unsafe {
-        core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-            field, value,
-        )
-    };
 }
 
 /// Remembers the dataset of objset `objset` (its dsl_dir and, for a zvol,
@@ -333,10 +309,11 @@ fn znode_objset(zp: u64) -> u64 {
     pointer_at(zfsvfs, &CONFIG.request.zfsvfs_os)
 }
 
+/// A file request starts on the calling thread.
 #[inline(always)]
-fn file_start(ctx: &ProbeContext, op: u32) {
+fn try_file_start(ctx: &ProbeContext, op: u32) -> Result<(), u32> {
     if !wanted(true) {
-        return;
+        return Ok(());
     }
     let objset = znode_objset(arg(ctx, 0));
     learn_dataset(objset, 0);
@@ -358,7 +335,7 @@ fn file_start(ctx: &ProbeContext, op: u32) {
         bpf_get_current_pid_tgid() & 0xffff_ffff,
         bytes,
         key_for(LAYER_FILE, op, flags, objset),
-    );
+    )
 }
 
 /// The address of the member at `offset` of the struct at `base` (0 when unknown).
@@ -370,36 +347,13 @@ fn pointer_field(base: u64, offset: &u32) -> u64 {
     base + config_u32(offset) as u64
 }
 
+/// zfs_read/zfs_write/zfs_fsync return: the file request ends on its thread.
 #[inline(always)]
-fn file_finish() {
+fn try_file_request_done(_ctx: &RetProbeContext) -> Result<(), u32> {
     if !wanted(true) {
-        return;
+        return Ok(());
     }
-    finish(bpf_get_current_pid_tgid() & 0xffff_ffff, true);
-}
-
-#[kprobe]
-pub fn file_read_start_k(ctx: ProbeContext) -> u32 {
-    file_start(&ctx, request::OP_READ);
-    0
-}
-
-#[kprobe]
-pub fn file_write_start_k(ctx: ProbeContext) -> u32 {
-    file_start(&ctx, request::OP_WRITE);
-    0
-}
-
-#[kprobe]
-pub fn file_fsync_start_k(ctx: ProbeContext) -> u32 {
-    file_start(&ctx, request::OP_FLUSH);
-    0
-}
-
-#[kretprobe]
-pub fn file_request_done_k(_ctx: RetProbeContext) -> u32 {
-    file_finish();
-    0
+    finish(bpf_get_current_pid_tgid() & 0xffff_ffff, true)
 }
 
 // --- Zvols: zvol_submit_bio(struct bio *bio) -> bio_endio(struct bio *bio).
@@ -410,14 +364,15 @@ const REQ_OP_WRITE: u32 = 1;
 const REQ_OP_FLUSH: u32 = 2;
 const REQ_OP_DISCARD: u32 = 3;
 
-#[kprobe]
-pub fn zvol_submit_k(ctx: ProbeContext) -> u32 {
+/// zvol_submit_bio(struct bio *bio): a zvol request starts, keyed by its bio.
+#[inline(always)]
+fn try_zvol_submit(ctx: &ProbeContext) -> Result<(), u32> {
     if !wanted(true) {
-        return 0;
+        return Ok(());
     }
-    let bio = arg(&ctx, 0);
+    let bio = arg(ctx, 0);
     if bio == 0 {
-        return 0;
+        return Ok(());
     }
     let opf = read_or::<u32>(pointer_field(bio, &CONFIG.request.bio_opf), 0);
     let size = read_or::<u32>(pointer_field(bio, &CONFIG.request.bio_size), 0) as u64;
@@ -450,16 +405,16 @@ pub fn zvol_submit_k(ctx: ProbeContext) -> u32 {
             read_or::<u64>(pointer_field(zvol, &CONFIG.request.zvol_volblocksize), 0),
         );
     }
-    start(bio, size, key_for(LAYER_ZVOL, op, flags, objset));
-    0
+    start(bio, size, key_for(LAYER_ZVOL, op, flags, objset))
 }
 
-#[kprobe]
-pub fn zvol_bio_done_k(ctx: ProbeContext) -> u32 {
-    let bio = arg(&ctx, 0);
+/// bio_endio(struct bio *bio): the end of a zvol request, if the bio is one.
+#[inline(always)]
+fn try_zvol_bio_done(ctx: &ProbeContext) -> Result<(), u32> {
+    let bio = arg(ctx, 0);
     // Most bios are other devices': not ours, not a loss.
-    if bio != 0 {
-        finish(bio, false);
+    if bio == 0 {
+        return Ok(());
     }
-    0
+    finish(bio, false)
 }

@@ -8,8 +8,9 @@ use crate::zfs::names;
 
 /// Class name (or suffix) of rows counted at entry only (no latency).
 pub const COUNT_ONLY: &str = "count only";
-/// The class bit the eBPF side sets on rows counted at entry only.
-pub const COUNT_ONLY_CLASS: u32 = 0x100;
+/// The class bit the eBPF side sets on rows counted at entry only (one
+/// definition for both sides, in zprof-common).
+pub use zprof_common::COUNT_ONLY_CLASS;
 
 /// Class name of lz4 trials run by zstd's early abort (not lz4 compressions).
 pub const ZSTD_EARLY_ABORT_TRIAL: &str = "zstd early-abort trial";

@@ -133,8 +133,8 @@ pub fn c_string(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-/// Deepest name joined (the eBPF side walks as deep: see MAX_NAME_DEPTH there).
-const MAX_NAME_DEPTH: usize = 8;
+/// Deepest name joined: as deep as the eBPF side walks.
+use zprof_common::request::MAX_NAME_DEPTH;
 
 /// A dataset's full name, from its dsl_dir up to the pool's root; "?" for a
 /// component no longer (or never) known, "..." past the depth zprof walks.

@@ -1,0 +1,89 @@
+//! What is known about each pool and vdev, shared by the families that learn
+//! it and those that use it: pool names, the ZIL commit in progress (which
+//! the vdev and flush probes charge their time to), the sync generation the
+//! workload's objset cache trusts, and which vdevs are cache devices.
+
+use aya_ebpf::{
+    helpers::{bpf_probe_read_kernel_str_bytes, bpf_probe_read_user_str_bytes},
+    macros::map,
+    maps::{Array, HashMap, LruHashMap},
+};
+use zprof_common::{CommitWindow, PoolName, counter};
+
+use super::{config::is_kernel, counters::bump};
+
+/// Pool names by spa_t address, filled when spa_sync runs.
+#[map]
+pub static POOL_NAMES: LruHashMap<u64, PoolName> = LruHashMap::with_max_entries(1024, 0);
+
+/// The ZIL commit in progress per pool (spa_t address).
+#[map]
+pub static COMMITS: HashMap<u64, CommitWindow> = HashMap::with_max_entries(256, 0);
+
+/// Bumped by every spa_sync: an entry of the workload's objset cache is only
+/// trusted within the generation it was read in. A pool is synced when it is
+/// created and when it is exported, so an objset freed with one pool and
+/// reallocated at the same address in the next cannot carry the old pool's
+/// spa_t over.
+#[map]
+static SYNC_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Cache devices (vdev_t pointers) seen by `mark_cache_vdev`.
+#[map]
+static CACHE_VDEVS: HashMap<u64, u8> = HashMap::with_max_entries(256, 0);
+
+/// Reads spa_name (the first member of spa_t) once per pool.
+#[inline(always)]
+pub fn learn_pool_name(spa: u64) {
+    if spa != 0 && unsafe { POOL_NAMES.get(&spa) }.is_none() {
+        let mut name = PoolName { name: [0; 64] };
+        let read = if is_kernel() {
+            unsafe { bpf_probe_read_kernel_str_bytes(spa as *const u8, &mut name.name) }.is_ok()
+        } else {
+            unsafe { bpf_probe_read_user_str_bytes(spa as *const u8, &mut name.name) }.is_ok()
+        };
+        if read {
+            let _ = POOL_NAMES.insert(&spa, &name, 0);
+        } else {
+            bump(counter::READ_FAILED);
+        }
+    }
+}
+
+/// The commit window of `pool` while a zil_commit is in progress on it.
+#[inline(always)]
+pub fn active_window(pool: u64) -> Option<&'static mut CommitWindow> {
+    let window = unsafe { &mut *COMMITS.get_ptr_mut(&pool)? };
+    if window.active == 0 {
+        return None;
+    }
+    Some(window)
+}
+
+/// The current sync generation (see `SYNC_GENERATION`).
+#[inline(always)]
+pub fn sync_generation() -> u64 {
+    SYNC_GENERATION.get(0).copied().unwrap_or(0)
+}
+
+/// Starts a new sync generation (spa_sync's entry).
+#[inline(always)]
+pub fn next_sync_generation() {
+    if let Some(generation) = SYNC_GENERATION.get_ptr_mut(0) {
+        unsafe { *generation += 1 };
+    }
+}
+
+/// Remembers a cache device, so that its leaf I/Os get rows of their own.
+#[inline(always)]
+pub fn mark_cache_vdev(vd: u64) {
+    if vd != 0 && unsafe { CACHE_VDEVS.get(&vd) }.is_none() {
+        let _ = CACHE_VDEVS.insert(&vd, &1, 0);
+    }
+}
+
+/// Whether `vd` was marked a cache device.
+#[inline(always)]
+pub fn is_cache_vdev(vd: u64) -> bool {
+    unsafe { CACHE_VDEVS.get(&vd) }.is_some()
+}
