@@ -55,6 +55,8 @@ struct Case {
     fitted: bool,
     /// A known miss: the open work that explains it.
     known_miss: Option<&'static str>,
+    /// The release the known miss is on (None: every release).
+    known_miss_on: Option<&'static str>,
 }
 
 impl Case {
@@ -97,6 +99,7 @@ const fn case(
         loaded: false,
         fitted,
         known_miss: None,
+        known_miss_on: None,
     }
 }
 
@@ -114,7 +117,17 @@ const CASES: [Case; 6] = [
         ),
         ..case("mirror:2", "4k", 2, "ssd", Mode::Run, false)
     },
-    case("raidz2:6", "8k", 1, "nvme", Mode::Record, false),
+    // A fast log device on 2.1.11: where the host delivered the lab's nvme
+    // (30 us write against its 21 us model), the what-if came out 39% and
+    // 44% under the measured rate (-37%, -19% in runs the host did not
+    // deliver); on 2.3.2 the host has not delivered it yet.
+    Case {
+        known_miss: Some(
+            "issue 32: the SLOG what-if under a fast log device, 39-44% below the lab's rate on 2.1.11",
+        ),
+        known_miss_on: Some("2.1.11"),
+        ..case("raidz2:6", "8k", 1, "nvme", Mode::Record, false)
+    },
     // With both cores busy the finding says its prediction is an upper
     // bound: ZFS's threads compete harder for the CPUs at the higher commit
     // rate, which the run without the log device cannot show. That claim is
@@ -320,7 +333,10 @@ fn slog_prediction_from_the_nominal_device_matches_the_lab_on_each_release() {
         let mut first = None;
         for case in CASES {
             let name = format!("OpenZFS {} {}", release.version, case.name());
-            if let Some(miss) = run_case(&dir, &release.lab, &case, &name, &mut first) {
+            let known_miss = case
+                .known_miss
+                .filter(|_| case.known_miss_on.is_none_or(|v| v == release.version));
+            if let Some(miss) = run_case(&dir, &release.lab, &case, known_miss, &name, &mut first) {
                 failures.push(miss);
             }
         }
@@ -344,10 +360,11 @@ fn run_case(
     dir: &Path,
     lab: &Path,
     case: &Case,
+    known_miss: Option<&str>,
     name: &str,
     first: &mut Option<(PathBuf, PathBuf)>,
 ) -> Option<String> {
-    let mut attempts = match case.known_miss {
+    let mut attempts = match known_miss {
         Some(work) => Attempts::known_miss(TEST, name, work),
         None => Attempts::new(TEST, name, 2),
     };
