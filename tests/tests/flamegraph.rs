@@ -227,30 +227,20 @@ fn lab_user_frames(recording: &serde_json::Value) -> (u64, u64) {
 /// Checks what the issue asks of every CPU graph: frames named, stacks
 /// within the cap, no run of unknown frames, losses under 1%.
 fn assert_clean_cpu_stacks(recording: &Path, label: &str) {
-    assert_clean_cpu_stacks_but_losses(recording, label);
-    check_lost(label, lost_share(recording), true);
-}
-
-/// The share of samples whose stack was lost.
-fn lost_share(recording: &Path) -> f64 {
-    let cpu = &load(recording)["cpu"];
-    cpu["stack_lost"].as_u64().unwrap() as f64
-        / cpu["samples_total"].as_u64().unwrap().max(1) as f64
-}
-
-/// Losses under 1%; `strict`: a panic, else whether they were.
-fn check_lost(label: &str, lost: f64, strict: bool) -> bool {
-    let within = lost < 0.01;
+    let lost = assert_clean_cpu_stacks_but_losses(recording, label);
     assert!(
-        within || !strict,
+        lost < MAX_LOST,
         "{label}: {:.2}% of samples lost their stack",
         lost * 100.0
     );
-    within
 }
 
-/// Everything [`assert_clean_cpu_stacks`] checks but the losses.
-fn assert_clean_cpu_stacks_but_losses(recording: &Path, label: &str) {
+/// The share of CPU samples whose stack may be lost.
+const MAX_LOST: f64 = 0.01;
+
+/// Everything [`assert_clean_cpu_stacks`] checks but the losses; returns the
+/// share of samples whose stack was lost.
+fn assert_clean_cpu_stacks_but_losses(recording: &Path, label: &str) -> f64 {
     let value = load(recording);
     let (known, all) = lab_user_frames(&value);
     let named = known as f64 / all.max(1) as f64;
@@ -287,6 +277,7 @@ fn assert_clean_cpu_stacks_but_losses(recording: &Path, label: &str) {
             "{label}: a run of unknown frames: {line}"
         );
     }
+    lost
 }
 
 #[test]
@@ -314,10 +305,9 @@ fn cpu_graphs_name_the_lab_even_with_both_cores_busy() {
     );
     while attempts.again() {
         let busy = record_compression(&dir, "busy", "zstd-3", &[]);
-        assert_clean_cpu_stacks_but_losses(&busy, "both cores busy");
-        let lost = lost_share(&busy);
+        let lost = assert_clean_cpu_stacks_but_losses(&busy, "both cores busy");
         attempts.attempt(
-            check_lost("both cores busy", lost, false),
+            lost < MAX_LOST,
             format!("{:.2}% of samples lost their stack", lost * 100.0),
         );
     }

@@ -10,8 +10,6 @@ use zprof_common::{SlowRequest, TxgEvent};
 
 use crate::{collect::pools::pool_label, recording::TxgRecord};
 
-pub use super::clock::monotonic_ns;
-
 /// Slow requests kept in a recording; more are counted, not kept.
 pub const MAX_SLOW_REQUESTS: usize = 10_000;
 

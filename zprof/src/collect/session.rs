@@ -168,7 +168,7 @@ impl Session {
             cpu_at_start: CpuTicks::read(),
             attach_ms: load_started.elapsed().as_secs_f64() * 1e3,
             started_unix_ms: unix_ms_now(),
-            started_ktime_ns: events::monotonic_ns(),
+            started_ktime_ns: super::clock::monotonic_ns(),
             events: EventLog::new(events),
             timeline: Vec::new(),
             last_totals: TimelinePoint::default(),
