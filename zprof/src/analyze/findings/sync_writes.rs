@@ -548,7 +548,7 @@ fn slog_limits(
     );
     let mut missing = vec![
         uncertainty,
-        "assumes the log device's latencies above as ZFS sees them (pass --what-if slog=WRITE,flush=FLUSH for yours); the data still reaches the main pool at txg sync, which must keep up".to_owned(),
+        "assumes the log device's latencies above as ZFS sees them (pass --what-if slog=WRITE,rate=RATE,flush=FLUSH for yours); the data still reaches the main pool at txg sync, which must keep up".to_owned(),
     ];
     if let Some(busy) = saturated {
         missing.push(format!(
