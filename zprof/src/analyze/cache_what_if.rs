@@ -399,6 +399,10 @@ fn rate_with_cache(
     let cpu_bound_rate = split.map_or(f64::INFINITY, |s| {
         cpus.max(1) as f64 * 1e9 / s.hit_ns.max(1.0)
     });
+    // The run itself served `rate_before`: a cap below it is the model's
+    // error (a split that took waits for memory reads), and a cache does not
+    // slow reads down.
+    let cpu_bound_rate = cpu_bound_rate.max(rate_before);
     (
         concurrency_bound.min(cpu_bound_rate),
         cpu_bound_rate < concurrency_bound,

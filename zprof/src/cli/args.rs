@@ -267,6 +267,11 @@ pub struct ReportArgs {
     /// How the requests section groups file and zvol requests.
     #[arg(long, value_enum, default_value = "dataset")]
     pub by: GroupByArg,
+    /// Only this pool (repeatable). Rows that name no pool (compression,
+    /// dedup lookups, the kernel's file reads and writes) stay: they cannot
+    /// be split.
+    #[arg(long = "pool", value_name = "NAME")]
+    pub pools: Vec<String>,
 }
 
 /// `zprof explain`.
@@ -281,6 +286,10 @@ pub struct ExplainArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Only the findings about this pool (repeatable), and those computed
+    /// over several pools that include it.
+    #[arg(long = "pool", value_name = "NAME")]
+    pub pools: Vec<String>,
 }
 
 /// `zprof compare`.
@@ -301,6 +310,11 @@ pub struct CompareArgs {
     /// What the differential flame graph shows.
     #[arg(long, value_enum, default_value = "cpu")]
     pub flamegraph_kind: FlameKindArg,
+    /// Only this pool (repeatable). Rows that name no pool (compression,
+    /// dedup lookups, the kernel's file reads and writes) stay: they cannot
+    /// be split.
+    #[arg(long = "pool", value_name = "NAME")]
+    pub pools: Vec<String>,
 }
 
 /// Kinds of flame graph, as `--kind` spells them (render's [`FlameKind`]).

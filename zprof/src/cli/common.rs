@@ -89,3 +89,26 @@ pub(crate) fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Loads a recording and, with `--pool`, keeps only those pools' rows (and
+/// the rows that name no pool, which cannot be split), saying so in the
+/// recording's warnings. A pool the recording does not hold is a usage error
+/// naming the ones it does.
+pub(crate) fn load_pools(
+    path: &std::path::Path,
+    pools: &[String],
+) -> anyhow::Result<crate::recording::Recording> {
+    use crate::recording::pools::{Unpooled, check_pools, restrict};
+    let recording = crate::recording::Recording::load(path)?;
+    if pools.is_empty() {
+        return Ok(recording);
+    }
+    check_pools(&recording, pools, &path.display().to_string()).map_err(UsageError)?;
+    let mut only = restrict(&recording, pools, Unpooled::Keep);
+    only.warnings.push(format!(
+        "--pool {}: rows that name no pool (compression, dedup lookups, the kernel's file reads and writes) \
+         are every pool's; the timeline and CPU profiles are the whole host's",
+        pools.join(",")
+    ));
+    Ok(only)
+}

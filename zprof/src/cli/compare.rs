@@ -3,15 +3,14 @@
 
 use super::{common::UsageError, flamegraph::check_flamegraph_path, report::write_stdout};
 use crate::cli::args::Format;
-use crate::recording::Recording;
 use anyhow::Context as _;
 
 pub(super) fn compare_cmd(args: crate::cli::args::CompareArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.flamegraph {
         check_flamegraph_path(path)?;
     }
-    let a = Recording::load(&args.a)?;
-    let b = Recording::load(&args.b)?;
+    let a = super::common::load_pools(&args.a, &args.pools)?;
+    let b = super::common::load_pools(&args.b, &args.pools)?;
     if let Some(path) = &args.flamegraph {
         let diff = crate::render::flamegraph::differential(&a, &b, args.flamegraph_kind.into())
             .map_err(UsageError)?;

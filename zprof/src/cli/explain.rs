@@ -38,7 +38,13 @@ pub(super) fn explain_recording(
 
 pub(super) fn explain_cmd(args: crate::cli::args::ExplainArgs) -> anyhow::Result<i32> {
     let recording = Recording::load(&args.file)?;
-    let findings = explain_recording(&recording, &args.what_if);
+    crate::recording::pools::check_pools(&recording, &args.pools, &args.file.display().to_string())
+        .map_err(super::common::UsageError)?;
+    let mut findings = explain_recording(&recording, &args.what_if);
+    if !args.pools.is_empty() {
+        // A finding over several pools stays when it covers one asked for.
+        findings.retain(|f| f.pools.iter().any(|p| args.pools.contains(p)));
+    }
     let text = match args.format {
         Format::Table => crate::render::findings::render(&findings, recording.benchmark.as_ref()),
         Format::Json => serde_json::to_string_pretty(&findings)? + "\n",

@@ -62,7 +62,7 @@ pub(super) fn print_report(
 }
 
 pub(super) fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {
-    let recording = Recording::load(&args.file)?;
+    let recording = super::common::load_pools(&args.file, &args.pools)?;
     print_report(&recording, args.format, args.by.into())?;
     Ok(0)
 }

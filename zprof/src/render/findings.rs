@@ -35,11 +35,7 @@ pub fn render(findings: &[Finding], bench: Option<&benchmark::Benchmark>) -> Str
         .iter()
         .partition(|f| f.share >= MINOR_SHARE || f.kind == "sync_write_bound");
     for (i, f) in shown.iter().enumerate() {
-        let pool = if f.pool.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", f.pool)
-        };
+        let pool = pool_tag(f);
         let _ = writeln!(
             out,
             "{}. {}{} ({}, {} confidence)",
@@ -64,7 +60,7 @@ pub fn render(findings: &[Finding], bench: Option<&benchmark::Benchmark>) -> Str
     if !minor.is_empty() {
         let names: Vec<String> = minor
             .iter()
-            .map(|f| format!("{} ({})", f.title, pct(f.share)))
+            .map(|f| format!("{}{} ({})", f.title, pool_tag(f), pct(f.share)))
             .collect();
         let _ = writeln!(
             out,
@@ -74,6 +70,18 @@ pub fn render(findings: &[Finding], bench: Option<&benchmark::Benchmark>) -> Str
         );
     }
     out
+}
+
+/// The pool a finding is about, after its title: " [tank]", or
+/// " [all pools]" for one computed over several.
+fn pool_tag(f: &Finding) -> String {
+    if !f.pool.is_empty() {
+        format!(" [{}]", f.pool)
+    } else if f.pools.len() > 1 {
+        " [all pools]".to_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// Findings explaining less than this share are named on one line.

@@ -27,6 +27,7 @@ pub(super) fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) 
     out.push(Finding {
         kind: "compression".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title,
         share,
         confidence: if total.count >= 100 {
@@ -223,6 +224,7 @@ pub(super) fn checksum(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     out.push(Finding {
         kind: "checksum".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title: format!("checksums take {} of the machine's CPU time", pct(share)),
         share,
         confidence: if total.total_ns > 0 { Confidence::High } else { Confidence::Medium },

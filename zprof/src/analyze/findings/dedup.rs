@@ -50,6 +50,7 @@ pub(super) fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Fi
     out.push(Finding {
         kind: "dedup".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title: format!("dedup costs {} of the machine's time ({} of txg sync)", pct(share), pct(sync_share)),
         share,
         confidence: if lookup.count >= 100 { Confidence::High } else { Confidence::Low },

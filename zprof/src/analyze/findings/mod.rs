@@ -18,7 +18,11 @@
 use serde::Serialize;
 use zprof_common::Stage;
 
-use crate::recording::{Recording, Summary, pick, summarize};
+use crate::recording::{
+    Recording, Summary, pick,
+    pools::{Unpooled, pool_names, restrict},
+    summarize,
+};
 
 mod cpu;
 mod dedup;
@@ -48,6 +52,10 @@ pub struct Finding {
     pub kind: String,
     /// Pool it is about, when it is about one.
     pub pool: String,
+    /// The pools its evidence comes from: the one pool, or all the
+    /// recording's pools when its evidence cannot be split by pool (then
+    /// `pool` is "" and `missing` says why).
+    pub pools: Vec<String>,
     /// One sentence.
     pub title: String,
     /// Fraction of the workload's time (or CPU) it explains, 0..1.
@@ -156,32 +164,192 @@ impl Time {
     }
 }
 
-/// Runs every analysis and returns the findings, most important first.
-pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
-    let time = Time::of(rec, options.cpus);
-    let mut findings = Vec::new();
-    // The families push in this order, and the sort below is stable: findings
-    // of equal share keep it, so the text and JSON are the same run to run.
-    let pools: std::collections::BTreeSet<String> = pick(rec, Stage::ZilCommit, None, None)
+/// What every family of findings is given beside the recording it looks at.
+struct Context<'a> {
+    /// The whole recording's times: every pool's shares are of the whole
+    /// workload, so the bottleneck pool's findings rank first.
+    time: Time,
+    options: &'a ExplainOptions,
+}
+
+/// One family of findings.
+struct Family {
+    /// Pushes the family's findings about `rec` (one pool's part of the
+    /// recording, or the whole of it).
+    run: fn(&Recording, &Context, &mut Vec<Finding>),
+    /// Why the family's evidence in this recording cannot be split by pool
+    /// (rows of its stages that name none), or `None` when it can.
+    unsplit: fn(&Recording) -> Option<&'static str>,
+}
+
+/// The families, in the order they push (the sort in [`explain`] is stable:
+/// findings of equal share keep it, so the text and JSON are the same run to run).
+const FAMILIES: [Family; 8] = [
+    Family {
+        run: sync_write_family,
+        unsplit: |_| None,
+    },
+    Family {
+        run: |r, c, o| cpu::compression(r, c.time.cpu_ns, o),
+        unsplit: compression_unsplit,
+    },
+    Family {
+        run: |r, c, o| cpu::checksum(r, c.time.cpu_ns, o),
+        unsplit: checksum_unsplit,
+    },
+    Family {
+        run: write_amplification_family,
+        unsplit: writes_unsplit,
+    },
+    Family {
+        run: |r, c, o| writes::throttle(r, c.time.workload_ns, o),
+        unsplit: |_| None,
+    },
+    Family {
+        run: reads_family,
+        unsplit: reads_unsplit,
+    },
+    Family {
+        run: |r, c, o| dedup::dedup(r, c.time.wall_ns, c.time.cpu_ns, o),
+        unsplit: dedup_unsplit,
+    },
+    Family {
+        run: |r, _, o| zvol::zvol_blocks(r, o),
+        unsplit: |_| None,
+    },
+];
+
+fn sync_write_family(rec: &Recording, context: &Context, out: &mut Vec<Finding>) {
+    let pools: std::collections::BTreeSet<&str> = pick(rec, Stage::ZilCommit, None, None)
         .iter()
-        .map(|h| h.pool.clone())
+        .map(|h| h.pool.as_str())
         .collect();
-    for pool in &pools {
-        sync_writes::sync_write(rec, pool, options, &mut findings);
+    for pool in pools {
+        sync_writes::sync_write(rec, pool, context.options, out);
     }
-    cpu::compression(rec, time.cpu_ns, &mut findings);
-    cpu::checksum(rec, time.cpu_ns, &mut findings);
-    let commit_share = stat(rec, Stage::ZilCommit, None).total_ns as f64 / time.workload_ns;
-    writes::write_amplification(rec, time.wall_ns, commit_share, &mut findings);
-    writes::throttle(rec, time.workload_ns, &mut findings);
+}
+
+fn write_amplification_family(rec: &Recording, context: &Context, out: &mut Vec<Finding>) {
+    let commit_share = stat(rec, Stage::ZilCommit, None).total_ns as f64 / context.time.workload_ns;
+    writes::write_amplification(rec, context.time.wall_ns, commit_share, out);
+}
+
+fn reads_family(rec: &Recording, context: &Context, out: &mut Vec<Finding>) {
     if let Some(path) = crate::analyze::read_path::ReadPath::measure(rec) {
-        reads::reads(rec, &path, time.workload_ns, &mut findings);
-        reads::cache_what_if(rec, &path, options, time.workload_ns, &mut findings);
+        let workload_ns = context.time.workload_ns;
+        reads::reads(rec, &path, workload_ns, out);
+        reads::cache_what_if(rec, &path, context.options, workload_ns, out);
     }
-    dedup::dedup(rec, time.wall_ns, time.cpu_ns, &mut findings);
-    zvol::zvol_blocks(rec, &mut findings);
+}
+
+/// Whether some row of these stages names no pool.
+fn has_unpooled(rec: &Recording, stages: &[Stage]) -> bool {
+    stages
+        .iter()
+        .any(|s| pick(rec, *s, None, None).iter().any(|h| h.pool.is_empty()))
+}
+
+fn compression_unsplit(rec: &Recording) -> Option<&'static str> {
+    has_unpooled(rec, &[Stage::Compress, Stage::ZstdCompress, Stage::Lz4Compress]).then_some(
+        "compression: its probe (zio_compress_data) is given the data, not the zio, so it cannot tell the pool",
+    )
+}
+
+fn checksum_unsplit(rec: &Recording) -> Option<&'static str> {
+    let compute = stat(rec, Stage::ChecksumCompute, None);
+    if compute.total_ns == 0 && rec.cpu.is_some() {
+        return Some(
+            "checksums: their CPU time comes from on-CPU samples, which are the whole host's",
+        );
+    }
+    has_unpooled(rec, &[Stage::ChecksumCompute, Stage::ChecksumVerify])
+        .then_some("checksums: some of their rows name no pool")
+}
+
+fn writes_unsplit(rec: &Recording) -> Option<&'static str> {
+    has_unpooled(rec, &[Stage::WorkloadWrite]).then_some(
+        "the workload's writes: on this target they are counted where the file layer calls \
+         dmu_write_uio_dnode, which carries no pool",
+    )
+}
+
+fn reads_unsplit(rec: &Recording) -> Option<&'static str> {
+    has_unpooled(rec, &[Stage::WorkloadRead]).then_some(
+        "the workload's reads: on this target they are counted where the file layer calls \
+         dmu_read_uio_dnode, which carries no pool",
+    )
+}
+
+fn dedup_unsplit(rec: &Recording) -> Option<&'static str> {
+    has_unpooled(rec, &[Stage::DdtLookup]).then_some(
+        "dedup table lookups: the table's spa_t is behind a struct the probe does not read",
+    )
+}
+
+/// Runs every analysis and returns the findings, most important first.
+///
+/// Every finding is about one pool: each family runs on each pool's part of
+/// the recording ([`restrict`]). With one pool, rows that name no pool are
+/// that pool's. With several, a family whose evidence has such rows runs
+/// once over the whole recording, and its findings say so and name the pools.
+pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
+    let context = Context {
+        time: Time::of(rec, options.cpus),
+        options,
+    };
+    let pools = pool_names(rec);
+    let views: Vec<(String, Recording)> = if pools.len() <= 1 {
+        let name = pools.first().cloned().unwrap_or_default();
+        vec![(name, restrict(rec, &pools, Unpooled::Keep))]
+    } else {
+        pools
+            .iter()
+            .map(|p| {
+                (
+                    p.clone(),
+                    restrict(rec, std::slice::from_ref(p), Unpooled::Drop),
+                )
+            })
+            .collect()
+    };
+    let mut findings = Vec::new();
+    for family in &FAMILIES {
+        match (pools.len() > 1).then(|| (family.unsplit)(rec)).flatten() {
+            Some(why) => {
+                let from = findings.len();
+                (family.run)(rec, &context, &mut findings);
+                for f in &mut findings[from..] {
+                    mark_unsplit(f, &pools, why);
+                }
+            }
+            None => {
+                for (pool, view) in &views {
+                    let from = findings.len();
+                    (family.run)(view, &context, &mut findings);
+                    for f in &mut findings[from..] {
+                        f.pool.clone_from(pool);
+                        f.pools = (!pool.is_empty())
+                            .then(|| pool.clone())
+                            .into_iter()
+                            .collect();
+                    }
+                }
+            }
+        }
+    }
     findings.sort_by(|a, b| b.share.total_cmp(&a.share));
     findings
+}
+
+/// A finding computed over every pool: no pool of its own, the pools it
+/// covers, and why it could not be split.
+fn mark_unsplit(f: &mut Finding, pools: &[String], why: &str) {
+    f.pool.clear();
+    f.pools = pools.to_vec();
+    f.missing.push(format!(
+        "not split by pool: {why}; the figures are over pools {}",
+        pools.join(", ")
+    ));
 }
 
 #[cfg(test)]

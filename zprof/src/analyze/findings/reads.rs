@@ -26,6 +26,7 @@ pub(super) fn reads(rec: &Recording, path: &ReadPath, workload_ns: f64, out: &mu
     out.push(Finding {
         kind: "reads".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title: format!("reads are {bound}"),
         share: (read_ns / workload_ns).min(1.0),
         confidence: if reads.count >= 100 && path.blocks.is_some() {
@@ -136,6 +137,7 @@ fn read_limits(path: &ReadPath) -> Vec<String> {
 /// The reads finding's figures, the ARC's counts when it was probed.
 fn read_figures(path: &ReadPath) -> Vec<(String, f64)> {
     vec![
+        ("reads".into(), path.reads.count as f64),
         ("read_p50_ns".into(), path.reads.p50_ns as f64),
         ("blocks_per_read".into(), path.blocks_per_read),
         ("fan_out".into(), path.fan_out as f64),
@@ -200,11 +202,12 @@ pub(super) fn cache_what_if(
         out.push(Finding {
             kind: "cache_what_if".into(),
             pool: String::new(),
+            pools: Vec::new(),
             title,
             share: (disk_ns * p.served_sync / workload_ns).min(1.0),
             confidence: if curve.re_reads() >= 100 && path.timed { Confidence::High } else { Confidence::Low },
             evidence: cache_evidence(path, &curve, &p),
-            missing: cache_what_if_limits(&curve, path),
+            missing: cache_what_if_limits(&curve, path, rec.timeline.is_empty()),
             action: if curve.re_reads() == 0 {
                 "No block was read from disk twice: a cache serves only data read again. Run longer, or warm the cache \
                  the way production does, and record again."
@@ -288,7 +291,7 @@ fn cache_evidence(path: &ReadPath, curve: &ReuseCurve, p: &CachePrediction) -> V
     lines
 }
 
-fn cache_what_if_limits(curve: &ReuseCurve, path: &ReadPath) -> Vec<String> {
+fn cache_what_if_limits(curve: &ReuseCurve, path: &ReadPath, no_timeline: bool) -> Vec<String> {
     let mut limits = vec![
         "model: the cache keeps what the ARC evicts, oldest out first (the L2ARC's ring), and is warm; a block's \
          distance counts every byte read from disk since its previous read (its time in the ARC included: conservative); \
@@ -302,6 +305,13 @@ fn cache_what_if_limits(curve: &ReuseCurve, path: &ReadPath) -> Vec<String> {
     ];
     if !curve.priority_known {
         limits.push("sync reads are not told from prefetch on the kernel yet: the served share is of all reads from disk".into());
+    }
+    if no_timeline {
+        limits.push(
+            "the workload's steady seconds: the per-second timeline is the whole host's, not this pool's, so the read \
+             rates are over the whole recording (lower than the job's own when it ran for part of it)"
+                .into(),
+        );
     }
     if !path.timed {
         limits.push("read latency: counted at entry only (--full-timing times each read): the time per read is the device time plus decompression and checksums".into());

@@ -218,6 +218,7 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
     Finding {
         kind: "sync_write_bound".into(),
         pool: pool.to_owned(),
+        pools: vec![pool.to_owned()],
         title,
         share: w.share,
         confidence: if commit.count >= 100 {
@@ -348,6 +349,7 @@ fn commits_only(pool: &str, commit: &Summary) -> Finding {
     Finding {
         kind: "sync_write_bound".into(),
         pool: pool.to_owned(),
+        pools: vec![pool.to_owned()],
         title: format!("zil_commit takes {} per call (p50)", format_ns(commit.p50_ns)),
         share: 0.0,
         confidence: Confidence::Low,
@@ -414,6 +416,7 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
     Finding {
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),
+        pools: vec![pool.to_owned()],
         title: if path.on_log_device {
             format!("a faster log device would raise sync writes up to {best_gain:.1}x")
         } else {

@@ -45,6 +45,9 @@ pub(super) fn write_amplification(
     ];
     let mut title = format!("each byte written costs {factor:.1} bytes on the leaf vdevs");
     let mut action = "Parity, ZIL writes and metadata make up the difference; on raidz small blocks add padding.".to_owned();
+    if let Some(seen) = top_vdevs_line(rec) {
+        evidence.push(seen);
+    }
     if let Some((layout, small_blocks)) = raidz_layout(rec) {
         evidence.push(layout);
         if let Some(small_blocks) = small_blocks {
@@ -52,12 +55,18 @@ pub(super) fn write_amplification(
             action = small_blocks;
         }
     }
-    if leaf.zil.bytes * 20 > logical.bytes && leaf.txg.bytes > 0 && leaf.has_commits {
+    if leaf.zil_on_log_vdevs > 0 {
+        evidence.push(format!(
+            "of the sync-priority writes, {} went to the log vdev(s): the ZIL's blocks are off the data disks",
+            format_bytes(leaf.zil_on_log_vdevs as f64)
+        ));
+    } else if leaf.zil.bytes * 20 > logical.bytes && leaf.txg.bytes > 0 && leaf.has_commits {
         evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
     }
     out.push(Finding {
         kind: "write_amplification".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title,
         // The disks' write time that the extra bytes account for, as far as the
         // workload waits for it: not while it waits on ZIL commits (finding 1).
@@ -86,6 +95,8 @@ struct LeafWrites {
     disk_busy: f64,
     /// Whether the recording holds a zil_commit.
     has_commits: bool,
+    /// Bytes of the sync-priority writes on leaves of log vdevs.
+    zil_on_log_vdevs: u64,
 }
 
 impl LeafWrites {
@@ -109,7 +120,21 @@ impl LeafWrites {
         )
         .total_ns as f64
             / (wall_ns * vdevs.len().max(1) as f64);
+        let log_leaves: BTreeSet<(&str, u64)> = rec
+            .vdevs
+            .iter()
+            .filter(|v| v.class == "log")
+            .map(|v| (v.pool.as_str(), v.guid))
+            .collect();
+        let zil_on_log_vdevs = summarize(
+            leaf.iter()
+                .copied()
+                .filter(|h| h.class_name == "sync write")
+                .filter(|h| log_leaves.contains(&(h.pool.as_str(), h.vdev))),
+        )
+        .bytes;
         Some(LeafWrites {
+            zil_on_log_vdevs,
             zil: by_class("sync write"),
             txg: by_class("async write"),
             all,
@@ -118,6 +143,37 @@ impl LeafWrites {
             has_commits: stat(rec, Stage::ZilCommit, None).count > 0,
         })
     }
+}
+
+/// The pool's top-level vdevs as the probes saw them (each leaf's
+/// `vdev_top`), when the recording placed its leaves: "raidz-0 (8 leaves),
+/// file-1 log (1 leaf)".
+fn top_vdevs_line(rec: &Recording) -> Option<String> {
+    let mut tops: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+    for v in &rec.vdevs {
+        *tops
+            .entry((v.top_vdev.as_str(), v.class.as_str()))
+            .or_default() += 1;
+    }
+    if tops.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = tops
+        .iter()
+        .map(|((top, class), leaves)| {
+            let class = if *class == "normal" {
+                String::new()
+            } else {
+                format!(" {class}")
+            };
+            let plural = if *leaves == 1 { "leaf" } else { "leaves" };
+            format!("{top}{class} ({leaves} {plural})")
+        })
+        .collect();
+    Some(format!(
+        "top-level vdevs, as the probes saw them: {}",
+        names.join(", ")
+    ))
 }
 
 /// The benchmark's raidz pool as a line of evidence and, when its blocks are
@@ -204,6 +260,7 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     out.push(Finding {
         kind: "throttle".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title,
         share,
         confidence: Confidence::High,

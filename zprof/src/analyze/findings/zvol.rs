@@ -26,6 +26,7 @@ fn read_modify_write(z: &ZvolBlocks) -> Finding {
     Finding {
         kind: "zvol_read_modify_write".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title,
         share: z.read_modify_write_share(),
         confidence,
@@ -138,6 +139,7 @@ fn read_amplification(z: &ZvolBlocks) -> Finding {
     Finding {
         kind: "zvol_read_amplification".into(),
         pool: String::new(),
+        pools: Vec::new(),
         title: format!(
             "zvol {name}: {} reads of {} blocks read {per_byte:.1} bytes from disk per byte asked for",
             format_bytes(mean_read),

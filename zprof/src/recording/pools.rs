@@ -1,0 +1,122 @@
+//! A recording's pools: which pools it holds, and the part of it that is
+//! about some of them.
+//!
+//! A host's recording holds every pool at once (a boot pool beside the data
+//! pools, or two lab processes), and a figure computed over all of them can
+//! send an admin to the wrong pool. Rows whose stage cannot tell its pool
+//! (compression and decompression, dedup lookups, the kernel's file reads and
+//! writes through the uio path) have the pool "".
+
+use std::collections::BTreeSet;
+
+use super::Recording;
+
+/// The pools a recording names, sorted: those of its histogram rows, txgs and
+/// leaf vdevs ("" is not a pool).
+pub fn pool_names(rec: &Recording) -> Vec<String> {
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    names.extend(rec.histograms.iter().map(|h| h.pool.as_str()));
+    names.extend(rec.txgs.iter().map(|t| t.pool.as_str()));
+    names.extend(rec.vdevs.iter().map(|v| v.pool.as_str()));
+    names.remove("");
+    names.into_iter().map(str::to_owned).collect()
+}
+
+/// The pool a request row's dataset or zvol belongs to ("pool/fs" -> "pool").
+pub fn dataset_pool(dataset: &str) -> &str {
+    dataset.split('/').next().unwrap_or("")
+}
+
+/// What [`restrict`] keeps beside the chosen pools' own rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unpooled {
+    /// Rows with no pool stay (report, compare: they cannot be split, and
+    /// dropping them would hide the stage).
+    Keep,
+    /// Only what is known to be the pools' own: rows with no pool, the
+    /// per-second timeline and the CPU profiles (the whole host's) go.
+    Drop,
+}
+
+/// The recording of `pools` only. Benchmark jobs that name another pool go,
+/// as do its other pools' layouts.
+pub fn restrict(rec: &Recording, pools: &[String], unpooled: Unpooled) -> Recording {
+    let chosen = |pool: &str| pools.iter().any(|p| p == pool);
+    let keep = |pool: &str| chosen(pool) || (pool.is_empty() && unpooled == Unpooled::Keep);
+    let drop_host_wide = unpooled == Unpooled::Drop;
+    // A clone, then the rows replaced: explain makes one view per pool, and a
+    // recording is at most a few MiB.
+    let mut view = rec.clone();
+    view.histograms = rec
+        .histograms
+        .iter()
+        .filter(|h| keep(&h.pool))
+        .cloned()
+        .collect();
+    view.txgs = rec
+        .txgs
+        .iter()
+        .filter(|t| chosen(&t.pool))
+        .cloned()
+        .collect();
+    view.vdevs = rec
+        .vdevs
+        .iter()
+        .filter(|v| chosen(&v.pool))
+        .cloned()
+        .collect();
+    view.requests = rec
+        .requests
+        .iter()
+        .filter(|r| keep(dataset_pool(&r.dataset)))
+        .cloned()
+        .collect();
+    view.slow_requests = rec
+        .slow_requests
+        .iter()
+        .filter(|r| keep(dataset_pool(&r.dataset)))
+        .cloned()
+        .collect();
+    if drop_host_wide {
+        view.timeline.clear();
+        view.cpu = None;
+        view.offcpu = None;
+    }
+    if let Some(bench) = view.benchmark.as_mut() {
+        bench.pools.retain(|p| chosen(&p.name));
+        bench.jobs.retain(|j| j.pool.as_deref().is_none_or(&chosen));
+    }
+    view
+}
+
+/// Checks that every pool asked for (`--pool`) is in the recording; the
+/// error names the ones it holds.
+pub fn check_pools(rec: &Recording, asked: &[String], shown: &str) -> Result<(), String> {
+    let known = pool_names(rec);
+    let unknown: Vec<&String> = asked.iter().filter(|p| !known.contains(p)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = unknown.iter().map(|p| format!("'{p}'")).collect();
+    Err(format!(
+        "{shown} has no pool {}: it holds {}",
+        names.join(", "),
+        if known.is_empty() {
+            "no named pool".to_owned()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dataset_belongs_to_the_pool_its_name_starts_with() {
+        assert_eq!(dataset_pool("tank/db/wal"), "tank");
+        assert_eq!(dataset_pool("tank"), "tank");
+        assert_eq!(dataset_pool(""), "");
+    }
+}
