@@ -471,8 +471,24 @@ pub struct LeafPlace {
 /// leaf's next I/O puts it back).
 pub const LEAF_PLACES_TRACKED: u32 = 4096;
 
+/// The pool field of a row's key (histograms, txgs, leaf places): the pool's
+/// spa_t address, XORed in its top 16 bits with the number of pools removed
+/// at that address before it (spa_remove, the POOL_REMOVALS map). A process
+/// that exports a pool and creates the next one (the lab, a test script, an
+/// installer) often gets the same address again: without this, the second
+/// pool's rows would add to the first's and both would carry the last name.
+/// The top 16 bits of an address are all 0 (user space) or all 1 (kernel),
+/// so keys of different pools never meet.
+pub const fn pool_key(spa: u64, removed_before: u64) -> u64 {
+    if spa == 0 {
+        0
+    } else {
+        spa ^ (removed_before << 48)
+    }
+}
+
 /// A pool exported or destroyed (spa_remove), in the GONE_POOLS map keyed by
-/// its spa_t address: its name stays known for the rows it left, and a
+/// its row key ([`pool_key`]): its name stays known for the rows it left, and a
 /// long-running exporter forgets those rows a while after `removed_ns`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -14,7 +14,10 @@ use zprof_common::{GonePool, Stage, TxgEvent, counter};
 use crate::core::{
     config::CONFIG,
     memory::{arg, member_u64},
-    pools::{COMMITS, POOL_NAMES, learn_pool_name, next_sync_generation},
+    pools::{
+        COMMITS, POOL_NAMES, count_pool_removal, learn_pool_name, next_sync_generation,
+        pool_row_key,
+    },
     programs::{entry_programs, return_programs},
     record::{EVENTS, leave_and_record, record, stage_key},
     spans::{enter, leave, thread_id},
@@ -65,7 +68,7 @@ fn try_spa_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     };
     record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
     let event = TxgEvent {
-        pool: entry.pool,
+        pool: pool_row_key(entry.pool),
         txg: entry.extra,
         start_ns: entry.start_ns,
         duration_ns: duration,
@@ -78,8 +81,9 @@ fn try_spa_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
 }
 
 /// spa_remove(spa_t *spa): the pool is gone (exported or destroyed). Its name
-/// moves to GONE_POOLS, so that a pool created later at the same address
-/// learns its own name, and its commit window is dropped.
+/// moves to GONE_POOLS under its row key, so that a pool created later at
+/// the same address learns its own name and keeps rows of its own (the
+/// removal is counted for `pool_row_key`), and its commit window is dropped.
 #[inline(always)]
 fn try_spa_remove_entry(ctx: &ProbeContext) -> Result<(), u32> {
     if !wanted(false) {
@@ -98,11 +102,11 @@ fn try_spa_remove_entry(ctx: &ProbeContext) -> Result<(), u32> {
         name: name.name,
     };
     let kept = GONE_POOLS
-        .insert(&spa, &gone, 0)
+        .insert(&pool_row_key(spa), &gone, 0)
         .map_err(|_| counter::NAME_MAP_FULL);
     let _ = POOL_NAMES.remove(&spa);
     let _ = COMMITS.remove(&spa);
-    kept
+    kept.and(count_pool_removal(spa))
 }
 
 /// txg_wait_synced(dsl_pool_t *dp, uint64_t txg)

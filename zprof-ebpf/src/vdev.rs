@@ -21,7 +21,7 @@ use crate::core::{
     config::{CONFIG, config_u32, is_kernel, offsets_valid},
     counters::bump,
     memory::{arg, member_u32, member_u64},
-    pools::{active_window, is_cache_vdev},
+    pools::{active_window, is_cache_vdev, pool_row_key},
     programs::entry_programs,
     record::{record, stage_key},
     spans::{INFLIGHT, leave, span_key, take},
@@ -236,7 +236,7 @@ fn learn_leaf_place(top: u64, guid: u64, pool: u64) {
         return;
     }
     let mut place = LeafPlace {
-        pool,
+        pool: pool_row_key(pool),
         top,
         top_guid: member_u64(top, &o.vdev_guid),
         top_id: member_u64(top, &o.vdev_id),

@@ -16,6 +16,27 @@ use super::{config::is_kernel, counters::bump};
 #[map]
 pub static POOL_NAMES: LruHashMap<u64, PoolName> = LruHashMap::with_max_entries(1024, 0);
 
+/// Pools removed (spa_remove) per spa_t address, for [`pool_row_key`].
+#[map]
+pub static POOL_REMOVALS: HashMap<u64, u64> = HashMap::with_max_entries(1024, 0);
+
+/// The key a pool's rows are kept under (see `zprof_common::pool_key`): one
+/// lookup in a map that holds only the addresses a pool was removed from.
+#[inline(always)]
+pub fn pool_row_key(spa: u64) -> u64 {
+    let removed = unsafe { POOL_REMOVALS.get(&spa) }.copied().unwrap_or(0);
+    zprof_common::pool_key(spa, removed)
+}
+
+/// Counts a pool removed at `spa`: the next pool there gets rows of its own.
+#[inline(always)]
+pub fn count_pool_removal(spa: u64) -> Result<(), u32> {
+    let removed = unsafe { POOL_REMOVALS.get(&spa) }.copied().unwrap_or(0);
+    POOL_REMOVALS
+        .insert(&spa, &(removed + 1), 0)
+        .map_err(|_| counter::NAME_MAP_FULL)
+}
+
 /// The ZIL commit in progress per pool (spa_t address).
 #[map]
 pub static COMMITS: HashMap<u64, CommitWindow> = HashMap::with_max_entries(256, 0);

@@ -76,7 +76,7 @@ pub fn stage_key(stage: Stage, class: u32, pool: u64, vdev: u64) -> HistKey {
     HistKey {
         stage: stage as u32,
         class,
-        pool,
+        pool: super::pools::pool_row_key(pool),
         vdev,
     }
 }

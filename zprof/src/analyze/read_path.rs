@@ -56,6 +56,9 @@ pub struct ReadPath {
     pub cpu_per_read_ns: f64,
     /// Where the ARC served block reads from, when arc_read was probed.
     pub arc: Option<ArcSplit>,
+    /// Sync reads of cache devices (L2ARC) as their leaves did them: the
+    /// ARC's misses a cache device served, whether or not arc_read was probed.
+    pub cache_sync_reads: Summary,
 }
 
 /// ARC reads by where they were served from (arc_read, all readers: the
@@ -192,7 +195,13 @@ impl ReadPath {
             .iter()
             .map(|s| summarize(pick(rec, *s, None, None)).total_ns as f64)
             .sum::<f64>();
+        let cache_sync_reads = summarize(rec.histograms.iter().filter(|h| {
+            h.stage == crate::recording::stage_name(Stage::VdevDisk)
+                && h.class & zprof_common::VDEV_CACHE_DEVICE != 0
+                && h.class_name.starts_with("sync read")
+        }));
         Some(ReadPath {
+            cache_sync_reads,
             arc: ArcSplit::measure(rec),
             cpu_per_read_ns: cpu / reads.count as f64,
             reads,
@@ -217,6 +226,11 @@ impl ReadPath {
         } else {
             self.leaf_disk.bytes as f64 / self.reads.bytes as f64
         }
+    }
+
+    /// Cache-device (L2ARC) sync reads per workload read.
+    pub fn cache_reads_per_read(&self) -> f64 {
+        self.cache_sync_reads.count as f64 / self.reads.count.max(1) as f64
     }
 
     /// Mean size of one workload read.

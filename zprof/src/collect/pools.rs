@@ -13,7 +13,7 @@ use aya::{
     Ebpf,
     maps::{HashMap as BpfHashMap, PerCpuHashMap},
 };
-use zprof_common::{GonePool, Hist, HistKey, LeafPlace, PoolName};
+use zprof_common::{GonePool, Hist, HistKey, LeafPlace, PoolName, pool_key};
 
 use crate::{
     collect::clock::monotonic_ns,
@@ -21,9 +21,10 @@ use crate::{
     zfs::names,
 };
 
-/// Pool names by spa_t address: the pools that are there, and those
-/// exported or destroyed since (their rows stay until forgotten); a live
-/// pool wins an address a gone one had.
+/// Pool names by row key (`zprof_common::pool_key`: the spa_t address and
+/// the pools removed there before): the pools that are there, and those
+/// exported or destroyed since (their rows stay until forgotten), each
+/// under a key of its own even where they shared an address.
 pub fn pool_names(ebpf: &Ebpf) -> anyhow::Result<BTreeMap<u64, String>> {
     let mut out = BTreeMap::new();
     let gone: BpfHashMap<_, u64, GonePool> = BpfHashMap::try_from(
@@ -34,18 +35,23 @@ pub fn pool_names(ebpf: &Ebpf) -> anyhow::Result<BTreeMap<u64, String>> {
         let (spa, pool) = item?;
         out.insert(spa, c_string(&pool.name));
     }
+    let removals: BpfHashMap<_, u64, u64> = BpfHashMap::try_from(
+        ebpf.map("POOL_REMOVALS")
+            .ok_or_else(|| anyhow!("POOL_REMOVALS missing"))?,
+    )?;
     let live: BpfHashMap<_, u64, PoolName> = BpfHashMap::try_from(
         ebpf.map("POOL_NAMES")
             .ok_or_else(|| anyhow!("POOL_NAMES missing"))?,
     )?;
     for item in live.iter() {
         let (spa, name) = item?;
-        out.insert(spa, c_string(&name.name));
+        let removed_before = removals.get(&spa, 0).unwrap_or(0);
+        out.insert(pool_key(spa, removed_before), c_string(&name.name));
     }
     Ok(out)
 }
 
-/// The name of a pool by its spa_t address ("" where the stage cannot tell).
+/// The name of a pool by its row key ("" where the stage cannot tell).
 pub fn pool_label(names: &BTreeMap<u64, String>, spa: u64) -> String {
     match spa {
         0 => String::new(),

@@ -356,6 +356,82 @@ fn mark_unsplit(f: &mut Finding, pools: &[String], why: &str) {
 mod tests {
     use super::*;
 
+    /// The lab's l2arc scenario recorded whole (tests/data/README.md): six
+    /// pools of one process, three read from the disks and three from a
+    /// cache device. Each pool gets its own reads finding, which says what
+    /// its job (named in the benchmark's JSON) did.
+    #[test]
+    fn each_pool_of_the_l2arc_scenario_has_the_reads_finding_of_its_own_job() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-l2arc-scenario.json"
+        ));
+        let rec = Recording::parse(text, "l2arc scenario").unwrap();
+        let findings = explain(
+            &rec,
+            &ExplainOptions {
+                cpus: 2,
+                ..Default::default()
+            },
+        );
+        let jobs = &rec.benchmark.as_ref().unwrap().jobs;
+        assert_eq!(jobs.len(), 6);
+        for job in jobs {
+            let pool = job.pool.as_deref().unwrap();
+            let reads: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.kind == "reads" && f.pool == pool)
+                .collect();
+            assert_eq!(reads.len(), 1, "{pool}: {findings:#?}");
+            let expected = if job.name.starts_with("l2arc") {
+                "served from the ARC and its cache devices"
+            } else {
+                "disk-bound"
+            };
+            assert!(
+                reads[0].title.contains(expected),
+                "{} [{pool}]: {}",
+                job.name,
+                reads[0].title
+            );
+        }
+        // The disk-bound pools rank above the ones their cache devices serve.
+        let first = findings.iter().find(|f| f.kind == "reads").unwrap();
+        assert!(first.title.contains("disk-bound"), "{first:#?}");
+    }
+
+    /// With several pools, a finding from evidence that names no pool
+    /// (compression here) covers them all and says why it is not split.
+    #[test]
+    fn a_finding_that_cannot_be_split_by_pool_names_every_pool() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-l2arc-scenario.json"
+        ));
+        let rec = Recording::parse(text, "l2arc scenario").unwrap();
+        let pools = pool_names(&rec);
+        assert_eq!(pools.len(), 6, "{pools:?}");
+        let findings = explain(
+            &rec,
+            &ExplainOptions {
+                cpus: 2,
+                ..Default::default()
+            },
+        );
+        let compression = findings.iter().find(|f| f.kind == "compression").unwrap();
+        assert_eq!(compression.pool, "");
+        assert_eq!(compression.pools, pools);
+        assert!(
+            compression
+                .missing
+                .iter()
+                .any(|m| m.starts_with("not split by pool: compression"))
+        );
+        for f in findings.iter().filter(|f| !f.pool.is_empty()) {
+            assert_eq!(f.pools, vec![f.pool.clone()], "{f:#?}");
+        }
+    }
+
     #[test]
     fn what_if_specs() {
         assert_eq!(

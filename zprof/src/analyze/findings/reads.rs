@@ -17,11 +17,11 @@ pub(super) fn reads(rec: &Recording, path: &ReadPath, workload_ns: f64, out: &mu
     let (device_share, cpu_share) = read_shares(path);
     let (bound, action) = read_bound(path, device_share, cpu_share);
     // Untimed reads (counted at entry): their time is at least what they
-    // waited for the devices.
+    // waited for the devices, the cache devices included.
     let read_ns = if path.timed {
         reads.total_ns as f64
     } else {
-        reads.count as f64 * path.device_per_read_ns
+        reads.count as f64 * path.device_per_read_ns + path.cache_sync_reads.total_ns as f64
     };
     out.push(Finding {
         kind: "reads".into(),
@@ -76,6 +76,15 @@ fn read_evidence(
         format_bytes(path.read_bytes())
     )];
     evidence.push(read_reach_line(path));
+    if path.cache_sync_reads.count > 0 {
+        evidence.push(format!(
+            "cache devices (L2ARC): {} sync reads ({:.2} per read), disk time p50 {}, p99 {}",
+            format_count(path.cache_sync_reads.count as f64),
+            path.cache_reads_per_read(),
+            format_ns(path.cache_sync_reads.p50_ns),
+            format_ns(path.cache_sync_reads.p99_ns)
+        ));
+    }
     if let Some(arc) = &path.arc {
         evidence.push(arc_split_line(arc));
     }
@@ -144,6 +153,7 @@ fn read_figures(path: &ReadPath) -> Vec<(String, f64)> {
         ("device_per_read_ns".into(), path.device_per_read_ns),
         ("cpu_per_read_ns".into(), path.cpu_per_read_ns),
         ("read_amplification".into(), path.amplification()),
+        ("cache_reads_per_read".into(), path.cache_reads_per_read()),
     ]
     .into_iter()
     .chain(path.arc.iter().flat_map(|arc| {
@@ -325,7 +335,20 @@ fn cache_what_if_limits(curve: &ReuseCurve, path: &ReadPath, no_timeline: bool) 
 fn read_bound(path: &ReadPath, device_share: f64, cpu_share: f64) -> (String, String) {
     let reach = path.blocks_per_read;
     let amplification = path.amplification();
-    if reach < 0.1 && (!path.timed || device_share < 0.5) {
+    let from_cache = path.cache_reads_per_read();
+    if reach < 0.1 && from_cache >= 0.1 && (!path.timed || device_share < 0.5) {
+        (
+            format!(
+                "served from the ARC and its cache devices ({from_cache:.2} cache-device reads and {reach:.2} blocks \
+                 from the disks per read)"
+            ),
+            format!(
+                "The L2ARC serves the ARC's misses (its reads take {} at p50): a larger ARC moves them to memory; \
+                 nothing to tune on the disk side.",
+                format_ns(path.cache_sync_reads.p50_ns)
+            ),
+        )
+    } else if reach < 0.1 && (!path.timed || device_share < 0.5) {
         (
             format!(
                 "served from the ARC ({:.2} blocks read from disk per read)",
