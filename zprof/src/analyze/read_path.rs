@@ -24,8 +24,9 @@ use crate::{
     recording::{HistRecord, Recording, Summary, bucket_midpoint, pick, summarize},
 };
 
-/// The read path of a recording (all pools together: reads are not
-/// attributed to a pool on every target).
+/// The read path of a recording: of one pool when the recording is one
+/// pool's part ([`crate::recording::pools::restrict`]), else of all pools
+/// together (the kernel's file reads name no pool).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadPath {
     /// The workload's reads (count, bytes; latency when timed).

@@ -8,6 +8,10 @@
 //! Findings are ranked by share. Each states its confidence and the evidence it
 //! lacks, rather than guessing silently.
 //!
+//! Every finding is about one pool (see [`explain`]): a family runs on each
+//! pool's part of the recording, and only evidence that names no pool makes
+//! a finding over all of them, which says so.
+//!
 //! This file holds the finding type, the options, and [`explain`], which runs
 //! the families in a fixed order and ranks what they found; each family is a
 //! file of its own: `sync_writes` (and the SLOG what-if), `cpu`
