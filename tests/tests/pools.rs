@@ -125,6 +125,31 @@ fn together(dir: &Path, a: &[&str], b: &[&str]) -> (PathBuf, String, String) {
     (recording, name("a.json"), name("b.json"))
 }
 
+/// Each of two jobs recorded alone, then both together: the recording of
+/// both, its findings (printed), and each pool under its name in it.
+fn pair(
+    dir: &Path,
+    (tag_a, a): (&str, &[&str]),
+    (tag_b, b): (&str, &[&str]),
+) -> (PathBuf, Vec<Value>, Pool, Pool) {
+    let first = alone(dir, tag_a, a);
+    let second = alone(dir, tag_b, b);
+    let (recording, first_name, second_name) = together(dir, a, b);
+    let findings = explain_json(&recording, &[]);
+    for f in &findings {
+        eprintln!("{} [{}] {:.3}", f["title"], f["pool"], f["share"]);
+    }
+    let first = Pool {
+        name: first_name,
+        ..first
+    };
+    let second = Pool {
+        name: second_name,
+        ..second
+    };
+    (recording, findings, first, second)
+}
+
 /// The finding of `kind` about `pool`.
 fn finding<'a>(findings: &'a [Value], kind: &str, pool: &str) -> &'a Value {
     findings
@@ -173,21 +198,8 @@ fn unsplit_findings_say_so(findings: &[Value], pools: &[&str]) {
 fn each_pool_of_a_recording_gets_its_own_reads_finding_with_its_own_figures() {
     require_root();
     let dir = scratch("zprof-pools", "reads");
-    let disk = alone(&dir, "disk", DISK_BOUND_READS);
-    let arc = alone(&dir, "arc", ARC_READS);
-    let (recording, disk_name, arc_name) = together(&dir, DISK_BOUND_READS, ARC_READS);
-    let disk = Pool {
-        name: disk_name,
-        ..disk
-    };
-    let arc = Pool {
-        name: arc_name,
-        ..arc
-    };
-    let findings = explain_json(&recording, &[]);
-    for f in &findings {
-        eprintln!("{} [{}] {:.3}", f["title"], f["pool"], f["share"]);
-    }
+    let (recording, findings, disk, arc) =
+        pair(&dir, ("disk", DISK_BOUND_READS), ("arc", ARC_READS));
     assert_eq!(
         findings[0]["pool"],
         disk.name.as_str(),
@@ -223,21 +235,7 @@ fn each_pool_of_a_recording_gets_its_own_reads_finding_with_its_own_figures() {
 fn fsync_writers_on_one_pool_and_async_writers_on_another_are_told_apart() {
     require_root();
     let dir = scratch("zprof-pools", "writes");
-    let sync = alone(&dir, "sync", FSYNC_WRITES);
-    let bulk = alone(&dir, "async", ASYNC_WRITES);
-    let (recording, sync_name, bulk_name) = together(&dir, FSYNC_WRITES, ASYNC_WRITES);
-    let sync = Pool {
-        name: sync_name,
-        ..sync
-    };
-    let bulk = Pool {
-        name: bulk_name,
-        ..bulk
-    };
-    let findings = explain_json(&recording, &[]);
-    for f in &findings {
-        eprintln!("{} [{}] {:.3}", f["title"], f["pool"], f["share"]);
-    }
+    let (_, findings, sync, bulk) = pair(&dir, ("sync", FSYNC_WRITES), ("async", ASYNC_WRITES));
     assert_eq!(findings[0]["kind"], "sync_write_bound", "{:#}", findings[0]);
     assert_eq!(findings[0]["pool"], sync.name.as_str(), "{:#}", findings[0]);
     assert!(

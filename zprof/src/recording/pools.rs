@@ -47,36 +47,11 @@ pub fn restrict(rec: &Recording, pools: &[String], unpooled: Unpooled) -> Record
     // A clone, then the rows replaced: explain makes one view per pool, and a
     // recording is at most a few MiB.
     let mut view = rec.clone();
-    view.histograms = rec
-        .histograms
-        .iter()
-        .filter(|h| keep(&h.pool))
-        .cloned()
-        .collect();
-    view.txgs = rec
-        .txgs
-        .iter()
-        .filter(|t| chosen(&t.pool))
-        .cloned()
-        .collect();
-    view.vdevs = rec
-        .vdevs
-        .iter()
-        .filter(|v| chosen(&v.pool))
-        .cloned()
-        .collect();
-    view.requests = rec
-        .requests
-        .iter()
-        .filter(|r| keep(dataset_pool(&r.dataset)))
-        .cloned()
-        .collect();
-    view.slow_requests = rec
-        .slow_requests
-        .iter()
-        .filter(|r| keep(dataset_pool(&r.dataset)))
-        .cloned()
-        .collect();
+    view.histograms = kept(&rec.histograms, |h| keep(&h.pool));
+    view.txgs = kept(&rec.txgs, |t| chosen(&t.pool));
+    view.vdevs = kept(&rec.vdevs, |v| chosen(&v.pool));
+    view.requests = kept(&rec.requests, |r| keep(dataset_pool(&r.dataset)));
+    view.slow_requests = kept(&rec.slow_requests, |r| keep(dataset_pool(&r.dataset)));
     if drop_host_wide {
         view.timeline.clear();
         view.cpu = None;
@@ -87,6 +62,11 @@ pub fn restrict(rec: &Recording, pools: &[String], unpooled: Unpooled) -> Record
         bench.jobs.retain(|j| j.pool.as_deref().is_none_or(&chosen));
     }
     view
+}
+
+/// The rows `keep` says yes to, copied.
+fn kept<T: Clone>(rows: &[T], keep: impl Fn(&T) -> bool) -> Vec<T> {
+    rows.iter().filter(|row| keep(row)).cloned().collect()
 }
 
 /// Checks that every pool asked for (`--pool`) is in the recording; the

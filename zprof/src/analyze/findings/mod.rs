@@ -360,24 +360,29 @@ fn mark_unsplit(f: &mut Finding, pools: &[String], why: &str) {
 mod tests {
     use super::*;
 
+    /// The lab's l2arc scenario recorded whole (tests/data/README.md) and
+    /// its findings.
+    fn l2arc_scenario() -> (Recording, Vec<Finding>) {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-l2arc-scenario.json"
+        ));
+        let rec = Recording::parse(text, "l2arc scenario").unwrap();
+        let options = ExplainOptions {
+            cpus: 2,
+            ..Default::default()
+        };
+        let findings = explain(&rec, &options);
+        (rec, findings)
+    }
+
     /// The lab's l2arc scenario recorded whole (tests/data/README.md): six
     /// pools of one process, three read from the disks and three from a
     /// cache device. Each pool gets its own reads finding, which says what
     /// its job (named in the benchmark's JSON) did.
     #[test]
     fn each_pool_of_the_l2arc_scenario_has_the_reads_finding_of_its_own_job() {
-        let text = include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/lab-2.1.11-l2arc-scenario.json"
-        ));
-        let rec = Recording::parse(text, "l2arc scenario").unwrap();
-        let findings = explain(
-            &rec,
-            &ExplainOptions {
-                cpus: 2,
-                ..Default::default()
-            },
-        );
+        let (rec, findings) = l2arc_scenario();
         let jobs = &rec.benchmark.as_ref().unwrap().jobs;
         assert_eq!(jobs.len(), 6);
         for job in jobs {
@@ -408,20 +413,9 @@ mod tests {
     /// (compression here) covers them all and says why it is not split.
     #[test]
     fn a_finding_that_cannot_be_split_by_pool_names_every_pool() {
-        let text = include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/lab-2.1.11-l2arc-scenario.json"
-        ));
-        let rec = Recording::parse(text, "l2arc scenario").unwrap();
+        let (rec, findings) = l2arc_scenario();
         let pools = pool_names(&rec);
         assert_eq!(pools.len(), 6, "{pools:?}");
-        let findings = explain(
-            &rec,
-            &ExplainOptions {
-                cpus: 2,
-                ..Default::default()
-            },
-        );
         let compression = findings.iter().find(|f| f.kind == "compression").unwrap();
         assert_eq!(compression.pool, "");
         assert_eq!(compression.pools, pools);
