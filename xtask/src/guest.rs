@@ -531,13 +531,9 @@ fn run_variant(
 /// The kernel trouble lines of a failed run in `out`: its console and, when
 /// the results came back, the guest's dmesg.
 fn trouble_after_failure(out: &Path) -> Vec<String> {
-    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-    let mut trouble = run::trouble_lines(&read(out.join("console.log")));
-    for line in run::trouble_lines(&read(out.join("results").join("dmesg.txt"))) {
-        if !trouble.contains(&line) {
-            trouble.push(line);
-        }
-    }
+    let console = std::fs::read_to_string(out.join("console.log")).unwrap_or_default();
+    let mut trouble = run::trouble_lines(&console);
+    run::add_dmesg_trouble(&mut trouble, &out.join("results"));
     trouble
 }
 
@@ -631,11 +627,7 @@ fn attempt_once(
 
 /// The first line of an error's message (a BootFailure's ends with the console's tail).
 fn first_line(err: &anyhow::Error) -> String {
-    format!("{err}")
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_owned()
+    first_line_of(&format!("{err}")).to_owned()
 }
 
 /// Where run outputs go: `<target dir>/guest/COMBINATION/NAME` (replaced on

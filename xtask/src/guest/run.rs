@@ -389,7 +389,7 @@ fn timed_out(console: &Path, timeout: Duration) -> anyhow::Error {
 
 /// Adds the kernel trouble lines of the guest's dmesg (in `results`) that
 /// the console did not show.
-fn add_dmesg_trouble(trouble: &mut Vec<String>, results: &Path) {
+pub fn add_dmesg_trouble(trouble: &mut Vec<String>, results: &Path) {
     let dmesg = std::fs::read_to_string(results.join("dmesg.txt")).unwrap_or_default();
     for line in trouble_lines(&dmesg) {
         if !trouble.contains(&line) {
