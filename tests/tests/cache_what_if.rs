@@ -4,9 +4,15 @@
 //! not the lab's model); the lab then runs the same job with one, warmed the
 //! same way, and the prediction must be within 30% of it. A cache device a
 //! quarter of the data is run too: the share of the misses it serves must be
-//! the predicted one within 10 points. Both runs are recorded with --full-timing (the what-if splits the
-//! timed reads into those served from memory and those that waited for a
-//! disk), so both carry the same probe overhead. Needs root.
+//! the predicted one within 10 points. The run without a cache device is
+//! recorded with --full-timing (the what-if splits the timed reads into
+//! those served from memory and those that waited for a disk); the runs with
+//! one are the lab alone, as the user's workload would run: under the
+//! probes a read from the cache device fires a dozen more of them than the
+//! what-if's run can show (on an Intel host 5,054 reads/s recorded against
+//! 5,875 bare). Where the host does not deliver the lab's cache device (ZFS
+//! saw its I/O take over 1.5x its model), the rate cannot be checked there.
+//! Needs root.
 
 use std::path::Path;
 
@@ -14,7 +20,8 @@ use serde_json::Value;
 
 mod common;
 use common::{
-    explain_json, figure, lab_releases, ledger::Attempts, require_root, zprof_on_lab_with,
+    explain_json, figure, first_json, lab_releases, ledger, ledger::Attempts, require_root, stderr,
+    zprof_on_lab_with,
 };
 
 /// 512 MiB read at random through a 128 MiB ARC, after two warm-up passes
@@ -28,14 +35,8 @@ const JOB: &str = "name=rr,rw=randread,bs=4k,size=512m,numjobs=1,runtime=5,warmu
 /// that a block is kept for a fraction of its distance to its next read.
 const SMALL_CACHE: &str = "128m";
 
-fn run(
-    dir: &Path,
-    lab: &Path,
-    name: &str,
-    caches: &str,
-    cache_size: Option<&str>,
-) -> (Value, std::path::PathBuf) {
-    let recording = dir.join(format!("{name}.json"));
+/// The lab's arguments for the job with `caches` cache devices.
+fn lab_args<'a>(caches: &'a str, cache_size: Option<&'a str>) -> Vec<&'a str> {
     let mut args = vec![
         "--layout",
         "raidz3:8",
@@ -55,10 +56,28 @@ fn run(
     if let Some(size) = cache_size {
         args.extend(["--cache-size", size]);
     }
-    (
-        zprof_on_lab_with("record", &["--full-timing"], lab, dir, &recording, &args),
-        recording,
-    )
+    args
+}
+
+/// The run without a cache device, recorded: its recording.
+fn recorded_run(dir: &Path, lab: &Path) -> std::path::PathBuf {
+    let recording = dir.join("plain.json");
+    let args = lab_args("0", None);
+    zprof_on_lab_with("record", &["--full-timing"], lab, dir, &recording, &args);
+    recording
+}
+
+/// A run with a cache device, the lab alone: its JSON.
+fn bare_run(dir: &Path, lab: &Path, cache_size: Option<&str>) -> Value {
+    let output = std::process::Command::new(lab)
+        .args(["run", "--dir"])
+        .arg(dir)
+        .args(lab_args("1", cache_size))
+        .args(["--output-format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    first_json(&String::from_utf8_lossy(&output.stdout))
 }
 
 fn what_if(recording: &Path, extra: &[&str]) -> Value {
@@ -85,24 +104,49 @@ fn measured(lab_json: &Value) -> (f64, f64) {
     )
 }
 
-/// One attempt: the run without a cache device, its what-ifs for the full
-/// cache and the small one, and the runs with each.
+/// The lab's cache leaf as ZFS saw it: its mean I/O time against what the
+/// model gave the same I/Os (ns).
+fn cache_device(lab_json: &Value) -> (f64, f64) {
+    let leaves = lab_json["jobs"][0]["leaves"].as_array().unwrap();
+    let cache = leaves
+        .iter()
+        .find(|l| l["is_cache"] == true)
+        .expect("no cache leaf in the lab's JSON");
+    let device = &cache["device"];
+    let ios = device["ios"].as_f64().unwrap().max(1.0);
+    (
+        device["io_ns"].as_f64().unwrap() / ios,
+        device["model_io_ns"].as_f64().unwrap() / ios,
+    )
+}
+
+/// How far above its model the lab's cache device may be before the rate
+/// measures the host rather than the what-if: the lab's own
+/// `scenario::DELIVERY_SLACK`.
+const DELIVERY_SLACK: f64 = 1.5;
+
+/// One attempt: the run without a cache device (its rate as recorded), its
+/// what-ifs for the full cache and the small one, and the runs with each.
 struct Attempt {
     before: f64,
     full: (f64, f64),
     small: (f64, f64),
+    /// The full cache's device: delivered and modelled mean I/O, ns.
+    full_device: (f64, f64),
     full_what_if: Value,
     small_what_if: Value,
 }
 
 fn attempt(dir: &Path, lab: &Path) -> Attempt {
-    let (plain, recording) = run(dir, lab, "plain", "0", None);
-    let (full, _) = run(dir, lab, "cached", "1", None);
-    let (small, _) = run(dir, lab, "small", "1", Some(SMALL_CACHE));
+    let recording = recorded_run(dir, lab);
+    let full = bare_run(dir, lab, None);
+    let small = bare_run(dir, lab, Some(SMALL_CACHE));
+    let before = figure(&what_if(&recording, &[]), "read_rate_before");
     Attempt {
-        before: measured(&plain).0,
+        before,
         full: measured(&full),
         small: measured(&small),
+        full_device: cache_device(&full),
         full_what_if: what_if(&recording, &[]),
         small_what_if: what_if(&recording, &["--what-if", &format!("l2arc={SMALL_CACHE}")]),
     }
@@ -128,7 +172,12 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
         );
         let mut full = Attempts::new(TEST, &full_case, 2);
         let mut small = Attempts::new(TEST, &small_case, 2);
-        while full.again() || small.again() {
+        // A run where the host did not deliver the cache device is not an
+        // attempt at the rate; three runs at most.
+        for _ in 0..3 {
+            if !full.again() && !small.again() {
+                break;
+            }
             let run = attempt(&dir, &release.lab);
             let (predicted, served) = (
                 figure(&run.full_what_if, "read_rate_after"),
@@ -153,14 +202,21 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
                 "every block the job missed was read in the warm-up: served {served}"
             );
             let error = predicted / measured - 1.0;
-            if full.again() {
-                full.attempt(
-                    error.abs() <= BOUND,
-                    format!(
-                        "predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%)",
-                        error * 100.0
-                    ),
+            let (delivered, modelled) = run.full_device;
+            let detail = format!(
+                "predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%); cache device delivered {:.0} us (model {:.0})",
+                error * 100.0,
+                delivered / 1e3,
+                modelled / 1e3
+            );
+            if delivered > DELIVERY_SLACK * modelled {
+                ledger::cannot_check(
+                    TEST,
+                    &full_case,
+                    &format!("the host did not deliver the lab's ssd cache device: {detail}"),
                 );
+            } else if full.again() {
+                full.attempt(error.abs() <= BOUND, detail);
             }
             let (small_predicted, small_measured) =
                 (figure(&run.small_what_if, "served_sync"), run.small.1);

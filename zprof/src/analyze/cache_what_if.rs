@@ -13,7 +13,9 @@
 //! the ring turn over `1 / (1 - h)` times slower: a block is kept while
 //! `S / (1 - h)` bytes of this run's reads from disk go by, and
 //! `h = F(S / (1 - h))`, F being the share of reads from disk whose distance
-//! is at most that. The fixed point is found by iteration.
+//! is at most that. The fixed point is found by iteration. The sync reads
+//! it serves are judged on the distances of the workload's steady seconds
+//! (the timeline keeps them per second), not on a warm-up's.
 //!
 //! What it leaves out, said in the finding: it is conservative where a block
 //! also sat in the ARC for a while before its eviction (it counts the whole
@@ -309,7 +311,14 @@ pub fn predict(
     let window = Window::of(rec);
     let (blocks_per_read, re_read_share) = sync_disk_reads(window.as_ref(), path, curve);
     let (served_all, keep) = curve.served(spec.bytes as f64);
-    let served_sync = re_read_share * curve.sync_re_reads_within(keep);
+    // The steady seconds' own distances where the recording has them: a
+    // warm-up's re-reads (prefetched blocks the ARC dropped before the
+    // reader came, read again a few MiB later) are not the workload's.
+    let within_keep = window
+        .as_ref()
+        .and_then(|w| w.sync_re_reads_within(keep))
+        .unwrap_or_else(|| curve.sync_re_reads_within(keep));
+    let served_sync = re_read_share * within_keep;
     let cache_read_ns = spec.read_ns(path.block_bytes);
     let split = ReadSplit::of(rec, path);
     let (read_before_ns, read_after_ns) = match split {
@@ -413,7 +422,7 @@ fn rate_with_cache(
 /// less the first and last (partial). A warm-up that read the data before
 /// (ZFS's prefetch, another tool) falls outside them unless it was counted
 /// as the workload's reads.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Window {
     /// Seconds.
     pub seconds: usize,
@@ -423,6 +432,9 @@ pub struct Window {
     pub sync_disk_reads: u64,
     /// Of those, first reads.
     pub sync_first_reads: u64,
+    /// The others' reuse distances, as [`ReuseCurve`]'s spans (empty in
+    /// recordings of zprof before 0.1 kept them per second).
+    sync_re_reads: Vec<(f64, f64, f64)>,
 }
 
 impl Window {
@@ -439,8 +451,27 @@ impl Window {
             reads: steady.iter().map(|p| p.read_ops).sum(),
             sync_disk_reads: steady.iter().map(|p| p.sync_disk_reads).sum(),
             sync_first_reads: steady.iter().map(|p| p.sync_first_reads).sum(),
+            sync_re_reads: steady
+                .iter()
+                .flat_map(|p| &p.sync_reread_distances)
+                .map(|[index, count]| {
+                    let index = *index as usize;
+                    (
+                        hist_bucket_low(index) as f64,
+                        hist_bucket_high(index) as f64,
+                        *count as f64,
+                    )
+                })
+                .collect(),
         })
         .filter(|w| w.reads > 0)
+    }
+
+    /// Share of the steady seconds' sync re-reads within `keep` bytes of
+    /// their previous read, where the recording kept their distances.
+    fn sync_re_reads_within(&self, keep: f64) -> Option<f64> {
+        let total: f64 = self.sync_re_reads.iter().map(|s| s.2).sum();
+        (total > 0.0).then(|| within(&self.sync_re_reads, total as u64, keep))
     }
 }
 
@@ -597,6 +628,43 @@ mod tests {
             all > 0.1 && (all - keep / 1000.0).abs() < 0.02,
             "h {all} keep {keep} MiB"
         );
+    }
+
+    #[test]
+    fn the_steady_seconds_distances_are_the_workloads_not_the_warm_ups() {
+        use crate::recording::TimelinePoint;
+        let mib = |m: u64| zprof_common::hist_bucket(m << 20) as u64;
+        // A warm-up (seconds 1-2) re-reads at 5 MiB; the workload (seconds
+        // 3-6, steady 4-5) at 300 MiB.
+        let second = |second: u32, read_ops: u64, distance_mib: u64| TimelinePoint {
+            second,
+            read_ops,
+            sync_disk_reads: 10,
+            sync_reread_distances: vec![[mib(distance_mib), 10]],
+            ..TimelinePoint::default()
+        };
+        let mut rec = Recording::for_tests(vec![]);
+        rec.timeline = vec![
+            second(1, 0, 5),
+            second(2, 0, 5),
+            second(3, 50, 300),
+            second(4, 50, 300),
+            second(5, 50, 300),
+            second(6, 50, 300),
+        ];
+        let window = Window::of(&rec).unwrap();
+        assert_eq!(
+            (window.seconds, window.reads, window.sync_disk_reads),
+            (2, 100, 20)
+        );
+        assert_eq!(window.sync_re_reads_within(100.0 * 1048576.0), Some(0.0));
+        assert_eq!(window.sync_re_reads_within(1e12), Some(1.0));
+        // An older recording without the distances: no answer, the whole
+        // run's curve is used.
+        for point in &mut rec.timeline {
+            point.sync_reread_distances.clear();
+        }
+        assert_eq!(Window::of(&rec).unwrap().sync_re_reads_within(1e12), None);
     }
 
     #[test]

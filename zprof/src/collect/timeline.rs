@@ -1,6 +1,9 @@
 //! The per-second timeline of a recording: the workload's operations, ZIL
-//! commits and ARC outcomes of each second, as differences of the
-//! cumulative histogram counts read at each tick.
+//! commits, ARC outcomes and the reuse distances of its sync re-reads in
+//! each second, as differences of the cumulative histogram counts read at
+//! each tick.
+
+use std::collections::BTreeMap;
 
 use zprof_common::{Hist, HistKey, Stage, arc_read_class, miss_reuse_class};
 
@@ -18,6 +21,7 @@ pub const TIMELINE_STAGES: [u32; 5] = [
 /// The cumulative counts of `rows` (the [`TIMELINE_STAGES`] rows so far).
 pub fn totals(rows: &[(HistKey, Hist)]) -> TimelinePoint {
     let mut totals = TimelinePoint::default();
+    let mut re_reads = BTreeMap::new();
     for (key, hist) in rows {
         match Stage::from_u32(key.stage) {
             Some(Stage::WorkloadWrite) => {
@@ -39,12 +43,31 @@ pub fn totals(rows: &[(HistKey, Hist)]) -> TimelinePoint {
                 totals.sync_disk_reads += hist.count;
                 if key.class & miss_reuse_class::FIRST != 0 {
                     totals.sync_first_reads += hist.count;
+                } else {
+                    add_buckets(&mut re_reads, &hist.buckets);
                 }
             }
             _ => {}
         }
     }
+    totals.sync_reread_distances = re_reads.into_iter().map(|(b, n)| [b, n]).collect();
     totals
+}
+
+fn add_buckets(sum: &mut BTreeMap<u64, u64>, buckets: &[u64]) {
+    for (index, count) in buckets.iter().enumerate().filter(|(_, n)| **n > 0) {
+        *sum.entry(index as u64).or_default() += count;
+    }
+}
+
+/// `now - before`, bucket by bucket, of two sparse `[bucket, count]` lists
+/// (the empty buckets left out).
+fn buckets_since(now: &[[u64; 2]], before: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    let before: BTreeMap<u64, u64> = before.iter().map(|[b, n]| (*b, *n)).collect();
+    now.iter()
+        .map(|[b, n]| [*b, n.saturating_sub(before.get(b).copied().unwrap_or(0))])
+        .filter(|[_, n]| *n > 0)
+        .collect()
 }
 
 /// Timeline point `second`: what `totals` counts beyond `last` (never
@@ -64,5 +87,45 @@ pub fn point_since(totals: &TimelinePoint, last: &TimelinePoint, second: u32) ->
         sync_first_reads: totals
             .sync_first_reads
             .saturating_sub(last.sync_first_reads),
+        sync_reread_distances: buckets_since(
+            &totals.sync_reread_distances,
+            &last.sync_reread_distances,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reuse_row(class: u32, buckets: &[(usize, u64)]) -> (HistKey, Hist) {
+        let mut hist = Hist::ZERO;
+        for &(index, count) in buckets {
+            hist.buckets[index] = count;
+            hist.count += count;
+        }
+        let key = HistKey {
+            stage: Stage::ArcMissReuse as u32,
+            class,
+            ..HistKey::default()
+        };
+        (key, hist)
+    }
+
+    #[test]
+    fn a_second_counts_its_own_sync_re_reads_by_distance() {
+        use miss_reuse_class as c;
+        let before = totals(&[reuse_row(0, &[(150, 4), (200, 1)])]);
+        let now = totals(&[
+            reuse_row(0, &[(150, 6), (200, 1), (210, 3)]),
+            reuse_row(c::FIRST, &[(0, 7)]),
+            reuse_row(c::ASYNC, &[(150, 50)]),
+        ]);
+        let point = point_since(&now, &before, 2);
+        assert_eq!(
+            (point.sync_disk_reads, point.sync_first_reads),
+            (10 + 7 - 5, 7)
+        );
+        assert_eq!(point.sync_reread_distances, vec![[150, 2], [210, 3]]);
     }
 }

@@ -486,6 +486,11 @@ pub struct TimelinePoint {
     /// Of those, blocks not read from disk before.
     #[serde(default)]
     pub sync_first_reads: u64,
+    /// The others (sync re-reads) by reuse distance, as `[bucket, count]`
+    /// of the `arc_miss_reuse` histogram: the cache what-if needs the
+    /// distances of the workload's own seconds, not of a warm-up's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_reread_distances: Vec<[u64; 2]>,
 }
 
 /// The stable name of a stage in recordings.
