@@ -6,11 +6,13 @@
 //!
 //! What the prediction is not given: the run with the log device. Its only
 //! device input is the nominal spec (zprof/src/analyze/findings `SlogDevice`), not
-//! the latencies the lab delivered. Its one fitted constant
-//! (`PER_LEAF_WEIGHT`, zprof/src/sync_path.rs) was chosen on raidz3:8, 4k and
-//! 32k, one writer, ssd log: those cases stay as regressions, and the
-//! unseen ones (other layouts, block sizes, writer counts and an nvme log)
-//! check the model. Where the host cannot deliver the lab's log device (its
+//! the latencies the lab delivered. Its one fitted constant, the weight of
+//! each release series (`Series::per_leaf_weight`, zprof/src/zfs/releases.rs),
+//! was chosen for 2.1 on raidz3:8, 4k and 32k, one writer, ssd log: those
+//! cases stay as regressions, and the unseen ones (other layouts, block
+//! sizes, writer counts and an nvme log) check the model. 2.3's was chosen
+//! on the Intel VM with raidz1:4 16k and raidz2:6 8k among its cases, so on
+//! 2.3.2 only the two-writer mirror and the nvme log are unseen. Where the host cannot deliver the lab's log device (its
 //! write and flush came out well above the model's own), the comparison
 //! would measure the host, so the case is recorded as one this host cannot
 //! check. Every attempt goes to the test ledger. Needs root.
@@ -51,7 +53,7 @@ struct Case {
     mode: Mode,
     /// Both cores kept busy by two loops during both runs.
     loaded: bool,
-    /// Among the 15 cases `PER_LEAF_WEIGHT` was chosen on.
+    /// Among the cases 2.1's weight was chosen on (see the module doc for 2.3's).
     fitted: bool,
     /// A known miss: the open work that explains it.
     known_miss: Option<&'static str>,

@@ -26,10 +26,12 @@
 //! us per write without a log device and 16-32 us with an ssd log device,
 //! the same code. Across zprof's SLOG cases the non-device time kept 13-15%
 //! of itself at 4k on 2.1.11 (about "all per leaf I/O"), 24-40% at 32k, and
-//! more on 2.3.2 (why is not yet known). The point
-//! prediction goes [`PER_LEAF_WEIGHT`] of the way (in log space) from "all
-//! of it per commit" to "all of it per leaf I/O", and the finding
-//! gives both ends as its range.
+//! more on 2.3.2, whose libzpool fsyncs a flushed file vdev on a taskq (a
+//! hand-off per flush that a log device's commit pays). The point
+//! prediction goes the release series' weight (`Series::per_leaf_weight`,
+//! [`PER_LEAF_WEIGHT`] for a release zprof does not know) of the way (in log
+//! space) from "all of it per commit" to "all of it per leaf I/O", and the
+//! finding gives both ends as its range.
 
 use zprof_common::Stage;
 
@@ -42,10 +44,11 @@ use crate::{
 pub const STALL_FACTOR: f64 = 20.0;
 
 /// How far the point prediction goes from keeping the non-device time whole
-/// (0) to scaling it per leaf I/O (1), in log space. Chosen on 15 recorded
-/// SLOG cases re-explained at several weights: 0.5 (the geometric midpoint)
-/// was 14-22% low at 4k on 2.1.11 (31% once), 0.75 up to 29% high on 2.3.2,
-/// 0.6 within -17%..+20% on both releases (see the module doc).
+/// (0) to scaling it per leaf I/O (1), in log space, for a release zprof
+/// does not know (each known series has its own, `Series::per_leaf_weight`).
+/// Chosen on 15 recorded SLOG cases re-explained at several weights: 0.5
+/// (the geometric midpoint) was 14-22% low at 4k on 2.1.11 (31% once), 0.75
+/// up to 29% high on 2.3.2, 0.6 within -17%..+20% on both releases.
 pub const PER_LEAF_WEIGHT: f64 = 0.6;
 
 /// Leaf I/Os of one commit on a single log device: its write and its flush.
@@ -195,15 +198,22 @@ impl SyncPath {
         (fraction, wake)
     }
 
-    /// What this path would do with the log blocks on `device`.
-    pub fn predict(&self, write_ns: f64, flush_ns: f64, rule: CommitTimeout) -> Prediction {
+    /// What this path would do with the log blocks on a device of these
+    /// latencies, `weight` of the way from per commit to per leaf I/O.
+    pub fn predict(
+        &self,
+        write_ns: f64,
+        flush_ns: f64,
+        rule: CommitTimeout,
+        weight: f64,
+    ) -> Prediction {
         let (fraction, wake) = self.timeout_parts(rule);
         let timeout = fraction * (write_ns + flush_ns) + wake;
         let per_leaf =
             (LOG_DEVICE_LEAF_IOS / self.leaf_ios_per_commit.max(LOG_DEVICE_LEAF_IOS)).min(1.0);
         // Between "all per commit" and "all per leaf I/O": zprof cannot tell
         // the two parts apart in one run.
-        let scale = per_leaf.powf(PER_LEAF_WEIGHT);
+        let scale = per_leaf.powf(weight);
         let rate = |non_device_scale: f64| {
             let commit = timeout + write_ns + flush_ns + self.other_ns * non_device_scale;
             let cycle = self.cycle.typical_mean_ns * non_device_scale;

@@ -395,8 +395,11 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
     let rule = release
         .series
         .map_or(releases::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
+    let weight = release
+        .series
+        .map_or(sync_path::PER_LEAF_WEIGHT, |s| s.per_leaf_weight);
     let mut evidence = vec![slog_model_line(path, rule)];
-    let predicted = predict_devices(w, rule, options);
+    let predicted = predict_devices(w, rule, weight, options);
     evidence.extend(predicted.lines);
     let saturated = rec.machine_cpu_busy.filter(|busy| *busy >= CPU_SATURATED);
     let first = predicted.first;
@@ -474,6 +477,7 @@ fn block_size_words(device: &SlogDevice, bytes: f64) -> String {
 fn predict_devices(
     w: &SyncWriters,
     rule: CommitTimeout,
+    weight: f64,
     options: &ExplainOptions,
 ) -> DevicePredictions {
     let (path, writers) = (&w.path, w.writers);
@@ -492,7 +496,7 @@ fn predict_devices(
         .push(("log_block_bytes".into(), path.log_block_bytes));
     for (name, device) in &slog_devices(options) {
         let write_ns = device.block_write_ns(path.log_block_bytes);
-        let p = path.predict(write_ns, device.flush_ns, rule);
+        let p = path.predict(write_ns, device.flush_ns, rule, weight);
         let total = p.per_writer * writers;
         let gain = if measured > 0.0 {
             total / measured
