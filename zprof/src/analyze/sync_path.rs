@@ -36,7 +36,7 @@
 use zprof_common::Stage;
 
 use crate::{
-    recording::{HistRecord, Recording, Stalls, pick, split_stalls, summarize},
+    recording::{HistRecord, Recording, Stalls, Summary, pick, split_stalls, summarize},
     zfs::releases::CommitTimeout,
 };
 
@@ -151,7 +151,7 @@ impl SyncPath {
             on_log_device,
             log_block_bytes: log_block_bytes(
                 cycles.bytes as f64 / cycles.count.max(1) as f64,
-                mean_write_bytes(rec, pool),
+                sync_write_bytes(&cycles).unwrap_or_else(|| mean_write_bytes(rec, pool)),
             ),
             writers: ((cycles.total_ns + commits.total_ns) as f64 / 1e9 / seconds).max(1.0),
         })
@@ -251,7 +251,18 @@ pub fn log_block_bytes(writes: f64, write_bytes: f64) -> f64 {
     (bytes / LOG_SECTOR_BYTES).ceil() * LOG_SECTOR_BYTES
 }
 
-/// The mean size of the pool's workload writes.
+/// The mean size of the sync writes the commits made durable, from the
+/// cycles' own byte counts: the workload's mean write would count the
+/// writes no commit followed too (a job's setup, async writers), which
+/// made a 32 KiB fsync job's log block 28 KiB. None for recordings made
+/// before the cycles carried their bytes.
+fn sync_write_bytes(cycles: &Summary) -> Option<f64> {
+    (cycles.bytes_out > 0 && cycles.bytes > 0)
+        .then(|| cycles.bytes_out as f64 / cycles.bytes as f64)
+}
+
+/// The mean size of the pool's workload writes: the fallback for
+/// recordings whose cycles carry no bytes.
 fn mean_write_bytes(rec: &Recording, pool: &str) -> f64 {
     let writes = summarize(rows(rec, Stage::WorkloadWrite, pool));
     writes.bytes as f64 / writes.count.max(1) as f64
@@ -301,5 +312,23 @@ mod tests {
         assert_eq!(log_block_bytes(1.0, 4096.0), 8192.0);
         assert_eq!(log_block_bytes(1.0, 32768.0), 36864.0);
         assert_eq!(log_block_bytes(4.0, 4096.0), 20480.0);
+    }
+
+    #[test]
+    fn the_log_block_takes_the_size_of_the_writes_the_commits_made_durable() {
+        // A 32 KiB fsync job: 327 sync writes, whatever the job's other
+        // writes were (their sizes are not in the cycles).
+        let cycles = Summary {
+            count: 327,
+            bytes: 327,
+            bytes_out: 327 * 32768,
+            ..Summary::default()
+        };
+        assert_eq!(sync_write_bytes(&cycles), Some(32768.0));
+        let without_bytes = Summary {
+            bytes_out: 0,
+            ..cycles
+        };
+        assert_eq!(sync_write_bytes(&without_bytes), None);
     }
 }
