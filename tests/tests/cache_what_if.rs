@@ -2,8 +2,8 @@
 //! RAID-Z3 of emulated HDDs with the ARC capped and no cache device, zprof
 //! predicts the read rate with an SSD cache device (from a vendor's figures,
 //! not the lab's model); the lab then runs the same job with one, warmed the
-//! same way, and the prediction, an upper bound, must be no more than 30%
-//! below it and 60% above (see [`ABOVE`]). A cache device a
+//! same way, and the prediction must be within 30% of it (see [`BOUND`]),
+//! where the warm-up left the cache device holding the data. A cache device a
 //! quarter of the data is run too: the share of the misses it serves must be
 //! the predicted one within 10 points. The run without a cache device is
 //! recorded with --full-timing (the what-if splits the timed reads into
@@ -155,18 +155,18 @@ fn attempt(dir: &Path, lab: &Path) -> Attempt {
 
 const TEST: &str = "cache_what_if";
 
-/// The predicted rate may be this share below the measured one...
+/// The predicted rate may be this share off the measured one. With the
+/// lab's cache device warmed whole, five runs on an Intel VM came out -7% to
+/// +13%; before the lab's warm-up checked that the cache held the data, runs
+/// where 1-10% of the misses went to the hdds came out 18-133% high, which
+/// is why a run whose cache device served less than [`WARMED`] of the misses
+/// is not an attempt.
 const BOUND: f64 = 0.30;
 
-/// ...and this share above it: the what-if counts a read from the cache
-/// device as the device's time alone, and says its rate is an upper bound
-/// (the I/O through ZFS, thread hand-offs included, is not counted). How
-/// far above is the host's: on the AMD VM -1% and +8%; on an Intel VM the
-/// lab alone ran 18-54% below the prediction with the device delivered
-/// within 1.1-1.4x its model (CI of df2bc5d). A what-if that ignored the
-/// cache device's time would predict a read at memory speed, twice or more
-/// the measured rate.
-const ABOVE: f64 = 0.60;
+/// The share of the job's misses a warmed cache device must serve for the
+/// run to be the case the what-if predicts: a read from an hdd costs a
+/// hundred from the cache, so 0.2% of them add about a tenth to a read.
+const WARMED: f64 = 0.998;
 
 #[test]
 fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one() {
@@ -200,10 +200,6 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
                 release.version, run.before, run.full_what_if["evidence"]
             );
             assert!(
-                l2_share > 0.95,
-                "the warmed cache device serves the misses: {l2_share}"
-            );
-            assert!(
                 measured >= 10.0 * run.before,
                 "at 8k the cache device lifts random reads tenfold: {} -> {measured}",
                 run.before
@@ -212,13 +208,27 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
                 served > 0.95,
                 "every block the job missed was read in the warm-up: served {served}"
             );
+            if l2_share < WARMED {
+                // The lab's warm-up passes until the cache device holds the
+                // data, four at most (zprof-lab's fill_cache_devices).
+                ledger::cannot_check(
+                    TEST,
+                    &full_case,
+                    &format!(
+                        "the warm-up left {:.2}% of the job's misses to the disks, so the run is not the warmed cache the what-if predicts ({measured:.0} reads/s)",
+                        (1.0 - l2_share) * 100.0
+                    ),
+                );
+                continue;
+            }
             let error = predicted / measured - 1.0;
             let (delivered, modelled) = run.full_device;
             let detail = format!(
-                "predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%); cache device delivered {:.0} us (model {:.0})",
+                "predicted {predicted:.0} reads/s, measured {measured:.0} ({:+.0}%); cache device delivered {:.0} us (model {:.0}), {:.2}% of the misses served by it",
                 error * 100.0,
                 delivered / 1e3,
-                modelled / 1e3
+                modelled / 1e3,
+                l2_share * 100.0
             );
             if delivered > DELIVERY_SLACK * modelled {
                 ledger::cannot_check(
@@ -227,7 +237,7 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
                     &format!("the host did not deliver the lab's ssd cache device: {detail}"),
                 );
             } else if full.again() {
-                full.attempt((-BOUND..=ABOVE).contains(&error), detail);
+                full.attempt(error.abs() <= BOUND, detail);
             }
             let (small_predicted, small_measured) =
                 (figure(&run.small_what_if, "served_sync"), run.small.1);

@@ -332,25 +332,34 @@ fn percent_after(text: &str, name: &str) -> f64 {
 #[test]
 fn wall_clock_title_states_the_split_and_the_differential_graph_shows_zstd_grown() {
     let dir = scratch("wall");
-    let lz4 = record_compression(&dir, "lz4", "lz4", &["--off-cpu"]);
-    let zstd = record_compression(&dir, "zstd", "zstd-3", &["--off-cpu"]);
-
-    // Off-CPU stacks are drained like the samples': under 1% of periods lose theirs.
-    for recording in [&lz4, &zstd] {
-        let offcpu = &load(recording)["offcpu"];
-        let (lost, periods) = (
-            offcpu["stack_lost"].as_u64().unwrap(),
-            offcpu["periods"].as_u64().unwrap(),
-        );
-        eprintln!(
-            "{}: {lost} of {periods} off-CPU periods without stack",
-            recording.display()
-        );
-        assert!(
-            periods > 1_000 && lost * 100 < periods,
-            "{lost} of {periods} off-CPU periods lost their stack"
+    // Off-CPU stacks are drained like the samples': under 1% of periods lose
+    // theirs. CI of ec55f8f lost 354 of 11,583 once (3%) where three runs
+    // after it lost 0, 1 and 0, as when a drain of the stack maps runs late:
+    // a second pair of runs, both in the ledger.
+    const TEST: &str = "wall_clock_title_states_the_split";
+    let mut attempts = Attempts::new(TEST, "off-CPU periods lost their stack under 1%", 2);
+    let (mut lz4, mut zstd) = (PathBuf::new(), PathBuf::new());
+    while attempts.again() {
+        lz4 = record_compression(&dir, "lz4", "lz4", &["--off-cpu"]);
+        zstd = record_compression(&dir, "zstd", "zstd-3", &["--off-cpu"]);
+        let losses: Vec<(u64, u64)> = [&lz4, &zstd]
+            .iter()
+            .map(|recording| {
+                let offcpu = &load(recording)["offcpu"];
+                (
+                    offcpu["stack_lost"].as_u64().unwrap(),
+                    offcpu["periods"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        attempts.attempt(
+            losses
+                .iter()
+                .all(|(lost, periods)| *periods > 1_000 && lost * 100 < *periods),
+            format!("lz4, zstd-3: (lost, periods) {losses:?}"),
         );
     }
+    attempts.verdict().unwrap();
 
     // The wall-clock view: its roots are the categories; the title's split is
     // theirs, and its on-CPU time is the CPU samples' time.

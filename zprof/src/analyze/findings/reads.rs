@@ -306,9 +306,9 @@ fn cache_what_if_limits(curve: &ReuseCurve, path: &ReadPath, no_timeline: bool) 
         "model: the cache keeps what the ARC evicts, oldest out first (the L2ARC's ring), and is warm; a block's \
          distance counts every byte read from disk since its previous read (its time in the ARC included: conservative); \
          readers keep as many reads in flight as in the workload's steady seconds, up to the CPUs' bound; a read from \
-         the cache device costs only the device's time: its I/O through ZFS (the zio pipeline, a hand-off to an I/O \
-         thread and back, checksum verification) is not counted, so the rate is an upper bound (the lab's runs with \
-         a cache device came out 18-54% below it on an Intel VM, where a thread hand-off is slow)"
+         the cache device costs the device's time and nothing for its I/O through ZFS (the zio pipeline, a hand-off to \
+         an I/O thread and back, checksum verification); the cache holds every block the workload re-read (a cache \
+         that missed 1% of them would send 1% of the misses to the disks, at a hundred cache reads' time each)"
             .to_owned(),
         format!(
             "a block read again after {} other blocks counts as a first read (the blocks zprof remembers)",
