@@ -317,7 +317,8 @@ fn warm_up(pool: &Pool, objs: &[c_int], size: u64, passes: u32) -> Result<Durati
 /// disks, or the cache devices stop growing (they are full), at most
 /// [`EXTRA_FEED_PASSES`].
 fn fill_cache_devices(pool: &Pool, objs: &[c_int], size: u64) -> Result<()> {
-    let blocks = (size * objs.len() as u64) / pool.config().volblocksize.max(1);
+    let data = size * objs.len() as u64;
+    let blocks = data / pool.config().volblocksize.max(1);
     for _ in 0..EXTRA_FEED_PASSES {
         let before = lab::arc_stats();
         warm_pass(pool, objs, size, true)?;
@@ -325,7 +326,7 @@ fn fill_cache_devices(pool: &Pool, objs: &[c_int], size: u64) -> Result<()> {
         let after = lab::arc_stats();
         let from_disks = after.l2_misses.saturating_sub(before.l2_misses);
         let grew = after.l2_size.saturating_sub(before.l2_size);
-        if from_disks <= blocks / 1000 || grew < size * objs.len() as u64 / 1000 {
+        if from_disks <= blocks / 1000 || grew < data / 1000 {
             break;
         }
     }
@@ -343,7 +344,8 @@ fn warm_pass(pool: &Pool, objs: &[c_int], size: u64, paced: bool) -> Result<()> 
     let ds = pool.dataset();
     let mut buf = vec![0u8; CHUNK.min(size) as usize];
     // Half of the ARC's target size, at least a chunk of each object.
-    let pace_bytes = (lab::arc_stats().c / 2).max(CHUNK * objs.len() as u64);
+    let pace_bytes = paced.then(|| (lab::arc_stats().c / 2).max(CHUNK * objs.len() as u64));
+    let mut read_since_feed = 0;
     let warm = |o: c_int, off: u64, buf: &mut [u8], ahead: (u64, u64)| {
         ds.warm(o, off, buf, ahead)
             .map_err(|e| anyhow!("warming up: {}", std::io::Error::from_raw_os_error(e)))
@@ -368,8 +370,10 @@ fn warm_pass(pool: &Pool, objs: &[c_int], size: u64, paced: bool) -> Result<()> 
             warm(o, off, &mut buf[..len as usize], ahead)?;
         }
         off += len;
-        if paced && (off * objs.len() as u64) % pace_bytes < len * objs.len() as u64 {
+        read_since_feed += len * objs.len() as u64;
+        if pace_bytes.is_some_and(|pace| read_since_feed >= pace) {
             wait_for_one_feed();
+            read_since_feed = 0;
         }
     }
     Ok(())
