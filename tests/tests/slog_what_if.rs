@@ -2,7 +2,9 @@
 //! of emulated HDDs without a log device, `explain --what-if slog=ssd` (or
 //! `nvme`: the forms a user types, the device's datasheet figures) predicts
 //! the write rate with one; the lab then runs the same job with a log vdev of
-//! that model, and the prediction must be within 30% of it.
+//! that model, and the prediction must be within 30% of it (where the
+//! finding calls it an upper bound, at most 30% below it: writes above 32
+//! KiB, or both cores busy).
 //!
 //! What the prediction is not given: the run with the log device. Its only
 //! device input is the nominal spec (zprof/src/analyze/findings `SlogDevice`), not
@@ -12,7 +14,8 @@
 //! cases stay as regressions, and the unseen ones (other layouts, block
 //! sizes, writer counts and an nvme log) check the model. 2.3's was chosen
 //! on the Intel VM with raidz1:4 16k and raidz2:6 8k among its cases, so on
-//! 2.3.2 only the two-writer mirror and the nvme log are unseen. Where the host cannot deliver the lab's log device (its
+//! 2.3.2 only the two-writer mirror, the nvme log and the writes above 32
+//! KiB are unseen. Where the host cannot deliver the lab's log device (its
 //! write and flush came out well above the model's own), the comparison
 //! would measure the host, so the case is recorded as one this host cannot
 //! check. Every attempt goes to the test ledger. Needs root.
@@ -62,6 +65,14 @@ struct Case {
 }
 
 impl Case {
+    /// Whether the finding must call its prediction an upper bound: both
+    /// cores busy, or writes a log device would copy where the pool without
+    /// one wrote them in place (above zfs_immediate_write_sz, 32 KiB).
+    fn claims_upper_bound(&self) -> bool {
+        let kib: u32 = self.bs.trim_end_matches('k').parse().unwrap();
+        self.loaded || kib > 32
+    }
+
     fn name(&self) -> String {
         format!(
             "{} {} x{} {} log, {:?}{}{}",
@@ -106,19 +117,15 @@ const fn case(
 }
 
 /// The cases run on each release.
-const CASES: [Case; 6] = [
+const CASES: [Case; 8] = [
     case("raidz3:8", "4k", 1, "ssd", Mode::Run, true),
     case("raidz3:8", "32k", 1, "ssd", Mode::Record, true),
     case("raidz1:4", "16k", 1, "ssd", Mode::Record, false),
-    // Two writers: the what-if came out 3.7x the measured rate on 2.3.2
-    // (9,560/s predicted, 2,594/s measured, the log device delivered) and
-    // +20% on 2.1.11 when first run on this case.
-    Case {
-        known_miss: Some(
-            "issue 32: the SLOG what-if with two writers, 3.7x the measured rate on 2.3.2",
-        ),
-        ..case("mirror:2", "4k", 2, "ssd", Mode::Run, false)
-    },
+    // Two writers: until each commit had its own slot in the pool's commit
+    // window, the commits of two writers overlapped without the window ever
+    // closing and their flushes added up past the commits themselves (a
+    // 377 us commit's 130 ms): the what-if came out +44% to 3.7x.
+    case("mirror:2", "4k", 2, "ssd", Mode::Run, false),
     // A fast log device on 2.1.11: where the host delivered the lab's nvme
     // (30 us write against its 21 us model), the what-if came out 39% and
     // 44% under the measured rate (-37%, -19% in runs the host did not
@@ -130,6 +137,14 @@ const CASES: [Case; 6] = [
         known_miss_on: Some("2.1.11"),
         ..case("raidz2:6", "8k", 1, "nvme", Mode::Record, false)
     },
+    // Sync writes above 32 KiB: without a log device ZFS wrote them in place
+    // and the recording holds no copy of them into log blocks, so the
+    // finding says its prediction is an upper bound, and that is what is
+    // checked (on the Intel VM, 2.1.11, 3 runs each per mode: 64k came out
+    // +3% to +38%, 128k -1% to +41%, the lab's own rate at 128k moving from
+    // 1,093 to 1,482 writes/s between runs).
+    case("raidz3:8", "64k", 1, "ssd", Mode::Record, false),
+    case("raidz3:8", "128k", 1, "ssd", Mode::Run, false),
     // With both cores busy the finding says its prediction is an upper
     // bound: ZFS's threads compete harder for the CPUs at the higher commit
     // rate, which the run without the log device cannot show. That claim is
@@ -284,7 +299,7 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
         .iter()
         .find(|f| f["kind"] == "slog_what_if")
         .expect("no slog what-if finding");
-    if case.loaded {
+    if case.claims_upper_bound() {
         assert!(
             what_if["missing"].to_string().contains("upper bound"),
             "{what_if:#}"
@@ -394,9 +409,9 @@ fn run_case(
             );
             continue;
         }
-        // Loaded, the finding's figure is an upper bound: it must not be
-        // more than BOUND below what was measured.
-        let within = if case.loaded {
+        // Where the finding's figure is an upper bound, it must not be more
+        // than BOUND below what was measured.
+        let within = if case.claims_upper_bound() {
             run.error() >= -BOUND
         } else {
             run.error().abs() <= BOUND

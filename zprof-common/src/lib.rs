@@ -369,8 +369,11 @@ pub mod counter {
     pub const OFFCPU_STACK_LOST: u32 = 18;
     /// Blocked periods of traced threads (switches out), for the loss share.
     pub const OFFCPU_PERIODS: u32 = 19;
+    /// A zil_commit found every slot of its pool's window taken (more
+    /// concurrent commits than `COMMIT_SLOTS`): timed whole, its parts not.
+    pub const COMMIT_SLOTS_FULL: u32 = 20;
     /// Number of counters.
-    pub const COUNT: u32 = 20;
+    pub const COUNT: u32 = 21;
 }
 
 /// Slots of the eBPF side's WRITERS array: a writing thread keeps its
@@ -819,26 +822,45 @@ pub struct OffCpuStart {
     pub key: SampleKey,
 }
 
-/// Per-pool state of the ZIL commit in progress, so the vdev and flush probes
-/// can charge their time to it.
+/// zil_commit calls of one pool whose parts are timed at once; a commit
+/// beyond them is timed whole and its parts are not
+/// ([`counter::COMMIT_SLOTS_FULL`]).
+pub const COMMIT_SLOTS: usize = 4;
+
+/// What one zil_commit in progress waited for: the leaf writes and flushes
+/// completed while it ran (those it shares with concurrent committers too).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitSlot {
+    /// The committing thread (0: free).
+    pub tid: u64,
+    /// Slowest leaf sync write completed while it ran (ns).
+    pub max_write_ns: u64,
+    /// Flush time while it ran (ns).
+    pub flush_ns: u64,
+    /// Leaf sync writes completed while it ran.
+    pub writes: u64,
+    /// 1 when one of those writes went to a log vdev.
+    pub to_log: u64,
+    /// Earliest start of a leaf flush completed while it ran (flush mode
+    /// [`FLUSH_LEAF_ISSUE_TO_DONE`]; 0 when none).
+    pub flush_first_ns: u64,
+    /// Latest completion of a leaf flush while it ran (same mode).
+    pub flush_last_ns: u64,
+}
+
+/// Per-pool state of the ZIL commits in progress, so the vdev and flush
+/// probes can charge their time to each: one slot per commit, because
+/// concurrent committers overlap without ever leaving the pool idle, and a
+/// window shared by all of them would never close (two fsync writers made a
+/// 377 us commit's flushes add up to 130 ms).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CommitWindow {
-    /// zil_commit calls in progress on this pool.
+    /// zil_commit calls in progress on this pool with a slot.
     pub active: u64,
-    /// Slowest leaf sync write completed in the window (ns).
-    pub max_write_ns: u64,
-    /// Flush time in the window (ns).
-    pub flush_ns: u64,
-    /// Leaf sync writes completed in the window.
-    pub writes: u64,
-    /// 1 when a write in the window went to a log vdev.
-    pub to_log: u64,
-    /// Earliest start of a leaf flush completed in the window (flush mode
-    /// [`FLUSH_LEAF_ISSUE_TO_DONE`]; 0 when none).
-    pub flush_first_ns: u64,
-    /// Latest completion of a leaf flush in the window (same mode).
-    pub flush_last_ns: u64,
+    /// Their slots.
+    pub slots: [CommitSlot; COMMIT_SLOTS],
 }
 
 /// A leaf flush in progress (flush mode [`FLUSH_LEAF_ISSUE_TO_DONE`]).
@@ -926,6 +948,7 @@ mod pod {
     unsafe impl aya::Pod for super::Config {}
     unsafe impl aya::Pod for super::Semantics {}
     unsafe impl aya::Pod for super::CommitWindow {}
+    unsafe impl aya::Pod for super::CommitSlot {}
     unsafe impl aya::Pod for super::FlushStart {}
     unsafe impl aya::Pod for super::SampleKey {}
     unsafe impl aya::Pod for super::RequestOffsets {}

@@ -78,7 +78,9 @@ fn try_flush_return(_ctx: &RetProbeContext) -> Result<(), u32> {
             0,
         );
         if let Some(window) = active_window(entry.pool) {
-            window.flush_ns += duration;
+            for slot in window.slots.iter_mut().filter(|slot| slot.tid != 0) {
+                slot.flush_ns += duration;
+            }
         }
     }
     Ok(())
@@ -142,11 +144,13 @@ fn try_flush_done_entry(ctx: &ProbeContext) -> Result<(), u32> {
     let Some(window) = active_window(start.pool) else {
         return Ok(());
     };
-    if window.flush_first_ns == 0 || start.start_ns < window.flush_first_ns {
-        window.flush_first_ns = start.start_ns;
-    }
-    if now > window.flush_last_ns {
-        window.flush_last_ns = now;
+    for slot in window.slots.iter_mut().filter(|slot| slot.tid != 0) {
+        if slot.flush_first_ns == 0 || start.start_ns < slot.flush_first_ns {
+            slot.flush_first_ns = start.start_ns;
+        }
+        if now > slot.flush_last_ns {
+            slot.flush_last_ns = now;
+        }
     }
     Ok(())
 }

@@ -202,18 +202,21 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
 }
 
 /// Charges a leaf sync write (on the top-level vdev `top`) to the pool's
-/// commit in progress, if any.
+/// commits in progress, if any.
 #[inline(always)]
 fn charge_commit_write(pool: u64, top: u64, total_ns: u64) {
     let Some(window) = active_window(pool) else {
         return;
     };
-    window.writes += 1;
-    if total_ns > window.max_write_ns {
-        window.max_write_ns = total_ns;
-    }
-    if member_u32(top, &CONFIG.offsets.vdev_islog) != 0 {
-        window.to_log = 1;
+    let to_log = member_u32(top, &CONFIG.offsets.vdev_islog) != 0;
+    for slot in window.slots.iter_mut().filter(|slot| slot.tid != 0) {
+        slot.writes += 1;
+        if total_ns > slot.max_write_ns {
+            slot.max_write_ns = total_ns;
+        }
+        if to_log {
+            slot.to_log = 1;
+        }
     }
 }
 

@@ -3,19 +3,20 @@
 //! timed wait for a log block to fill, the rest), the sync write cycle of each
 //! writing thread between commits, and log blocks from issue to done.
 //!
-//! A commit opens its pool's window (`pools::COMMITS`) at entry; the vdev and
-//! flush probes charge to it while it is open, and its return reads it out.
+//! A commit takes a slot in its pool's window (`pools::COMMITS`) at entry;
+//! the vdev and flush probes charge to every slot taken, and its return
+//! reads its own out.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{CommitWindow, FLUSH_LEAF_ISSUE_TO_DONE, Stage};
+use zprof_common::{CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
     memory::{arg, member_u64},
-    pools::COMMITS,
+    pools::{close_commit_slot, open_commit_slot},
     programs::{entry_programs, return_programs},
     record::{record, stage_key},
     spans::{INFLIGHT, enter, leave, take, thread_id, thread_key},
@@ -47,31 +48,9 @@ fn try_zil_commit_entry(ctx: &ProbeContext) -> Result<(), u32> {
     // below opens either way.
     let entered = enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
     internal_begin();
-    // Open (or join) the pool's commit window. Concurrent committers share one
-    // window, as they share the log block writes and flushes ZFS does for them.
-    match COMMITS.get_ptr_mut(&pool) {
-        Some(window) => {
-            let window = unsafe { &mut *window };
-            if window.active == 0 {
-                *window = CommitWindow {
-                    active: 1,
-                    ..CommitWindow::default()
-                };
-            } else {
-                window.active += 1;
-            }
-        }
-        None => {
-            let _ = COMMITS.insert(
-                &pool,
-                &CommitWindow {
-                    active: 1,
-                    ..CommitWindow::default()
-                },
-                0,
-            );
-        }
-    }
+    // A slot of its own in the pool's window: the vdev and flush probes
+    // charge what completes while it runs to every commit then in progress.
+    open_commit_slot(pool, thread_id());
     entered
 }
 
@@ -94,50 +73,49 @@ fn try_zil_commit_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         slot.last_commit_end_ns = unsafe { bpf_ktime_get_ns() };
         slot.last_pool = entry.pool;
     }
-    let Some(window) = COMMITS.get_ptr_mut(&entry.pool) else {
-        return Ok(());
-    };
-    let window = unsafe { &mut *window };
-    if window.writes > 0 {
-        let key = stage_key(Stage::ZilLogWrite, window.to_log as u32, entry.pool, 0);
-        record(&key, window.max_write_ns, window.writes, 0);
+    if let Some(slot) = close_commit_slot(entry.pool, thread_id()) {
+        record_commit_parts(&slot, entry.pool, entry.extra, duration);
     }
-    if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE
-        && window.flush_last_ns > 0
+    Ok(())
+}
+
+/// A commit's parts: the slowest log block write and the flushes it waited
+/// for (shared with concurrent committers), its own timed wait for a log
+/// block to fill (`waited`), and the rest of its `duration`.
+#[inline(always)]
+fn record_commit_parts(slot: &CommitSlot, pool: u64, waited: u64, duration: u64) {
+    if slot.writes > 0 {
+        let key = stage_key(Stage::ZilLogWrite, slot.to_log as u32, pool, 0);
+        record(&key, slot.max_write_ns, slot.writes, 0);
+    }
+    let flush_ns = if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE
+        && slot.flush_last_ns > 0
     {
-        window.flush_ns = window
-            .flush_last_ns
-            .saturating_sub(window.flush_first_ns)
-            .min(duration);
-    }
-    record(
-        &stage_key(Stage::ZilFlush, 0, entry.pool, 0),
-        window.flush_ns,
-        0,
-        0,
-    );
-    if window.writes > 0 {
-        // The commit's timed wait (entry.extra) is its own; the log write and
-        // flushes it shares with concurrent committers.
-        let waited = entry.extra.min(duration);
+        slot.flush_last_ns
+            .saturating_sub(slot.flush_first_ns)
+            .min(duration)
+    } else {
+        slot.flush_ns
+    };
+    record(&stage_key(Stage::ZilFlush, 0, pool, 0), flush_ns, 0, 0);
+    if slot.writes > 0 {
+        let waited = waited.min(duration);
         record(
-            &stage_key(Stage::ZilTimeoutWait, window.to_log as u32, entry.pool, 0),
+            &stage_key(Stage::ZilTimeoutWait, slot.to_log as u32, pool, 0),
             waited,
             0,
             0,
         );
         // Per commit, so its median is exact where a difference of medians
         // would be mostly bucket rounding.
-        let other = duration.saturating_sub(window.max_write_ns + window.flush_ns + waited);
+        let other = duration.saturating_sub(slot.max_write_ns + flush_ns + waited);
         record(
-            &stage_key(Stage::ZilOther, window.to_log as u32, entry.pool, 0),
+            &stage_key(Stage::ZilOther, slot.to_log as u32, pool, 0),
             other,
             0,
             0,
         );
     }
-    window.active = window.active.saturating_sub(1);
-    Ok(())
 }
 
 /// At zil_commit entry: the cycle since this thread's previous commit, with

@@ -8,7 +8,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap},
 };
-use zprof_common::{CommitWindow, PoolName, counter};
+use zprof_common::{CommitSlot, CommitWindow, PoolName, counter};
 
 use super::{config::is_kernel, counters::bump};
 
@@ -79,6 +79,57 @@ pub fn active_window(pool: u64) -> Option<&'static mut CommitWindow> {
         return None;
     }
     Some(window)
+}
+
+/// Gives the calling thread's commit a slot in `pool`'s window (counted when
+/// every slot is taken: that commit's parts go untimed).
+#[inline(always)]
+pub fn open_commit_slot(pool: u64, tid: u64) {
+    if COMMITS.get_ptr_mut(&pool).is_none() {
+        let _ = COMMITS.insert(&pool, &CommitWindow::default(), 0);
+    }
+    let Some(window) = COMMITS.get_ptr_mut(&pool) else {
+        bump(counter::COMMIT_SLOTS_FULL);
+        return;
+    };
+    let window = unsafe { &mut *window };
+    // The thread's own slot first: one whose commit's return was lost.
+    for slot in window.slots.iter_mut() {
+        if slot.tid == tid {
+            *slot = CommitSlot {
+                tid,
+                ..CommitSlot::default()
+            };
+            return;
+        }
+    }
+    for slot in window.slots.iter_mut() {
+        if slot.tid == 0 {
+            *slot = CommitSlot {
+                tid,
+                ..CommitSlot::default()
+            };
+            window.active += 1;
+            return;
+        }
+    }
+    bump(counter::COMMIT_SLOTS_FULL);
+}
+
+/// Takes the calling thread's commit slot out of `pool`'s window: what its
+/// commit waited for (None where it had no slot).
+#[inline(always)]
+pub fn close_commit_slot(pool: u64, tid: u64) -> Option<CommitSlot> {
+    let window = unsafe { &mut *COMMITS.get_ptr_mut(&pool)? };
+    for slot in window.slots.iter_mut() {
+        if slot.tid == tid {
+            let taken = *slot;
+            slot.tid = 0;
+            window.active = window.active.saturating_sub(1);
+            return Some(taken);
+        }
+    }
+    None
 }
 
 /// The current sync generation (see `SYNC_GENERATION`).

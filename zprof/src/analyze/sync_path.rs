@@ -37,7 +37,7 @@ use zprof_common::Stage;
 
 use crate::{
     recording::{HistRecord, Recording, Stalls, Summary, pick, split_stalls, summarize},
-    zfs::releases::CommitTimeout,
+    zfs::releases::{CommitTimeout, IMMEDIATE_WRITE_BYTES},
 };
 
 /// An event longer than this many medians is a stall (see the module doc).
@@ -83,6 +83,8 @@ pub struct SyncPath {
     pub leaf_ios_per_commit: f64,
     /// Whether the log blocks went to a log vdev.
     pub on_log_device: bool,
+    /// Mean size of the sync writes the commits made durable.
+    pub write_bytes: f64,
     /// Bytes a log device would be written per commit: the commit's sync
     /// writes copied into one log block with their records' headers, in
     /// 4 KiB sectors (see [`log_block_bytes`]).
@@ -126,6 +128,7 @@ impl SyncPath {
         let flush_ns = typical_mean(rec, Stage::ZilFlush, pool);
         let timeout_ns = typical_mean(rec, Stage::ZilTimeoutWait, pool);
         let seconds = rec.duration_s.max(1e-9);
+        let write_bytes = sync_write_bytes(&cycles).unwrap_or_else(|| mean_write_bytes(rec, pool));
         Some(SyncPath {
             commits: commits.count,
             commit,
@@ -149,9 +152,10 @@ impl SyncPath {
                     leaf_flushes_per_commit(rec, pool, commits.count)
                 },
             on_log_device,
+            write_bytes,
             log_block_bytes: log_block_bytes(
                 cycles.bytes as f64 / cycles.count.max(1) as f64,
-                sync_write_bytes(&cycles).unwrap_or_else(|| mean_write_bytes(rec, pool)),
+                write_bytes,
             ),
             writers: ((cycles.total_ns + commits.total_ns) as f64 / 1e9 / seconds).max(1.0),
         })
@@ -166,6 +170,15 @@ impl SyncPath {
     /// its commit and its own time (stalls included: this is what it did).
     pub fn measured_per_writer(&self) -> f64 {
         self.writes_per_commit() * 1e9 / (self.commit_mean_ns + self.cycle_mean_ns).max(1.0)
+    }
+
+    /// Whether a log device would copy the writes into its log blocks where
+    /// this pool wrote them in place: sync writes above
+    /// [`IMMEDIATE_WRITE_BYTES`] without a log device. The copy, and the
+    /// checksum and write of a log block that size, are then in no part of
+    /// this recording.
+    pub fn log_device_would_copy_anew(&self) -> bool {
+        !self.on_log_device && self.write_bytes > IMMEDIATE_WRITE_BYTES
     }
 
     /// Share of the writers' time lost to stalls.

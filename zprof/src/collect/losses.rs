@@ -76,6 +76,7 @@ pub fn losses(
         request_end_without_start: c[counter::REQUEST_END_WITHOUT_START as usize],
         requests_in_flight_at_end: in_flight_at_end.requests,
         name_map_full: c[counter::NAME_MAP_FULL as usize],
+        commit_slots_full: c[counter::COMMIT_SLOTS_FULL as usize],
         entry_map_full: c[counter::ENTRY_MAP_FULL as usize],
         return_without_entry: c[counter::RETURN_WITHOUT_ENTRY as usize],
         hist_map_full: c[counter::HIST_MAP_FULL as usize],
@@ -89,7 +90,7 @@ pub fn losses(
 }
 
 /// The loss counters `serve` exports, by the names of [`Losses`]' fields.
-const LOSS_COUNTERS: [(u32, &str); 12] = [
+const LOSS_COUNTERS: [(u32, &str); 13] = [
     (counter::ENTRY_MAP_FULL, "entry_map_full"),
     (counter::RETURN_WITHOUT_ENTRY, "return_without_entry"),
     (counter::HIST_MAP_FULL, "hist_map_full"),
@@ -105,6 +106,7 @@ const LOSS_COUNTERS: [(u32, &str); 12] = [
         counter::REQUEST_END_WITHOUT_START,
         "request_end_without_start",
     ),
+    (counter::COMMIT_SLOTS_FULL, "commit_slots_full"),
 ];
 
 /// The loss counters `serve` exports, named.

@@ -358,6 +358,10 @@ pub struct Losses {
     /// Dataset names that could not be kept (name map full).
     #[serde(default)]
     pub name_map_full: u64,
+    /// zil_commit calls timed whole but not split into parts: more commits
+    /// at once on a pool than `zprof_common::COMMIT_SLOTS`.
+    #[serde(default)]
+    pub commit_slots_full: u64,
 }
 
 impl Losses {
@@ -407,6 +411,13 @@ impl Losses {
             (
                 "dataset or gone pool names not kept (name map full)".to_owned(),
                 self.name_map_full,
+            ),
+            (
+                format!(
+                    "zil_commits not split into parts (more than {} at once on a pool)",
+                    zprof_common::COMMIT_SLOTS
+                ),
+                self.commit_slots_full,
             ),
         ]
         .into_iter()
@@ -980,9 +991,13 @@ pub fn summarize<'a>(records: impl IntoIterator<Item = &'a HistRecord>) -> Summa
 }
 
 /// Events of a histogram set apart into the typical ones and stalls: those
-/// longer than `factor` times the median, which waited for something other
-/// than what the stage usually does (the first zil_commit of a dataset
-/// creates its log and waits for a txg sync). Throughput follows the typical
+/// that waited for something other than what the stage usually does (the
+/// first zil_commit of a dataset creates its log and waits for a txg sync).
+/// A stall is longer than `factor` times the median, or a rare event
+/// ([`STALL_SHARE_MAX`] of them at most) above an empty stretch of
+/// [`STALL_GAP`] times the longest typical event: an hdd pool's commits take
+/// 10-30 ms, and the 250-300 ms txg-sync wait of the first one is only 10-14
+/// medians away, but nothing lies between. Throughput follows the typical
 /// events' mean per event and loses the stalls' time once, not per event.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Stalls {
@@ -1003,7 +1018,7 @@ pub fn split_stalls<'a>(
     if summary.count == 0 {
         return Stalls::default();
     }
-    let threshold = summary.p50_ns as f64 * factor;
+    let threshold = (summary.p50_ns as f64 * factor).min(gap_threshold(records.clone(), &summary));
     let (mut stalled, mut stalled_ns) = (0u64, 0f64);
     for r in records {
         for [index, count] in &r.buckets {
@@ -1026,6 +1041,43 @@ pub fn split_stalls<'a>(
         stalled,
         stalled_ns,
     }
+}
+
+/// An empty stretch of this many times the longest typical event sets the
+/// events above it apart as stalls (see [`Stalls`]).
+pub const STALL_GAP: f64 = 6.0;
+
+/// Stalls found by a gap are at most this share of the events: a gap below
+/// more of them splits two modes of the stage, not stalls.
+pub const STALL_SHARE_MAX: f64 = 0.05;
+
+/// The top of the typical events where an empty stretch of [`STALL_GAP`]
+/// times it lies above the median with few events beyond it; infinite where
+/// there is none.
+fn gap_threshold<'a>(records: impl IntoIterator<Item = &'a HistRecord>, summary: &Summary) -> f64 {
+    let mut merged = BTreeMap::<u64, u64>::new();
+    for r in records {
+        for [index, count] in &r.buckets {
+            *merged.entry(*index).or_default() += count;
+        }
+    }
+    let mut above = summary.count;
+    let mut top_of_typical: Option<f64> = None;
+    for (index, count) in merged {
+        let low = hist_bucket_low(index as usize) as f64;
+        if let Some(top) = top_of_typical
+            && low > STALL_GAP * top
+            && above as f64 <= STALL_SHARE_MAX * summary.count as f64
+        {
+            return top;
+        }
+        above -= count.min(above);
+        let high = hist_bucket_high(index as usize).min(summary.max_ns) as f64;
+        if high >= summary.p50_ns as f64 {
+            top_of_typical = Some(high);
+        }
+    }
+    f64::INFINITY
 }
 
 /// Converts dense kernel buckets to the sparse recording form.
@@ -1179,6 +1231,123 @@ mod tests {
         );
         assert_eq!(s.max_ns, 1_000_000);
         assert!((s.mean_ns - 100_900.0).abs() < 1.0);
+    }
+
+    /// A histogram as recorded: its sparse buckets, count, total and max.
+    fn captured(
+        stage: &str,
+        count: u64,
+        total_ns: u64,
+        max_ns: u64,
+        buckets: &[[u64; 2]],
+    ) -> HistRecord {
+        HistRecord {
+            count,
+            total_ns,
+            max_ns,
+            buckets: buckets.to_vec(),
+            ..hist(stage, &[])
+        }
+    }
+
+    #[test]
+    fn a_txg_sync_wait_set_apart_from_slow_commits_is_a_stall() {
+        // zil_commit on raidz3:8 of emulated hdds, 64k fsync=1 writes, no log
+        // device (zprof record, 2.1.11): 127 commits of 10-33 ms, then the
+        // first one's 277 ms txg-sync wait, 12.6 medians away.
+        let commits = captured(
+            "zil_commit",
+            128,
+            2_981_383_654,
+            277_065_331,
+            &[
+                [102, 1],
+                [174, 3],
+                [175, 7],
+                [176, 24],
+                [177, 13],
+                [178, 29],
+                [179, 47],
+                [180, 2],
+                [182, 1],
+                [208, 1],
+            ],
+        );
+        let stalls = split_stalls([&commits], 20.0);
+        assert_eq!(stalls.stalled, 1);
+        assert!((stalls.typical_mean_ns - 21.3e6).abs() < 1e6, "{stalls:?}");
+    }
+
+    #[test]
+    fn a_long_tail_without_a_gap_is_not_a_stall() {
+        // The writers' own time between commits in the same job with an ssd
+        // log device: 5,256 cycles of 20-100 us and a tail to 3.3 ms with no
+        // empty stretch of 6x; only those past 20 medians are stalls.
+        let cycles = captured(
+            "sync_write_cycle",
+            5256,
+            293_608_610,
+            3_318_670,
+            &[
+                [101, 1],
+                [102, 10],
+                [103, 83],
+                [104, 916],
+                [105, 1624],
+                [106, 990],
+                [107, 423],
+                [108, 199],
+                [109, 116],
+                [110, 81],
+                [111, 60],
+                [112, 147],
+                [113, 136],
+                [114, 125],
+                [115, 61],
+                [116, 27],
+                [117, 22],
+                [118, 16],
+                [119, 15],
+                [120, 26],
+                [121, 24],
+                [122, 12],
+                [123, 23],
+                [124, 20],
+                [125, 10],
+                [126, 12],
+                [127, 13],
+                [128, 16],
+                [129, 11],
+                [130, 4],
+                [131, 4],
+                [132, 1],
+                [133, 2],
+                [134, 2],
+                [135, 3],
+                [136, 5],
+                [137, 3],
+                [138, 2],
+                [139, 1],
+                [142, 1],
+                [143, 2],
+                [144, 4],
+                [145, 1],
+                [150, 1],
+                [156, 1],
+            ],
+        );
+        let summary = summarize([&cycles]);
+        assert_eq!(gap_threshold([&cycles], &summary), f64::INFINITY);
+        let stalls = split_stalls([&cycles], 20.0);
+        let beyond_20_medians: u64 = cycles
+            .buckets
+            .iter()
+            .filter(|[index, _]| {
+                hist_bucket_low(*index as usize) as f64 > 20.0 * summary.p50_ns as f64
+            })
+            .map(|[_, count]| count)
+            .sum();
+        assert_eq!(stalls.stalled, beyond_20_medians);
     }
 
     #[test]

@@ -75,6 +75,13 @@ const PER_LEAF_WEIGHT_2_1: f64 = 0.6;
 /// 16k, raidz2:6 8k); at 0.4 +1% to +27%. Fitted on libzpool; the kernel
 /// (flushes are bios) is not checked against it.
 const PER_LEAF_WEIGHT_2_3: f64 = 0.4;
+/// Sync writes larger than this go to a pool without a log device as
+/// WR_INDIRECT records (the data written in place by dmu_sync, the log
+/// block holding a pointer) and, with one, are copied into the log block:
+/// the default of zfs_immediate_write_sz (files: from this size up) and
+/// zvol_immediate_write_sz (zvols: above it), 32 KiB from 2.1 to 2.4.
+pub const IMMEDIATE_WRITE_BYTES: f64 = 32768.0;
+
 const TIMEOUT_2_2_4: CommitTimeout = CommitTimeout {
     fraction: 0.10,
     single_writer_waits: false,

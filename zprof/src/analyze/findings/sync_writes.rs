@@ -292,10 +292,11 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
     }
     if path.commit.stalled + path.cycle.stalled > 0 {
         evidence.push(format!(
-            "{} commits and {} cycles stalled (over {:.0}x their median: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
+            "{} commits and {} cycles stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
             path.commit.stalled,
             path.cycle.stalled,
             sync_path::STALL_FACTOR,
+            crate::recording::STALL_GAP,
             format_ns((path.commit.stalled_ns + path.cycle.stalled_ns) as u64),
             pct(path.stall_fraction())
         ));
@@ -410,7 +411,11 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
     // Inputs measured over many commits, and a narrow gap between the two
     // ends of the prediction, make it firmer.
     let spread = first.map_or(f64::INFINITY, |p| p.range.1 / p.range.0.max(1e-9));
-    let confidence = if path.commits >= 100 && spread < 1.5 && saturated.is_none() {
+    let confidence = if path.commits >= 100
+        && spread < 1.5
+        && saturated.is_none()
+        && !path.log_device_would_copy_anew()
+    {
         Confidence::Medium
     } else {
         Confidence::Low
@@ -561,6 +566,14 @@ fn slog_limits(
         missing.push(format!(
             "the machine's CPUs were {} busy: at the predicted commit rate ZFS's threads would compete harder for them than they did here, so the prediction is an upper bound",
             pct(busy)
+        ));
+    }
+    if path.log_device_would_copy_anew() {
+        missing.push(format!(
+            "the sync writes ({}) are above zfs_immediate_write_sz ({}): without a log device ZFS wrote them in place (WR_INDIRECT) and a commit's log block held a pointer; on a log device each is copied into a {} log block, checksummed and written, work this recording does not contain, so the prediction is an upper bound",
+            crate::units::format_bytes(path.write_bytes),
+            crate::units::format_bytes(releases::IMMEDIATE_WRITE_BYTES),
+            crate::units::format_bytes(path.log_block_bytes)
         ));
     }
     if release.series.is_none() {
