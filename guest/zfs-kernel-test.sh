@@ -13,6 +13,10 @@
 #   /results/requests/           two fio processes (fio-a, fio-b, in cgroups a and b)
 #                                on two file systems and two zvols at once: rec.json,
 #                                fio-a.json, fio-b.json, the report by each grouping
+#   /results/two-pools/          fsync writers on tpa and async writers on tpb at once,
+#                                one recording: rec.json, fio-tpa.json, fio-tpb.json,
+#                                explain.json, explain-tpa.json (--pool tpa),
+#                                report-tpb.json (--pool tpb), nosuchpool.rc/.err
 #   /results/sigterm/            a recording stopped by SIGTERM
 #   /results/detach.txt          kprobes registered after each zprof exit
 #   /results/kprobe-multi/       rec-0.json, rec-1.json: no workload, perf-event
@@ -33,7 +37,8 @@ for arg in "$@"; do
         # mirror, no request layer): for offsets the host checks equal to the
         # BTF run's, member by member.
         --sections=*) SECTIONS=${arg#*=} ;;
-        # --only=requests: the probes and that one part (while working on it).
+        # --only=requests, --only=two-pools: the probes and that one part
+        # (while working on it).
         --only=*) ONLY=${arg#*=} ;;
         *) echo "zfs-kernel-test: unknown argument $arg"; exit 2 ;;
     esac
@@ -133,6 +138,44 @@ run_config() {
         zprof flamegraph --kind off-cpu -o $d/offcpu.svg $d/rec.json || fail "zprof flamegraph --kind off-cpu"
     fi
     destroy_pool "$name"
+}
+
+# The async writers of the two-pool run: 64k random writes, no fsync.
+async_job() {
+    echo "--name=async --filename=/mnt/$1/fio.dat --rw=randwrite --bs=64k --size=64m" \
+        "--ioengine=psync --buffer_compress_percentage=50 --refill_buffers"
+}
+
+# Two pools recorded at once, as on a host with a boot pool beside its data
+# pool: fsync writers on tpa, async writers on tpb. The host checks that each
+# finding names its pool with that pool's figures and that --pool keeps one.
+run_two_pools() {
+    d=$R/two-pools
+    mkdir -p $d
+    step "two pools: fsync writes on tpa (raidz1), async writes on tpb (mirror), at once"
+    make_pool tpa raidz1 nolog off files
+    make_pool tpb mirror nolog lz4 files
+    fio $(job tpa) --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout on tpa"
+    fio $(async_job tpb) --create_only=1 >> $d/fio-layout.txt 2>&1 || fail "fio layout on tpb"
+    zpool sync tpa tpb
+    zprof record --target kernel -o $d/rec.json -- sh -c \
+        "fio $(job tpa) --runtime=$RUNTIME --time_based --output-format=json --output=$d/fio-tpa.json &
+         fio $(async_job tpb) --runtime=$RUNTIME --time_based --output-format=json --output=$d/fio-tpb.json &
+         wait" > $d/report.txt 2> $d/zprof.err
+    rc=$?
+    echo "two-pools: $(kprobes_left)" >> $R/detach.txt
+    [ $rc -eq 0 ] || fail "zprof record (two pools) exited with $rc: $(cat $d/zprof.err)"
+    zprof explain --format json $d/rec.json > $d/explain.json 2> $d/explain.err \
+        || fail "zprof explain (two pools): $(cat $d/explain.err)"
+    zprof explain --pool tpa --format json $d/rec.json > $d/explain-tpa.json 2> $d/explain.err \
+        || fail "zprof explain --pool tpa: $(cat $d/explain.err)"
+    zprof report --pool tpb --format json $d/rec.json > $d/report-tpb.json 2> $d/explain.err \
+        || fail "zprof report --pool tpb: $(cat $d/explain.err)"
+    zprof explain --pool tpa $d/rec.json | head -12
+    zprof explain --pool nosuchpool $d/rec.json > /dev/null 2> $d/nosuchpool.err
+    echo $? > $d/nosuchpool.rc
+    destroy_pool tpa
+    destroy_pool tpb
 }
 
 # wait_tracing FILE: until zprof says it is tracing (it has attached by then).
@@ -283,6 +326,11 @@ if [ "$ONLY" = requests ]; then
     step "done"
     exit 0
 fi
+if [ "$ONLY" = two-pools ]; then
+    run_two_pools
+    step "done"
+    exit 0
+fi
 
 # The variant runs (other offset sources on the same kernel) take the two
 # configurations that cover a log vdev, zstd, lz4 and loop devices; the
@@ -301,6 +349,9 @@ if [ "$SECTIONS" = all ]; then
 fi
 if [ "$SECTIONS" != offsets ]; then
     run_requests
+fi
+if [ "$SECTIONS" = all ]; then
+    run_two_pools
 fi
 
 if [ "$SECTIONS" = all ]; then

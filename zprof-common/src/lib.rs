@@ -826,6 +826,8 @@ pub struct OffCpuStart {
 /// beyond them is timed whole and its parts are not
 /// ([`counter::COMMIT_SLOTS_FULL`]).
 pub const COMMIT_SLOTS: usize = 4;
+// The eBPF side finds a slot by masking its index.
+const _: () = assert!(COMMIT_SLOTS.is_power_of_two());
 
 /// What one zil_commit in progress waited for: the leaf writes and flushes
 /// completed while it ran (those it shares with concurrent committers too).

@@ -16,7 +16,7 @@ use zprof_common::{CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage};
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
     memory::{arg, member_u64},
-    pools::{close_commit_slot, open_commit_slot},
+    pools::{held_commit_slot, open_commit_slot},
     programs::{entry_programs, return_programs},
     record::{record, stage_key},
     spans::{INFLIGHT, enter, leave, take, thread_id, thread_key},
@@ -48,9 +48,15 @@ fn try_zil_commit_entry(ctx: &ProbeContext) -> Result<(), u32> {
     // below opens either way.
     let entered = enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
     internal_begin();
-    // A slot of its own in the pool's window: the vdev and flush probes
-    // charge what completes while it runs to every commit then in progress.
-    open_commit_slot(pool, thread_id());
+    // A slot of its own in the pool's window (kept as the span's class, plus
+    // one): the vdev and flush probes charge what completes while it runs to
+    // every commit then in progress. A nested call keeps the outer's.
+    if entered.is_ok()
+        && let Some(index) = open_commit_slot(pool, thread_id())
+        && let Some(span) = INFLIGHT.get_ptr_mut(&thread_key(Stage::ZilCommit))
+    {
+        unsafe { (*span).class = index as u64 + 1 };
+    }
     entered
 }
 
@@ -73,8 +79,13 @@ fn try_zil_commit_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         slot.last_commit_end_ns = unsafe { bpf_ktime_get_ns() };
         slot.last_pool = entry.pool;
     }
-    if let Some(slot) = close_commit_slot(entry.pool, thread_id()) {
-        record_commit_parts(&slot, entry.pool, entry.extra, duration);
+    if entry.class > 0
+        && let Some((window, index)) =
+            held_commit_slot(entry.pool, thread_id(), entry.class as usize - 1)
+    {
+        record_commit_parts(&window.slots[index], entry.pool, entry.extra, duration);
+        window.slots[index].tid = 0;
+        window.active = window.active.saturating_sub(1);
     }
     Ok(())
 }

@@ -21,7 +21,9 @@
 //! - the same points attach through kprobe_multi links (ZPROF_KPROBE_MULTI=1)
 //!   as through perf-event kprobes, or zprof falls back where the kernel has
 //!   no fprobe; both attach and detach times are reported;
-//! - `zprof serve` on the kernel (check_serve.rs).
+//! - `zprof serve` on the kernel (check_serve.rs);
+//! - two pools recorded at once, explained and reported per pool
+//!   (check_pools.rs).
 //!
 //! The BTF variant runs every section; the nobtf variant the two pool
 //! configurations and the request layer; the headers variant, whose offsets
@@ -125,6 +127,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             "serve",
             super::check_serve::check_serve(&results.join("serve")),
         );
+        out.note(
+            "two pools",
+            super::check_pools::check_two_pools(&results.join("two-pools")),
+        );
     } else {
         let btf_only: Vec<&str> = CONFIGS
             .iter()
@@ -132,7 +138,7 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             .copied()
             .collect();
         out.line(format!(
-            "sigterm, kprobe_multi, off-cpu, serve, {}: run with the BTF variant",
+            "sigterm, kprobe_multi, off-cpu, serve, two pools, {}: run with the BTF variant",
             btf_only.join(", ")
         ));
     }
