@@ -351,10 +351,8 @@ if [ "$SECTIONS" != offsets ]; then
     run_requests
 fi
 if [ "$SECTIONS" = all ]; then
-    run_two_pools
-fi
+run_two_pools
 
-if [ "$SECTIONS" = all ]; then
 step "SIGTERM: zprof stops, detaches, reports and stops fio"
 d=$R/sigterm
 mkdir -p $d

@@ -140,9 +140,9 @@ const CASES: [Case; 8] = [
     // Sync writes above 32 KiB: without a log device ZFS wrote them in place
     // and the recording holds no copy of them into log blocks, so the
     // finding says its prediction is an upper bound, and that is what is
-    // checked (on the Intel VM, 2.1.11, 3 runs each per mode: 64k came out
-    // +3% to +38%, 128k -1% to +41%, the lab's own rate at 128k moving from
-    // 1,093 to 1,482 writes/s between runs).
+    // checked (on the Intel VM, 2.1.11, 3 idle runs each per mode: 64k came
+    // out +11% to +38%, 128k +3% to +41%, the lab's own rate at 128k moving
+    // from 1,093 to 1,482 writes/s between runs).
     case("raidz3:8", "64k", 1, "ssd", Mode::Record, false),
     case("raidz3:8", "128k", 1, "ssd", Mode::Run, false),
     // With both cores busy the finding says its prediction is an upper

@@ -37,7 +37,8 @@ use serde_json::Value;
 use super::{
     Variant,
     results::{
-        FIO_ALLOWANCE, Pow2, kstat_delta, percentile_bucket, pow2_of_zprof_bucket, read_json,
+        FIO_ALLOWANCE, Pow2, histograms, kstat_delta, percentile_bucket, pow2_of_zprof_bucket,
+        read_json,
     },
 };
 
@@ -335,14 +336,6 @@ fn check_probes(doc: &Value, variant: Variant) -> anyhow::Result<String> {
         probes.len(),
         doc["offsets"].as_str().unwrap_or("")
     ))
-}
-
-fn histograms<'a>(recording: &'a Value, stage: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    recording["histograms"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(move |h| h["stage"] == stage)
 }
 
 fn stage_count(recording: &Value, stage: &str) -> u64 {

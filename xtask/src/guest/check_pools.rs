@@ -18,7 +18,7 @@ use std::path::Path;
 use anyhow::{anyhow, ensure};
 use serde_json::Value;
 
-use super::results::{FIO_ALLOWANCE, read_json};
+use super::results::{FIO_ALLOWANCE, histograms, read_json};
 
 /// The pools of the run: fsync writers, async writers.
 const SYNC_POOL: &str = "tpa";
@@ -26,11 +26,8 @@ const ASYNC_POOL: &str = "tpb";
 
 /// The count of `stage` in `pool`'s rows.
 fn pool_count(rec: &Value, stage: &str, pool: &str) -> u64 {
-    rec["histograms"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|h| h["stage"] == stage && h["pool"] == pool)
+    histograms(rec, stage)
+        .filter(|h| h["pool"] == pool)
         .map(|h| h["count"].as_u64().unwrap_or(0))
         .sum()
 }

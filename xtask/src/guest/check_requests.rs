@@ -30,7 +30,10 @@ use zprof_common::{hist_bucket_high, hist_bucket_low};
 
 use super::{
     Variant,
-    results::{Pow2, case_prefix, kstat_delta, percentile_bucket, pow2_of_zprof_bucket, read_json},
+    results::{
+        Pow2, case_prefix, histograms, kstat_delta, percentile_bucket, pow2_of_zprof_bucket,
+        read_json,
+    },
 };
 
 /// What one fio job did, and where zprof should show it.
@@ -513,11 +516,7 @@ pub fn check_offcpu(dir: &Path) -> anyhow::Result<String> {
         .filter(in_commit)
         .map(|s| s["count"].as_u64().unwrap_or(0))
         .sum();
-    let commit_us: u64 = rec["histograms"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|h| h["stage"] == "zil_commit")
+    let commit_us: u64 = histograms(&rec, "zil_commit")
         .map(|h| h["total_ns"].as_u64().unwrap_or(0) / 1_000)
         .sum();
     // The commit's own CPU time, from the on-CPU samples of the workload's

@@ -38,6 +38,18 @@ pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// A recording's histogram rows of one stage (every pool, class and vdev).
+pub(super) fn histograms<'a>(
+    recording: &'a Value,
+    stage: &'a str,
+) -> impl Iterator<Item = &'a Value> + 'a {
+    recording["histograms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |h| h["stage"] == stage)
+}
+
 /// Power-of-two histogram (index j: [2^j, 2^(j+1)) ns; 0 and 1 ns in bucket 0),
 /// as `zpool iostat -w` prints it.
 pub(super) type Pow2 = BTreeMap<usize, u64>;

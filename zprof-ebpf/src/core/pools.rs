@@ -94,28 +94,35 @@ pub fn open_commit_slot(pool: u64, tid: u64) -> Option<usize> {
         return None;
     };
     let window = unsafe { &mut *window };
-    // The thread's own slot first: one whose commit's return was lost.
+    // The thread's own slot first: one whose commit's return was lost
+    // (already counted in `active`).
+    let mut own = None;
     let mut free = None;
     for index in 0..COMMIT_SLOTS {
         let owner = window.slots[index].tid;
         if owner == tid {
-            free = Some(index);
-            window.active = window.active.saturating_sub(1);
+            own = Some(index);
             break;
         }
         if owner == 0 && free.is_none() {
             free = Some(index);
         }
     }
-    let Some(index) = free else {
-        bump(counter::COMMIT_SLOTS_FULL);
-        return None;
+    let index = match (own, free) {
+        (Some(index), _) => index,
+        (None, Some(index)) => {
+            window.active += 1;
+            index
+        }
+        (None, None) => {
+            bump(counter::COMMIT_SLOTS_FULL);
+            return None;
+        }
     };
     window.slots[index] = CommitSlot {
         tid,
         ..CommitSlot::default()
     };
-    window.active += 1;
     Some(index)
 }
 
