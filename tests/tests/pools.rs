@@ -70,6 +70,30 @@ const ASYNC_WRITES: &[&str] = &[
     "name=w,rw=write,bs=128k,size=64m,ios=400",
 ];
 
+/// Async 128k writes of half-compressible data with zstd on a mirror of ssds.
+const ZSTD_WRITES: &[&str] = &[
+    "--layout",
+    "mirror:2",
+    "--vdev-model",
+    "ssd",
+    "--compression",
+    "zstd",
+    "--job",
+    "name=z,rw=write,bs=128k,size=64m,ios=400,buffer_compress_percentage=50",
+];
+
+/// The same with lz4 on a raidz1 of three ssds, twice the data.
+const LZ4_WRITES: &[&str] = &[
+    "--layout",
+    "raidz1:3",
+    "--vdev-model",
+    "ssd",
+    "--compression",
+    "lz4",
+    "--job",
+    "name=l,rw=write,bs=128k,size=128m,ios=800,buffer_compress_percentage=50",
+];
+
 /// One pool's findings and its name, recorded alone and beside the other.
 struct Pool {
     /// Its name in the recording of both.
@@ -91,9 +115,15 @@ fn alone(dir: &Path, tag: &str, args: &[&str]) -> Pool {
     }
 }
 
-/// Both lab runs at once under one `zprof record`: the recording and each
-/// run's pool name (from the lab's JSON, written to a file per run).
-fn together(dir: &Path, a: &[&str], b: &[&str]) -> (PathBuf, String, String) {
+/// Both lab runs at once under one `zprof record` (with `record_args`
+/// besides): the recording and each run's pool name (from the lab's JSON,
+/// written to a file per run).
+fn together(
+    dir: &Path,
+    a: &[&str],
+    b: &[&str],
+    record_args: &[&str],
+) -> (PathBuf, String, String) {
     let recording = dir.join("together.json");
     let lab = lab_binary();
     let run = |args: &[&str], out: &str| {
@@ -111,7 +141,9 @@ fn together(dir: &Path, a: &[&str], b: &[&str]) -> (PathBuf, String, String) {
         run(b, "b.json")
     );
     let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain", "-o"])
+        .args(["record", "--target", "libzpool", "--no-explain"])
+        .args(record_args)
+        .arg("-o")
         .arg(&recording)
         .args(["--", "sh", "-c", &script])
         .output()
@@ -125,16 +157,18 @@ fn together(dir: &Path, a: &[&str], b: &[&str]) -> (PathBuf, String, String) {
     (recording, name("a.json"), name("b.json"))
 }
 
-/// Each of two jobs recorded alone, then both together: the recording of
-/// both, its findings (printed), and each pool under its name in it.
+/// Each of two jobs recorded alone, then both together (`record_args` added
+/// to that recording): the recording of both, its findings (printed), and
+/// each pool under its name in it.
 fn pair(
     dir: &Path,
     (tag_a, a): (&str, &[&str]),
     (tag_b, b): (&str, &[&str]),
+    record_args: &[&str],
 ) -> (PathBuf, Vec<Value>, Pool, Pool) {
     let first = alone(dir, tag_a, a);
     let second = alone(dir, tag_b, b);
-    let (recording, first_name, second_name) = together(dir, a, b);
+    let (recording, first_name, second_name) = together(dir, a, b, record_args);
     let findings = explain_json(&recording, &[]);
     for f in &findings {
         eprintln!("{} [{}] {:.3}", f["title"], f["pool"], f["share"]);
@@ -199,7 +233,7 @@ fn each_pool_of_a_recording_gets_its_own_reads_finding_with_its_own_figures() {
     require_root();
     let dir = scratch("zprof-pools", "reads");
     let (recording, findings, disk, arc) =
-        pair(&dir, ("disk", DISK_BOUND_READS), ("arc", ARC_READS));
+        pair(&dir, ("disk", DISK_BOUND_READS), ("arc", ARC_READS), &[]);
     assert_eq!(
         findings[0]["pool"],
         disk.name.as_str(),
@@ -235,7 +269,12 @@ fn each_pool_of_a_recording_gets_its_own_reads_finding_with_its_own_figures() {
 fn fsync_writers_on_one_pool_and_async_writers_on_another_are_told_apart() {
     require_root();
     let dir = scratch("zprof-pools", "writes");
-    let (_, findings, sync, bulk) = pair(&dir, ("sync", FSYNC_WRITES), ("async", ASYNC_WRITES));
+    let (_, findings, sync, bulk) = pair(
+        &dir,
+        ("sync", FSYNC_WRITES),
+        ("async", ASYNC_WRITES),
+        &[],
+    );
     assert_eq!(findings[0]["kind"], "sync_write_bound", "{:#}", findings[0]);
     assert_eq!(findings[0]["pool"], sync.name.as_str(), "{:#}", findings[0]);
     assert!(
@@ -261,6 +300,40 @@ fn fsync_writers_on_one_pool_and_async_writers_on_another_are_told_apart() {
         "write_amplification",
     );
     unsplit_findings_say_so(&findings, &[&sync.name, &bulk.name]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Compression is attributed to the pool whose zios it served (the pool of
+/// the zio its taskq thread runs: zio_execute, probed on uprobes with
+/// --full-timing): each pool's finding names its own algorithms, compressed
+/// as many bytes as the pool alone, and the costlier zstd pool ranks first.
+#[test]
+fn compression_is_told_apart_by_the_pool_whose_blocks_it_compressed() {
+    require_root();
+    let dir = scratch("zprof-pools", "compression");
+    let (_, findings, zstd, lz4) = pair(
+        &dir,
+        ("zstd", ZSTD_WRITES),
+        ("lz4", LZ4_WRITES),
+        &["--full-timing"],
+    );
+    let zstd_finding = finding(&findings, "compression", &zstd.name);
+    let lz4_finding = finding(&findings, "compression", &lz4.name);
+    let names_zstd = |f: &Value| f["evidence"].to_string().contains("zstd:");
+    assert!(names_zstd(zstd_finding), "{zstd_finding:#}");
+    assert!(!names_zstd(lz4_finding), "{lz4_finding:#}");
+    assert!(
+        zstd_finding["share"].as_f64() > lz4_finding["share"].as_f64(),
+        "zstd's pool costs more CPU: {zstd_finding:#} {lz4_finding:#}"
+    );
+    same_figure(&findings, &zstd, "compression", "compressed_bytes");
+    same_figure(&findings, &lz4, "compression", "compressed_bytes");
+    assert!(
+        !findings
+            .iter()
+            .any(|f| f["kind"] == "compression" && f["pool"] == ""),
+        "a compression finding over both pools: {findings:#?}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -164,6 +164,10 @@ pub enum Stage {
     ArcMissReuse = 31,
 }
 
+/// Threads whose current zio's pool is remembered (the pools' zio taskq
+/// threads: a few dozen per pool, more on many-CPU hosts).
+pub const EXECUTING_THREADS: u32 = 8192;
+
 /// Blocks whose last read from disk the reuse distances remember (an LRU
 /// map: 1 GiB of 8k blocks); a block read again after this many others
 /// counts as a first read.

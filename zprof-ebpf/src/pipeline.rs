@@ -1,8 +1,19 @@
 //! The zio pipeline's CPU stages: compression (and zstd's lz4 early-abort
 //! trial), checksums, and dedup's table lookups and sync. Each is timed from
 //! the entry of the ZFS function to its return, on the thread that runs it.
+//!
+//! zio_compress_data and zio_decompress_data are given the data, not the zio,
+//! so their pool is the one of the zio their thread is running: every thread
+//! that runs zio_execute belongs to one pool's zio taskqs, and the write
+//! pipeline always compresses there (its issue stage hands each write to
+//! them first). A decompression under arc_read (an ARC hit on the reader's
+//! thread) takes arc_read's pool.
 
-use aya_ebpf::programs::{ProbeContext, RetProbeContext};
+use aya_ebpf::{
+    macros::map,
+    maps::LruHashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
 use zprof_common::{LZ4_CLASS_ZSTD_EARLY_ABORT, Stage};
 
 use crate::core::{
@@ -23,6 +34,7 @@ entry_programs! {
     verify_entry_k, verify_entry_u => try_verify_entry;
     ddt_lookup_entry_k, ddt_lookup_entry_u => try_ddt_lookup_entry;
     ddt_sync_entry_k, ddt_sync_entry_u => try_ddt_sync_entry;
+    zio_execute_entry_k, zio_execute_entry_u => try_zio_execute_entry;
 }
 
 return_programs! {
@@ -34,6 +46,41 @@ return_programs! {
     verify_return_k, verify_return_u => try_verify_return;
     ddt_lookup_return_k, ddt_lookup_return_u => try_ddt_lookup_return;
     ddt_sync_return_k, ddt_sync_return_u => try_ddt_sync_return;
+}
+
+/// Per thread, the pool (spa_t) of the zio it last began to run in
+/// zio_execute. Only the pools' zio taskq threads run zio_execute, each for
+/// one pool, so an entry never goes stale for another pool; LRU, so threads
+/// that are gone make room.
+#[map]
+static EXECUTING_POOL: LruHashMap<u32, u64> =
+    LruHashMap::with_max_entries(zprof_common::EXECUTING_THREADS, 0);
+
+/// zio_execute(zio_t *zio): a taskq thread starts on a zio.
+#[inline(always)]
+fn try_zio_execute_entry(ctx: &ProbeContext) -> Result<(), u32> {
+    if !wanted(false) {
+        return Ok(());
+    }
+    let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.zio_spa);
+    let tid = thread_id() as u32;
+    // Most calls find the thread's pool already there: a lookup is cheaper
+    // than rewriting the entry.
+    if unsafe { EXECUTING_POOL.get(&tid) }.is_some_and(|known| *known == pool) {
+        return Ok(());
+    }
+    let _ = EXECUTING_POOL.insert(&tid, &pool, 0);
+    Ok(())
+}
+
+/// The pool this thread's (de)compression serves, 0 when unknown (a thread
+/// outside both zio_execute and arc_read, such as the L2ARC feed thread).
+#[inline(always)]
+fn current_pool() -> u64 {
+    if let Some(read) = unsafe { INFLIGHT.get(&thread_key(Stage::ArcRead)) } {
+        return read.pool;
+    }
+    unsafe { EXECUTING_POOL.get(&(thread_id() as u32)) }.map_or(0, |pool| *pool)
 }
 
 /// enum zio_compress's ZIO_COMPRESS_ZSTD (the same from 2.0 to 2.3).
@@ -68,7 +115,7 @@ fn try_compress_entry(ctx: &ProbeContext) -> Result<(), u32> {
         thread_id(),
         algorithm | level << 8,
         arg(ctx, 3),
-        0,
+        current_pool(),
         0,
     )
 }
@@ -92,7 +139,7 @@ fn try_decompress_entry(ctx: &ProbeContext) -> Result<(), u32> {
         thread_id(),
         arg(ctx, 0) & 0xff,
         arg(ctx, 4),
-        0,
+        current_pool(),
         0,
     )
 }
@@ -114,7 +161,7 @@ fn try_zstd_entry(ctx: &ProbeContext) -> Result<(), u32> {
         thread_id(),
         arg(ctx, 4) & 0xff,
         arg(ctx, 2),
-        0,
+        current_pool(),
         0,
     )
 }
@@ -143,7 +190,14 @@ fn try_lz4_entry(ctx: &ProbeContext) -> Result<(), u32> {
     } else {
         0
     };
-    enter(Stage::Lz4Compress, thread_id(), class, arg(ctx, 2), 0, 0)
+    enter(
+        Stage::Lz4Compress,
+        thread_id(),
+        class,
+        arg(ctx, 2),
+        current_pool(),
+        0,
+    )
 }
 
 #[inline(always)]

@@ -6,6 +6,10 @@
 //!   its fio's fsyncs, the write requests on each pool's datasets its own
 //!   fio's writes (within [`FIO_ALLOWANCE`]), and tpb, which no one fsynced,
 //!   has no commits.
+//! - Compression (lz4 data on tpb; ZFS's own metadata on both) is
+//!   attributed to the pool whose zios it served: tpb compressed more bytes
+//!   than tpa, whose data is not compressed, and explain has a compression
+//!   finding about tpb and none over both pools.
 //! - explain has tpa's sync-write finding and none about tpb, ranks the
 //!   findings by their share of the whole workload's time, and every finding
 //!   names one of the two pools or says it covers both and why.
@@ -102,6 +106,7 @@ fn split_by_pool(rec: &Value, dir: &Path, bad: &mut Vec<String>) -> anyhow::Resu
         ));
     }
     let mut line = format!("{SYNC_POOL} {commits} zil_commits / fio {fsyncs} fsyncs");
+    line.push_str(&compression_by_pool(rec, bad));
     for (pool, fio) in [(SYNC_POOL, &sync_fio), (ASYNC_POOL, &async_fio)] {
         let (ours, theirs) = (pool_write_requests(rec, pool), fio_ios(fio, "write")?);
         ensure!(
@@ -118,6 +123,35 @@ fn split_by_pool(rec: &Value, dir: &Path, bad: &mut Vec<String>) -> anyhow::Resu
         ));
     }
     Ok(line)
+}
+
+/// Bytes given to zio_compress_data for `pool`'s zios.
+fn compressed_bytes(rec: &Value, pool: &str) -> u64 {
+    histograms(rec, "compress")
+        .filter(|h| h["pool"] == pool)
+        .map(|h| h["bytes"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Each pool's compressed bytes: tpb's lz4 data outweighs tpa's metadata,
+/// and no compression row is left without a pool.
+fn compression_by_pool(rec: &Value, bad: &mut Vec<String>) -> String {
+    let (sync, bulk) = (
+        compressed_bytes(rec, SYNC_POOL),
+        compressed_bytes(rec, ASYNC_POOL),
+    );
+    let unattributed = compressed_bytes(rec, "");
+    if bulk <= sync {
+        bad.push(format!(
+            "compression: {ASYNC_POOL} (lz4) compressed {bulk} bytes, {SYNC_POOL} (off) {sync}"
+        ));
+    }
+    if unattributed > 0 {
+        bad.push(format!(
+            "compression: {unattributed} bytes compressed for no pool"
+        ));
+    }
+    format!(", compressed {SYNC_POOL} {sync} B / {ASYNC_POOL} {bulk} B")
 }
 
 /// What explain must say about two pools (see the module doc).
@@ -144,6 +178,12 @@ fn findings_per_pool(findings: &[Value]) -> Vec<String> {
             bad.push(format!(
                 "a sync-write finding about {ASYNC_POOL}: {}",
                 f["title"]
+            ));
+        }
+        if f["kind"] == "compression" && pool.is_empty() {
+            bad.push(format!(
+                "compression over both pools, not split: {}",
+                f["missing"]
             ));
         }
         let covers_both = pool.is_empty() && covers_both_and_says_why(f);

@@ -13,7 +13,11 @@ use crate::{
 };
 
 /// Finding 3: compression cost per algorithm.
-pub(super) fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
+///
+/// `rec` is one pool's part of `whole` (or `whole` itself): the on-CPU
+/// samples are the host's, so a pool's CPU is its part of the sampled time,
+/// in proportion to its wall time inside zio_compress_data.
+pub(super) fn compression(rec: &Recording, whole: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) {
     let rows = pick(rec, Stage::Compress, None, None);
     let algorithms: BTreeSet<&str> = rows.iter().map(|h| h.class_name.as_str()).collect();
     if algorithms.is_empty() {
@@ -21,7 +25,8 @@ pub(super) fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) 
     }
     let total: Summary = summarize(rows.iter().copied());
     let mut costs = algorithm_costs(rec, &algorithms);
-    let compress_cpu_ns = compression_cpu(rec, &total, &mut costs.evidence);
+    let all_pools = summarize(pick(whole, Stage::Compress, None, None));
+    let compress_cpu_ns = compression_cpu(whole, &total, &all_pools, &mut costs.evidence);
     let share = compress_cpu_ns / cpu_ns;
     let (title, action) = compression_verdict(&costs, share);
     out.push(Finding {
@@ -43,6 +48,7 @@ pub(super) fn compression(rec: &Recording, cpu_ns: f64, out: &mut Vec<Finding>) 
         figures: vec![
             ("compress_cpu_ns".into(), compress_cpu_ns),
             ("compress_wall_ns".into(), total.total_ns as f64),
+            ("compressed_bytes".into(), total.bytes as f64),
             ("lz4_saving_ns".into(), costs.saving_ns),
         ],
     });
@@ -115,25 +121,46 @@ fn algorithm_costs(rec: &Recording, algorithms: &BTreeSet<&str>) -> AlgorithmCos
     costs
 }
 
-/// Compression's CPU time, ns, with the line saying where it came from.
-fn compression_cpu(rec: &Recording, total: &Summary, evidence: &mut Vec<String>) -> f64 {
+/// Compression's CPU time, ns, with the line saying where it came from:
+/// `total` is what is asked about (a pool's part or all), `all_pools` every
+/// compression in `whole`, whose CPU samples are the host's.
+fn compression_cpu(
+    whole: &Recording,
+    total: &Summary,
+    all_pools: &Summary,
+    evidence: &mut Vec<String>,
+) -> f64 {
     // Wall time inside zio_compress_data includes waiting for a CPU; the
     // on-CPU samples taken inside it are its CPU time.
-    let sampled = sampled_cpu_under(rec, "zio_compress_data");
-    match sampled {
-        Some((ns, samples)) if samples > 0 => {
-            evidence.push(format!(
-                "CPU from {samples} on-CPU samples inside zio_compress_data: about {} ({} of its wall time; the rest waited for a CPU)",
-                format_ns(ns as u64),
-                pct(ns / (total.total_ns as f64).max(1.0))
-            ));
-            ns
-        }
+    let sampled = sampled_cpu_under(whole, "zio_compress_data");
+    let (ns, samples) = match sampled {
+        Some((ns, samples)) if samples > 0 => (ns, samples),
         _ => {
             evidence.push("no CPU samples inside zio_compress_data: its wall time stands for CPU (an upper bound)".into());
-            total.total_ns as f64
+            return total.total_ns as f64;
         }
+    };
+    let part = if all_pools.total_ns > 0 {
+        total.total_ns as f64 / all_pools.total_ns as f64
+    } else {
+        1.0
+    };
+    let cpu_ns = ns * part;
+    let of_wall = pct(cpu_ns / (total.total_ns as f64).max(1.0));
+    if part < 1.0 {
+        evidence.push(format!(
+            "CPU from {samples} on-CPU samples inside zio_compress_data in all pools ({}), this pool's part by its wall time there ({}): about {} ({of_wall} of its wall time; the rest waited for a CPU)",
+            format_ns(ns as u64),
+            pct(part),
+            format_ns(cpu_ns as u64),
+        ));
+    } else {
+        evidence.push(format!(
+            "CPU from {samples} on-CPU samples inside zio_compress_data: about {} ({of_wall} of its wall time; the rest waited for a CPU)",
+            format_ns(cpu_ns as u64),
+        ));
     }
+    cpu_ns
 }
 
 /// The title and action: compression that buys nothing, or its cost.

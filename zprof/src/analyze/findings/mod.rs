@@ -174,6 +174,8 @@ struct Context<'a> {
     /// workload, so the bottleneck pool's findings rank first.
     time: Time,
     options: &'a ExplainOptions,
+    /// The whole recording, for evidence that is the host's (CPU samples).
+    whole: &'a Recording,
 }
 
 /// One family of findings.
@@ -183,7 +185,7 @@ struct Family {
     run: fn(&Recording, &Context, &mut Vec<Finding>),
     /// Why the family's evidence in this recording cannot be split by pool
     /// (rows of its stages that name none), or `None` when it can.
-    unsplit: fn(&Recording) -> Option<&'static str>,
+    unsplit: fn(&Recording) -> Option<String>,
 }
 
 /// The families, in the order they push (the sort in [`explain`] is stable:
@@ -194,7 +196,7 @@ const FAMILIES: [Family; 8] = [
         unsplit: |_| None,
     },
     Family {
-        run: |r, c, o| cpu::compression(r, c.time.cpu_ns, o),
+        run: |r, c, o| cpu::compression(r, c.whole, c.time.cpu_ns, o),
         unsplit: compression_unsplit,
     },
     Family {
@@ -253,41 +255,63 @@ fn has_unpooled(rec: &Recording, stages: &[Stage]) -> bool {
         .any(|s| pick(rec, *s, None, None).iter().any(|h| h.pool.is_empty()))
 }
 
-fn compression_unsplit(rec: &Recording) -> Option<&'static str> {
-    has_unpooled(rec, &[Stage::Compress, Stage::ZstdCompress, Stage::Lz4Compress]).then_some(
-        "compression: its probe (zio_compress_data) is given the data, not the zio, so it cannot tell the pool",
-    )
+fn compression_unsplit(rec: &Recording) -> Option<String> {
+    if !has_unpooled(rec, &[Stage::Compress, Stage::ZstdCompress, Stage::Lz4Compress]) {
+        return None;
+    }
+    // zio_compress_data is given the data, not the zio: its pool is the one
+    // of the zio its thread runs, which only the zio_execute probe sees.
+    let unprobed = rec
+        .probes
+        .iter()
+        .find(|p| p.function == "zio_execute" && !p.attached);
+    Some(match unprobed {
+        Some(p) => format!(
+            "compression: zio_compress_data is given the data, not the zio, and zio_execute, \
+             which names the pool of the zio each thread runs, was not probed ({})",
+            p.reason
+                .as_deref()
+                .map_or("no reason given", |r| r.trim_start_matches("not needed: "))
+        ),
+        None => "compression: some of its rows name no pool (compressed outside the pools' zio \
+                 threads, as the L2ARC feed does, or recorded by an older zprof, which did not \
+                 follow each thread's zio)"
+            .into(),
+    })
 }
 
-fn checksum_unsplit(rec: &Recording) -> Option<&'static str> {
+fn checksum_unsplit(rec: &Recording) -> Option<String> {
     let compute = stat(rec, Stage::ChecksumCompute, None);
     if compute.total_ns == 0 && rec.cpu.is_some() {
         return Some(
-            "checksums: their CPU time comes from on-CPU samples, which are the whole host's",
+            "checksums: their CPU time comes from on-CPU samples, which are the whole host's"
+                .into(),
         );
     }
     has_unpooled(rec, &[Stage::ChecksumCompute, Stage::ChecksumVerify])
-        .then_some("checksums: some of their rows name no pool")
+        .then(|| "checksums: some of their rows name no pool".into())
 }
 
-fn writes_unsplit(rec: &Recording) -> Option<&'static str> {
-    has_unpooled(rec, &[Stage::WorkloadWrite]).then_some(
+fn writes_unsplit(rec: &Recording) -> Option<String> {
+    has_unpooled(rec, &[Stage::WorkloadWrite]).then(|| {
         "the workload's writes: on this target they are counted where the file layer calls \
-         dmu_write_uio_dnode, which carries no pool",
-    )
+         dmu_write_uio_dnode, which carries no pool"
+            .into()
+    })
 }
 
-fn reads_unsplit(rec: &Recording) -> Option<&'static str> {
-    has_unpooled(rec, &[Stage::WorkloadRead]).then_some(
+fn reads_unsplit(rec: &Recording) -> Option<String> {
+    has_unpooled(rec, &[Stage::WorkloadRead]).then(|| {
         "the workload's reads: on this target they are counted where the file layer calls \
-         dmu_read_uio_dnode, which carries no pool",
-    )
+         dmu_read_uio_dnode, which carries no pool"
+            .into()
+    })
 }
 
-fn dedup_unsplit(rec: &Recording) -> Option<&'static str> {
-    has_unpooled(rec, &[Stage::DdtLookup]).then_some(
-        "dedup table lookups: the table's spa_t is behind a struct the probe does not read",
-    )
+fn dedup_unsplit(rec: &Recording) -> Option<String> {
+    has_unpooled(rec, &[Stage::DdtLookup]).then(|| {
+        "dedup table lookups: the table's spa_t is behind a struct the probe does not read".into()
+    })
 }
 
 /// Runs every analysis and returns the findings, most important first.
@@ -300,6 +324,7 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
     let context = Context {
         time: Time::of(rec, options.cpus),
         options,
+        whole: rec,
     };
     let pools = pool_names(rec);
     let views: Vec<(String, Recording)> = if pools.len() <= 1 {
@@ -323,7 +348,7 @@ pub fn explain(rec: &Recording, options: &ExplainOptions) -> Vec<Finding> {
                 let from = findings.len();
                 (family.run)(rec, &context, &mut findings);
                 for f in &mut findings[from..] {
-                    mark_unsplit(f, &pools, why);
+                    mark_unsplit(f, &pools, &why);
                 }
             }
             None => {
