@@ -9,7 +9,8 @@
 //! - Compression (lz4 data on tpb; ZFS's own metadata on both) is
 //!   attributed to the pool whose zios it served: tpb compressed more bytes
 //!   than tpa, whose data is not compressed, and explain has a compression
-//!   finding about tpb and none over both pools.
+//!   finding about tpb and none over both pools; so has write amplification,
+//!   whose workload bytes per pool are the write requests on its datasets.
 //! - explain has tpa's sync-write finding and none about tpb, ranks the
 //!   findings by their share of the whole workload's time, and every finding
 //!   names one of the two pools or says it covers both and why.
@@ -180,10 +181,14 @@ fn findings_per_pool(findings: &[Value]) -> Vec<String> {
                 f["title"]
             ));
         }
-        if f["kind"] == "compression" && pool.is_empty() {
+        // Compression (zio_execute) and the workload's writes (the write
+        // requests on each pool's datasets) split by pool on the kernel.
+        if ["compression", "write_amplification"].contains(&f["kind"].as_str().unwrap_or(""))
+            && pool.is_empty()
+        {
             bad.push(format!(
-                "compression over both pools, not split: {}",
-                f["missing"]
+                "{} over both pools, not split: {}",
+                f["kind"], f["missing"]
             ));
         }
         let covers_both = pool.is_empty() && covers_both_and_says_why(f);

@@ -24,7 +24,7 @@ use zprof_common::Stage;
 
 use crate::recording::{
     Recording, Summary, pick,
-    pools::{Unpooled, pool_names, restrict},
+    pools::{Unpooled, pool_names, restrict, workload_split_by_requests},
     summarize,
 };
 
@@ -293,18 +293,24 @@ fn checksum_unsplit(rec: &Recording) -> Option<String> {
 }
 
 fn writes_unsplit(rec: &Recording) -> Option<String> {
-    has_unpooled(rec, &[Stage::WorkloadWrite]).then(|| {
-        "the workload's writes: on this target they are counted where the file layer calls \
-         dmu_write_uio_dnode, which carries no pool"
-            .into()
-    })
+    workload_unsplit(rec, Stage::WorkloadWrite, "writes", "dmu_write_uio_dnode")
 }
 
 fn reads_unsplit(rec: &Recording) -> Option<String> {
-    has_unpooled(rec, &[Stage::WorkloadRead]).then(|| {
-        "the workload's reads: on this target they are counted where the file layer calls \
-         dmu_read_uio_dnode, which carries no pool"
-            .into()
+    workload_unsplit(rec, Stage::WorkloadRead, "reads", "dmu_read_uio_dnode")
+}
+
+/// The workload's reads or writes name no pool on the kernel target, where
+/// they are counted in the file layer; the request rows, which name their
+/// dataset, stand for them per pool when every request does.
+fn workload_unsplit(rec: &Recording, stage: Stage, what: &str, counted_at: &str) -> Option<String> {
+    (has_unpooled(rec, &[stage]) && !workload_split_by_requests(rec, stage)).then(|| {
+        format!(
+            "the workload's {what}: on this target they are counted where the file layer calls \
+             {counted_at}, which carries no pool, and the request rows, which name their \
+             dataset, were not recorded for every one (no request offsets, or rows folded \
+             beyond the row limit)"
+        )
     })
 }
 
@@ -453,6 +459,54 @@ mod tests {
         for f in findings.iter().filter(|f| !f.pool.is_empty()) {
             assert_eq!(f.pools, vec![f.pool.clone()], "{f:#?}");
         }
+    }
+
+    /// The guest's two pools on zfs.ko (tests/data/README.md): 4k fsync
+    /// writes on tpa, 64k async lz4 writes on tpb.
+    fn guest_two_pools() -> Vec<Finding> {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/guest-2.1.11-two-pools.json"
+        ));
+        let rec = Recording::parse(text, "guest two pools").unwrap();
+        let options = ExplainOptions {
+            cpus: 2,
+            ..Default::default()
+        };
+        explain(&rec, &options)
+    }
+
+    fn figure_of(findings: &[Finding], kind: &str, pool: &str, name: &str) -> f64 {
+        let finding = findings
+            .iter()
+            .find(|f| f.kind == kind && f.pool == pool)
+            .unwrap_or_else(|| panic!("no {kind} finding about {pool}: {findings:#?}"));
+        finding.figures.iter().find(|(n, _)| n == name).unwrap().1
+    }
+
+    /// The kernel counts the workload's writes where they carry no pool; each
+    /// pool's amplification takes the write requests on its own datasets, and
+    /// compression the pool of the zio its thread ran.
+    #[test]
+    fn a_kernel_recording_of_two_pools_splits_writes_and_compression_by_pool() {
+        let findings = guest_two_pools();
+        for kind in ["write_amplification", "compression"] {
+            assert!(
+                !findings.iter().any(|f| f.kind == kind && f.pool.is_empty()),
+                "{kind} not split: {findings:#?}"
+            );
+        }
+        // tpa: 2,001 4k writes (8,196,096 bytes) each made durable in the
+        // ZIL and rewritten into 128k records at txg sync.
+        let tpa = figure_of(&findings, "write_amplification", "tpa", "write_amplification");
+        assert!(tpa > 5.0, "tpa {tpa}");
+        // tpb: 1.58 GiB of 64k overwrites of a small file, most of them
+        // still dirty or overwritten when the recording ended.
+        let tpb = figure_of(&findings, "write_amplification", "tpb", "write_amplification");
+        assert!(tpb < 1.0, "tpb {tpb}");
+        let lz4_data = figure_of(&findings, "compression", "tpb", "compressed_bytes");
+        let metadata = figure_of(&findings, "compression", "tpa", "compressed_bytes");
+        assert!(lz4_data > 10.0 * metadata, "tpb {lz4_data}, tpa {metadata}");
     }
 
     #[test]

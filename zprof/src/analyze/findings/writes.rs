@@ -43,8 +43,19 @@ pub(super) fn write_amplification(
             leaf.txg.bytes as f64 / logical.bytes as f64
         ),
     ];
-    let mut title = format!("each byte written costs {factor:.1} bytes on the leaf vdevs");
-    let mut action = "Parity, ZIL writes and metadata make up the difference; on raidz small blocks add padding.".to_owned();
+    let (mut title, mut action) = if factor >= 1.0 {
+        (
+            format!("each byte written costs {factor:.1} bytes on the leaf vdevs"),
+            "Parity, ZIL writes and metadata make up the difference; on raidz small blocks add padding.".to_owned(),
+        )
+    } else {
+        // Less on the disks than written: not a cost, and the figure is not
+        // the pool's steady state.
+        (
+            format!("the leaf vdevs wrote {factor:.2} bytes per byte written"),
+            "Writes still dirty when the recording ended, overwrites of the same blocks within a txg and compression keep bytes off the disks: record for several txgs for the steady-state figure.".to_owned(),
+        )
+    };
     if let Some(seen) = top_vdevs_line(rec) {
         evidence.push(seen);
     }
