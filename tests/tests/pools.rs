@@ -70,7 +70,8 @@ const ASYNC_WRITES: &[&str] = &[
     "name=w,rw=write,bs=128k,size=64m,ios=400",
 ];
 
-/// Async 128k writes of half-compressible data with zstd on a mirror of ssds.
+/// Async 128k writes of half-compressible data, half of it duplicates, with
+/// zstd and dedup on a mirror of ssds.
 const ZSTD_WRITES: &[&str] = &[
     "--layout",
     "mirror:2",
@@ -78,8 +79,10 @@ const ZSTD_WRITES: &[&str] = &[
     "ssd",
     "--compression",
     "zstd",
+    "--dedup",
+    "on",
     "--job",
-    "name=z,rw=write,bs=128k,size=64m,ios=400,buffer_compress_percentage=50",
+    "name=z,rw=write,bs=128k,size=64m,ios=400,buffer_compress_percentage=50,dedupe_percentage=50",
 ];
 
 /// The same with lz4 on a raidz1 of three ssds, twice the data.
@@ -303,12 +306,14 @@ fn fsync_writers_on_one_pool_and_async_writers_on_another_are_told_apart() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Compression is attributed to the pool whose zios it served (the pool of
-/// the zio its taskq thread runs: zio_execute, probed on uprobes with
-/// --full-timing): each pool's finding names its own algorithms, compressed
-/// as many bytes as the pool alone, and the costlier zstd pool ranks first.
+/// Compression and dedup lookups are attributed to the pool whose zios they
+/// served (the pool of the zio their taskq thread runs: zio_execute, probed
+/// on uprobes with --full-timing): each pool's compression finding names its
+/// own algorithms, compressed as many bytes as the pool alone, and the
+/// costlier zstd pool ranks first; the dedup pool alone has a dedup finding,
+/// with as many lookups as alone.
 #[test]
-fn compression_is_told_apart_by_the_pool_whose_blocks_it_compressed() {
+fn compression_and_dedup_are_told_apart_by_the_pool_whose_blocks_they_served() {
     require_root();
     let dir = scratch("zprof-pools", "compression");
     let (_, findings, zstd, lz4) = pair(
@@ -328,6 +333,12 @@ fn compression_is_told_apart_by_the_pool_whose_blocks_it_compressed() {
     );
     same_figure(&findings, &zstd, "compression", "compressed_bytes");
     same_figure(&findings, &lz4, "compression", "compressed_bytes");
+    same_figure(&findings, &zstd, "dedup", "ddt_lookups");
+    assert!(
+        !findings.iter().any(|f| f["kind"] == "dedup" && f["pool"] != zstd.name.as_str()),
+        "a dedup finding about another pool than {}: {findings:#?}",
+        zstd.name
+    );
     assert!(
         !findings
             .iter()

@@ -73,7 +73,7 @@ fn try_zio_execute_entry(ctx: &ProbeContext) -> Result<(), u32> {
     Ok(())
 }
 
-/// The pool this thread's (de)compression serves, 0 when unknown (a thread
+/// The pool this thread's (de)compression or dedup lookup serves, 0 when unknown (a thread
 /// outside both zio_execute and arc_read, such as the L2ARC feed thread).
 #[inline(always)]
 fn current_pool() -> u64 {
@@ -249,13 +249,15 @@ fn try_verify_return(_ctx: &RetProbeContext) -> Result<(), u32> {
 }
 
 /// ddt_lookup(ddt_t *ddt, const blkptr_t *bp, boolean_t add_or_verify):
-/// on the thread of the write pipeline that dedups the block.
+/// on the thread of the write pipeline that dedups the block, so its pool is
+/// the one of the zio that thread runs (the ddt_t's spa_t is at an offset
+/// that differs between the kernel and libzpool).
 #[inline(always)]
 fn try_ddt_lookup_entry(_ctx: &ProbeContext) -> Result<(), u32> {
     if !wanted(false) {
         return Ok(());
     }
-    enter(Stage::DdtLookup, thread_id(), 0, 0, 0, 0)
+    enter(Stage::DdtLookup, thread_id(), 0, 0, current_pool(), 0)
 }
 
 #[inline(always)]

@@ -198,8 +198,8 @@ const CHECKSUM_SKIPPED: &str = "a probe pair per block (about 1.5 us on uprobes;
      1.4% of a 4k write's CPU); checksum CPU comes from the CPU samples; --full-timing counts and times every block";
 
 const EXECUTE_SKIPPED: &str = "a uprobe per zio a taskq thread runs (about ten per block written: 74,000/s, the busiest \
-     program, at 150 MiB/s of 128k writes), which only names the pool of compressions; --full-timing splits \
-     compression by pool";
+     program, at 150 MiB/s of 128k writes), which only names the pool of compressions and dedup lookups; --full-timing splits \
+     them by pool";
 
 const ARC_PATHS_SKIPPED: &str = "a uprobe per ARC read and per access to a buffer the dbuf layer holds (several per write: \
      with them the lab's sync writes lost up to a fifth of their rate and the SLOG what-if overshot 2.3's by 68%); \

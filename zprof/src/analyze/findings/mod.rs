@@ -261,17 +261,10 @@ fn compression_unsplit(rec: &Recording) -> Option<String> {
     }
     // zio_compress_data is given the data, not the zio: its pool is the one
     // of the zio its thread runs, which only the zio_execute probe sees.
-    let unprobed = rec
-        .probes
-        .iter()
-        .find(|p| p.function == "zio_execute" && !p.attached);
-    Some(match unprobed {
-        Some(p) => format!(
+    Some(match execute_unprobed(rec) {
+        Some(why) => format!(
             "compression: zio_compress_data is given the data, not the zio, and zio_execute, \
-             which names the pool of the zio each thread runs, was not probed ({})",
-            p.reason
-                .as_deref()
-                .map_or("no reason given", |r| r.trim_start_matches("not needed: "))
+             which names the pool of the zio each thread runs, was not probed ({why})"
         ),
         None => "compression: some of its rows name no pool (compressed outside the pools' zio \
                  threads, as the L2ARC feed does, or recorded by an older zprof, which did not \
@@ -316,8 +309,29 @@ fn workload_unsplit(rec: &Recording, stage: Stage, what: &str, counted_at: &str)
 
 fn dedup_unsplit(rec: &Recording) -> Option<String> {
     has_unpooled(rec, &[Stage::DdtLookup]).then(|| {
-        "dedup table lookups: the table's spa_t is behind a struct the probe does not read".into()
+        match execute_unprobed(rec) {
+            Some(why) => format!(
+                "dedup table lookups: their pool is the one of the zio their thread runs, and \
+                 zio_execute was not probed ({why})"
+            ),
+            None => "dedup table lookups: some name no pool (outside the pools' zio threads, or \
+                     recorded by an older zprof)"
+                .into(),
+        }
     })
+}
+
+/// Why zio_execute, which names the pool of compressions and dedup lookups,
+/// was not probed, when it was not.
+fn execute_unprobed(rec: &Recording) -> Option<&str> {
+    rec.probes
+        .iter()
+        .find(|p| p.function == "zio_execute" && !p.attached)
+        .map(|p| {
+            p.reason
+                .as_deref()
+                .map_or("no reason given", |r| r.trim_start_matches("not needed: "))
+        })
 }
 
 /// Runs every analysis and returns the findings, most important first.
