@@ -296,6 +296,16 @@ extern int l2arc_noprefetch;
 /* int in 2.1, uint_t later: one 4-byte type, and no header declares it. */
 extern int zfs_multilist_num_sublists;
 
+/* unsigned long in 2.1, uint64_t later: one type on LP64. */
+extern unsigned long zfs_dirty_data_max;
+
+void
+zl_set_dirty_data_max(uint64_t bytes)
+{
+	/* Read by the write throttle at every tx: takes effect at once. */
+	zfs_dirty_data_max = bytes;
+}
+
 int
 zl_init(const char *config_path, uint64_t arc_max, int l2arc_fast,
     char *err, size_t errlen)

@@ -90,6 +90,11 @@ typedef struct zl_arc_stats {
 int zl_init(const char *config_path, uint64_t arc_max, int l2arc_fast,
     char *err, size_t errlen);
 void zl_arc_stats(zl_arc_stats_t *out);
+/*
+ * The write throttle's zfs_dirty_data_max, in bytes (after zl_init, which
+ * sets it from the host's memory): delays start at 60% of it.
+ */
+void zl_set_dirty_data_max(uint64_t bytes);
 void zl_fini(void);
 void zl_set_hooks(zl_io_hook_t io, zl_flush_hook_t flush, zl_done_hook_t done);
 void zl_get_counters(zl_counters_t *out);

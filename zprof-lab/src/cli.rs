@@ -135,6 +135,11 @@ pub struct RunArgs {
     /// default: ZFS's, half of the host's memory). Its floor is set to half of it.
     #[arg(long, value_parser = parse_arc_max)]
     pub arc_max: Option<u64>,
+    /// The write throttle's zfs_dirty_data_max (default: ZFS's, a tenth of
+    /// the host's memory): writers are delayed from 60% of it on, so a small
+    /// value makes a write job meet the throttle on any host.
+    #[arg(long, value_parser = parse_dirty_data_max)]
+    pub dirty_data_max: Option<u64>,
     /// Common options.
     #[command(flatten)]
     pub common: Common,
@@ -264,6 +269,15 @@ fn parse_arc_max(s: &str) -> Result<u64, OptError> {
     }
     Ok(v)
 }
+fn parse_dirty_data_max(s: &str) -> Result<u64, OptError> {
+    let v = options::parse_size(s)?;
+    if v < 1 << 20 {
+        return Err(OptError(format!(
+            "dirty data max {s} is below 1M: ZFS could not fit a txg's own metadata"
+        )));
+    }
+    Ok(v)
+}
 fn parse_vdev_size(s: &str) -> Result<u64, OptError> {
     let v = options::parse_size(s)?;
     if v < 64 << 20 {
@@ -369,6 +383,7 @@ impl RunArgs {
             keep: self.common.keep,
             scenario: None,
             arc_max: self.arc_max.unwrap_or(0),
+            dirty_data_max: self.dirty_data_max.unwrap_or(0),
         })
     }
 }

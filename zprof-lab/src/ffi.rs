@@ -121,6 +121,7 @@ unsafe extern "C" {
         errlen: usize,
     ) -> c_int;
     pub fn zl_arc_stats(out: *mut ZlArcStats);
+    pub fn zl_set_dirty_data_max(bytes: u64);
     pub fn zl_fini();
     pub fn zl_set_hooks(io: Option<IoHook>, flush: Option<FlushHook>, done: Option<DoneHook>);
     pub fn zl_get_counters(out: *mut ZlCounters);

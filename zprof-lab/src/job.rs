@@ -571,7 +571,17 @@ fn leaf_deltas(before: &[lab::LeafStat], after: &[lab::LeafStat]) -> Vec<LeafDel
 }
 
 /// A job's run: the threads' results, and the lab's state around them.
+/// Wall-clock milliseconds since the Unix epoch (0 if the clock is before it).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 struct Measured {
+    /// When the measured part began (after the layout and warm-up), for
+    /// telling the job's phase apart in a recording's timeline.
+    started_unix_ms: u64,
     results: Vec<ThreadResult>,
     elapsed: Duration,
     sync_ms: f64,
@@ -599,6 +609,7 @@ fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
     let c0 = lab::counters();
     let arc0 = lab::arc_stats();
     let cpu0 = process_cpu_ns();
+    let started_unix_ms = unix_ms();
     let start = Instant::now();
     let results = run_threads(
         pool.dataset(),
@@ -625,6 +636,7 @@ fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
     }
     Ok(Measured {
         results,
+        started_unix_ms,
         elapsed,
         sync_ms,
         cpu_ms,
@@ -660,6 +672,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     Ok(JobReport {
         jobname: spec.name.clone(),
         spec: spec.clone(),
+        started_unix_ms: m.started_unix_ms,
         runtime_ms: m.elapsed.as_millis() as u64,
         write: side(&merged.wlat, merged.wbytes),
         read: side(&merged.rlat, merged.rbytes),

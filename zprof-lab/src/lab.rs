@@ -376,6 +376,15 @@ impl Lab {
     }
 }
 
+impl Lab {
+    /// Sets the write throttle's zfs_dirty_data_max (bytes): writers are
+    /// delayed from 60% of it on.
+    pub fn set_dirty_data_max(&self, bytes: u64) {
+        // SAFETY: a plain store to a libzpool global, after kernel_init.
+        unsafe { ffi::zl_set_dirty_data_max(bytes) }
+    }
+}
+
 /// The ARC's statistics now (counters since the process started).
 pub fn arc_stats() -> ffi::ZlArcStats {
     let mut out = ffi::ZlArcStats::default();

@@ -241,6 +241,11 @@ pub struct JobReport {
     pub jobname: String,
     /// The job as specified (defaults filled in).
     pub spec: JobSpec,
+    /// Wall clock (ms since the Unix epoch) when the measured run began,
+    /// after the layout writes and warm-up reads; it ends runtime_ms +
+    /// sync_ms later.
+    #[serde(default)]
+    pub started_unix_ms: u64,
     /// Measured run time in milliseconds.
     pub runtime_ms: u64,
     /// Read side.

@@ -24,6 +24,9 @@ pub struct Plan {
     pub scenario: Option<String>,
     /// ARC cap in bytes (0: ZFS's default, half of the host's memory).
     pub arc_max: u64,
+    /// The write throttle's zfs_dirty_data_max in bytes (0: ZFS's default,
+    /// a tenth of the host's memory).
+    pub dirty_data_max: u64,
 }
 
 /// Failure of a run: bad input (exit 2) or a runtime error (exit 1), with
@@ -86,6 +89,9 @@ pub fn execute(
             });
         }
     };
+    if plan.dirty_data_max > 0 {
+        lab.set_dirty_data_max(plan.dirty_data_max);
+    }
     let failure = run_pools(&lab, &workdir, plan, &mut report, on_job);
     report.totals = lab_totals();
     drop(lab); // kernel_fini

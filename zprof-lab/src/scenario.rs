@@ -226,6 +226,7 @@ pub fn plan(a: &ScenarioOptions, name: Scenario) -> Plan {
         keep: a.keep,
         scenario: Some(name.report_name()),
         arc_max,
+        dirty_data_max: 0,
     }
 }
 
@@ -1078,6 +1079,7 @@ mod tests {
         JobReport {
             jobname: name.into(),
             spec: job(name, Rw::Randwrite, 4096, 1 << 20, 1.0, 0, 0),
+            started_unix_ms: 0,
             runtime_ms: 1000,
             read: if reads {
                 io.clone()

@@ -1,11 +1,12 @@
 //! Analyses of a recording: the findings and what-ifs, the sync-write and read
-//! paths, zvol blocks, the leaf I/O per top-level vdev, and compare's
-//! arithmetic. They read recordings only, never the collectors.
+//! paths, zvol blocks, the leaf I/O per top-level vdev, the benchmark's
+//! phases, and compare's arithmetic. They read recordings only, never the collectors.
 
 pub mod cache_what_if;
 pub mod compare;
 pub mod findings;
 pub mod live;
+pub mod phases;
 pub mod read_path;
 pub mod sync_path;
 pub mod top_vdevs;

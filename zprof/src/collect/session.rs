@@ -82,6 +82,10 @@ pub struct Session {
     events: EventLog,
     timeline: Vec<TimelinePoint>,
     last_totals: TimelinePoint,
+    /// Per pool, the cumulative counts at the last tick.
+    last_pool_totals: timeline::PoolTotals,
+    /// Per pool seconds so far (see [`crate::recording::PoolSecond`]).
+    pool_seconds: Vec<crate::recording::PoolSecond>,
     sample_hz: u64,
     /// Whether only the processes in TRACKED are traced.
     filtered: bool,
@@ -172,6 +176,8 @@ impl Session {
             events: EventLog::new(events),
             timeline: Vec::new(),
             last_totals: TimelinePoint::default(),
+            last_pool_totals: timeline::PoolTotals::new(),
+            pool_seconds: Vec::new(),
             sample_hz: options.sample_hz,
             filtered: options.filter_pids.is_some(),
             drainer,
@@ -256,6 +262,17 @@ impl Session {
         self.timeline
             .push(timeline::point_since(&totals, &self.last_totals, second));
         self.last_totals = totals;
+        let pool_totals = timeline::pool_totals(&rows);
+        if pool_totals != self.last_pool_totals {
+            let names = pools::pool_names(&self.ebpf)?;
+            self.pool_seconds.extend(timeline::pool_seconds_since(
+                &pool_totals,
+                &self.last_pool_totals,
+                &names,
+                second,
+            ));
+            self.last_pool_totals = pool_totals;
+        }
         Ok(())
     }
 
@@ -384,6 +401,7 @@ impl Session {
             histograms: Vec::new(),
             txgs: Vec::new(),
             timeline: Vec::new(),
+            pool_seconds: Vec::new(),
             bpf_programs: Vec::new(),
             benchmark: None,
             cpu: None,
@@ -447,6 +465,7 @@ impl Session {
             histograms,
             txgs,
             timeline: self.timeline.clone(),
+            pool_seconds: self.pool_seconds.clone(),
             bpf_programs: self.program_costs(),
             cpu,
             requests: requests.records,

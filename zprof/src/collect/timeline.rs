@@ -7,16 +7,65 @@ use std::collections::BTreeMap;
 
 use zprof_common::{Hist, HistKey, Stage, arc_read_class, miss_reuse_class};
 
-use crate::recording::TimelinePoint;
+use crate::recording::{PoolSecond, TimelinePoint};
 
 /// The stages a timeline point counts (only their rows are read each tick).
-pub const TIMELINE_STAGES: [u32; 5] = [
+pub const TIMELINE_STAGES: [u32; 6] = [
     Stage::WorkloadWrite as u32,
     Stage::WorkloadRead as u32,
     Stage::ZilCommit as u32,
     Stage::ArcRead as u32,
     Stage::ArcMissReuse as u32,
+    Stage::TxWait as u32,
 ];
+
+/// Per pool row key, the cumulative counts a [`PoolSecond`] is the
+/// difference of.
+pub type PoolTotals = BTreeMap<u64, PoolSecond>;
+
+/// The cumulative per-pool counts of `rows` (rows that name no pool left out).
+pub fn pool_totals(rows: &[(HistKey, Hist)]) -> PoolTotals {
+    let mut totals = PoolTotals::new();
+    for (key, hist) in rows.iter().filter(|(k, _)| k.pool != 0) {
+        let pool = totals.entry(key.pool).or_default();
+        match Stage::from_u32(key.stage) {
+            Some(Stage::WorkloadWrite) => {
+                pool.write_ops += hist.count;
+                pool.write_bytes += hist.bytes;
+            }
+            Some(Stage::TxWait) => {
+                pool.tx_waits += hist.count;
+                pool.tx_wait_ns += hist.total_ns;
+            }
+            _ => {}
+        }
+    }
+    totals
+}
+
+/// Second `second` of each pool: what `now` counts beyond `last`, named
+/// by `names`; pools with nothing in the second left out.
+pub fn pool_seconds_since(
+    now: &PoolTotals,
+    last: &PoolTotals,
+    names: &BTreeMap<u64, String>,
+    second: u32,
+) -> Vec<PoolSecond> {
+    now.iter()
+        .map(|(key, totals)| {
+            let before = last.get(key).cloned().unwrap_or_default();
+            PoolSecond {
+                pool: crate::collect::pools::pool_label(names, *key),
+                second,
+                write_ops: totals.write_ops.saturating_sub(before.write_ops),
+                write_bytes: totals.write_bytes.saturating_sub(before.write_bytes),
+                tx_waits: totals.tx_waits.saturating_sub(before.tx_waits),
+                tx_wait_ns: totals.tx_wait_ns.saturating_sub(before.tx_wait_ns),
+            }
+        })
+        .filter(|p| p.write_ops > 0 || p.tx_waits > 0)
+        .collect()
+}
 
 /// The cumulative counts of `rows` (the [`TIMELINE_STAGES`] rows so far).
 pub fn totals(rows: &[(HistKey, Hist)]) -> TimelinePoint {

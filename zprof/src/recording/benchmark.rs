@@ -51,6 +51,11 @@ pub struct BenchJob {
     /// The pool the job ran on, when the benchmark says (zprof-lab).
     #[serde(default)]
     pub pool: Option<String>,
+    /// When its measured part ran, ms since the Unix epoch, start and end
+    /// (zprof-lab: after its layout writes and warm-up reads, to the end of
+    /// its job-end sync): what tells a recording's phases apart.
+    #[serde(default)]
+    pub window_unix_ms: Option<[u64; 2]>,
 }
 
 /// Throughput and latency of one direction of a job.
@@ -162,6 +167,7 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
                 })
             }),
             pool: None,
+            window_unix_ms: fio_window(job),
         })
         .collect();
     Some(Benchmark {
@@ -204,6 +210,7 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
                 .get("pool")
                 .and_then(|p| p.as_str().or_else(|| p.get("name").and_then(Value::as_str)))
                 .map(str::to_owned),
+            window_unix_ms: lab_window(job),
         })
         .collect();
     let pools = doc
@@ -235,6 +242,23 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
         jobs,
         pools,
     })
+}
+
+/// A fio job's window, where its fio prints when the job started
+/// (`job_start`, ms since the epoch; fio 3.33 does not) and `job_runtime` (ms).
+fn fio_window(job: &Value) -> Option<[u64; 2]> {
+    let start = job.get("job_start").and_then(Value::as_u64).filter(|t| *t > 0)?;
+    let run_ms = job.get("job_runtime").and_then(Value::as_u64)?;
+    Some([start, start + run_ms])
+}
+
+/// A lab job's measured window: from its start through its run and its
+/// job-end sync (absent in reports of older labs).
+fn lab_window(job: &Value) -> Option<[u64; 2]> {
+    let start = job.get("started_unix_ms").and_then(Value::as_u64).filter(|t| *t > 0)?;
+    let run_ms = job.get("runtime_ms").and_then(Value::as_u64).unwrap_or(0) as f64;
+    let sync_ms = job.get("sync_ms").and_then(Value::as_f64).unwrap_or(0.0);
+    Some([start, start + (run_ms + sync_ms).ceil() as u64])
 }
 
 /// Parses fio or zprof-lab JSON output, if `text` holds one.

@@ -60,6 +60,11 @@ pub struct Recording {
     pub txgs: Vec<TxgRecord>,
     /// Workload throughput per second.
     pub timeline: Vec<TimelinePoint>,
+    /// Per pool and second, what the host-wide timeline cannot split by
+    /// pool: the pool's workload writes and the time writers waited on its
+    /// write throttle (the phases of its jobs are told apart by these).
+    #[serde(default)]
+    pub pool_seconds: Vec<PoolSecond>,
     /// zprof's own cost: each eBPF program's run count and run time.
     #[serde(default)]
     pub bpf_programs: Vec<ProgramCost>,
@@ -453,6 +458,23 @@ pub struct HistRecord {
     pub buckets: Vec<[u64; 2]>,
 }
 
+/// One pool's second of a recording (only seconds with something in them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PoolSecond {
+    /// Pool name.
+    pub pool: String,
+    /// Seconds since the start (the interval ending here), as in the timeline.
+    pub second: u32,
+    /// Workload write operations on the pool (where its rows name it).
+    pub write_ops: u64,
+    /// Their bytes.
+    pub write_bytes: u64,
+    /// dmu_tx_wait calls: writers delayed by the write throttle.
+    pub tx_waits: u64,
+    /// Time in them, ns (of the calls that ended in this second).
+    pub tx_wait_ns: u64,
+}
+
 /// One txg.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TxgRecord {
@@ -656,6 +678,7 @@ impl Recording {
             histograms,
             txgs: vec![],
             timeline: vec![],
+            pool_seconds: vec![],
             bpf_programs: vec![],
             benchmark: None,
             cpu: None,

@@ -59,6 +59,7 @@ pub fn restrict(rec: &Recording, pools: &[String], unpooled: Unpooled) -> Record
         }
     }
     view.txgs = kept(&rec.txgs, |t| chosen(&t.pool));
+    view.pool_seconds = kept(&rec.pool_seconds, |p| chosen(&p.pool));
     view.vdevs = kept(&rec.vdevs, |v| chosen(&v.pool));
     view.requests = kept(&rec.requests, |r| keep(dataset_pool(&r.dataset)));
     view.slow_requests = kept(&rec.slow_requests, |r| keep(dataset_pool(&r.dataset)));

@@ -523,6 +523,30 @@ mod tests {
         assert!(lz4_data > 10.0 * metadata, "tpb {lz4_data}, tpa {metadata}");
     }
 
+    /// A read job whose layout writes met the write throttle
+    /// (tests/data/README.md): the throttle is not the job's.
+    #[test]
+    fn layout_writes_throttled_before_a_read_job_are_not_the_jobs_throttle() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-layout-throttle.json"
+        ));
+        let rec = Recording::parse(text, "layout throttle").unwrap();
+        let findings = explain(&rec, &ExplainOptions::default());
+        let throttle = findings.iter().find(|f| f.kind == "throttle").unwrap();
+        assert!(
+            throttle.title.contains("only outside the benchmark's jobs"),
+            "{throttle:#?}"
+        );
+        assert_eq!(throttle.share, 0.0);
+        let all = throttle.figures.iter().find(|(n, _)| n == "tx_wait_ns").unwrap().1;
+        assert!(all > 5e8, "the layout's 614 ms of waits stay in the evidence: {all}");
+        assert!(
+            throttle.evidence.iter().any(|e| e.starts_with("outside the jobs")),
+            "{throttle:#?}"
+        );
+    }
+
     #[test]
     fn what_if_specs() {
         assert_eq!(

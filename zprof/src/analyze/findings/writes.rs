@@ -8,6 +8,7 @@ use zprof_common::Stage;
 
 use super::{Confidence, Finding, pct, stat};
 use crate::{
+    analyze::phases::{ThrottlePhases, Waits, throttle_phases},
     recording::{Recording, Summary, pick, summarize},
     units::{format_bytes, format_count, format_ns},
 };
@@ -226,7 +227,9 @@ fn sync_priority_words(has_commits: bool) -> &'static str {
     }
 }
 
-/// Finding 6: the write throttle and txg sync times.
+/// Finding 6: the write throttle and txg sync times. Where the benchmark
+/// says when each job ran, only the waits inside the jobs count as the
+/// workload's: a read job's layout writes are not its throttle.
 pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>) {
     let wait = stat(rec, Stage::TxWait, None);
     let synced = stat(rec, Stage::TxgWaitSynced, None);
@@ -235,7 +238,15 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         return;
     }
     const TXG_TIMEOUT_NS: u64 = 5_000_000_000;
-    let share = wait.total_ns as f64 / workload_ns;
+    let phases = throttle_phases(rec);
+    let (job_waits, job_ns) = match &phases {
+        Some(p) => (
+            p.jobs.iter().map(|(_, w)| w.count).sum::<u64>(),
+            p.jobs.iter().map(|(_, w)| w.ns).sum::<u64>(),
+        ),
+        None => (wait.count, wait.total_ns),
+    };
+    let share = job_ns as f64 / workload_ns;
     let mut evidence = vec![format!(
         "{} txgs synced, spa_sync p50 {}, max {} (zfs_txg_timeout is 5 s by default)",
         sync.count,
@@ -247,8 +258,11 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
             "writers waited in dmu_tx_wait {} times, {} in all ({} of the workload's time)",
             format_count(wait.count as f64),
             format_ns(wait.total_ns),
-            pct(share)
+            pct(wait.total_ns as f64 / workload_ns)
         ));
+    }
+    if let Some(p) = &phases {
+        evidence.extend(phase_lines(p));
     }
     if synced.count > 0 {
         evidence.push(format!(
@@ -258,11 +272,13 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         ));
     }
     let slow = sync.max_ns > TXG_TIMEOUT_NS;
-    let title = if wait.count > 0 {
+    let title = if job_waits > 0 {
         format!(
             "the write throttle delayed writers ({} of their time)",
             pct(share)
         )
+    } else if wait.count > 0 {
+        "the write throttle delayed writers only outside the benchmark's jobs (layout writes, warm-up), not the jobs".to_owned()
     } else if slow {
         "txg syncs run longer than the txg timeout: the pool cannot write dirty data as fast as it arrives".to_owned()
     } else {
@@ -276,12 +292,54 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         share,
         confidence: Confidence::High,
         evidence,
-        missing: vec!["dirty data amounts are not traced".into()],
-        action: if wait.count > 0 || slow {
+        missing: throttle_missing(phases.is_none() && wait.count > 0),
+        action: if job_waits > 0 || slow {
             "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
         } else {
             "No action needed.".into()
         },
-        figures: vec![("tx_wait_ns".into(), wait.total_ns as f64), ("spa_sync_max_ns".into(), sync.max_ns as f64)],
+        figures: vec![
+            ("tx_wait_ns".into(), wait.total_ns as f64),
+            ("job_tx_wait_ns".into(), job_ns as f64),
+            ("spa_sync_max_ns".into(), sync.max_ns as f64),
+        ],
     });
+}
+
+fn throttle_missing(phases_unknown: bool) -> Vec<String> {
+    let mut missing = vec!["dirty data amounts are not traced".to_owned()];
+    if phases_unknown {
+        missing.push("which phase the waits fell in (a job's layout writes, or the job): the benchmark did not say when its jobs ran (zprof run reads it from zprof-lab's JSON, and from fio's where it prints job_start)".into());
+    }
+    missing
+}
+
+/// The throttle's waits per phase, as evidence lines: each job's, those
+/// outside the jobs, and those in seconds across a job's start or end.
+fn phase_lines(phases: &ThrottlePhases) -> Vec<String> {
+    let waits = |w: &Waits| {
+        format!(
+            "{} waits, {}",
+            format_count(w.count as f64),
+            format_ns(w.ns)
+        )
+    };
+    let mut lines: Vec<String> = phases
+        .jobs
+        .iter()
+        .map(|(name, w)| format!("during job {name}: {}", waits(w)))
+        .collect();
+    if phases.outside.count > 0 {
+        lines.push(format!(
+            "outside the jobs (layout writes, warm-up, between jobs): {}; not the workload's",
+            waits(&phases.outside)
+        ));
+    }
+    if phases.boundary.count > 0 {
+        lines.push(format!(
+            "in seconds across a job's start or end: {}; the timeline's seconds cannot tell which side, so not counted as a job's",
+            waits(&phases.boundary)
+        ));
+    }
+    lines
 }
