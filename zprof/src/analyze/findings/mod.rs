@@ -243,9 +243,37 @@ fn write_amplification_family(rec: &Recording, context: &Context, out: &mut Vec<
 fn reads_family(rec: &Recording, context: &Context, out: &mut Vec<Finding>) {
     if let Some(path) = crate::analyze::read_path::ReadPath::measure(rec) {
         let workload_ns = context.time.workload_ns;
+        let from = out.len();
         reads::reads(rec, &path, workload_ns, out);
         reads::cache_what_if(rec, &path, context.options, workload_ns, out);
+        if let Some(line) = unpooled_decompression(rec, context.whole) {
+            for f in &mut out[from..] {
+                f.missing.push(line.clone());
+            }
+        }
     }
+}
+
+/// Decompressions that name no pool, when `rec` is one pool's part of a
+/// recording of several: they are in no pool's read CPU. On zfs.ko an ARC
+/// hit decompresses on the reader's thread, inside arc_read, which the
+/// kernel target does not probe for each read.
+fn unpooled_decompression(rec: &Recording, whole: &Recording) -> Option<String> {
+    if pool_names(whole).len() < 2 || pool_names(rec).len() != 1 {
+        return None;
+    }
+    let unpooled = summarize(
+        pick(whole, Stage::Decompress, None, None)
+            .into_iter()
+            .filter(|h| h.pool.is_empty()),
+    );
+    (unpooled.count > 0).then(|| {
+        format!(
+            "{} decompressions ({} wall time) name no pool (outside the pools' zio threads, such as ARC hits decompressed on the reader's thread, or recorded by an older zprof): they are not in this pool's read CPU",
+            crate::units::format_count(unpooled.count as f64),
+            crate::units::format_ns(unpooled.total_ns)
+        )
+    })
 }
 
 /// Whether some row of these stages names no pool.
@@ -447,6 +475,13 @@ mod tests {
                 "{} [{pool}]: {}",
                 job.name,
                 reads[0].title
+            );
+            // Its decompressions name no pool (an older zprof's recording):
+            // the finding says they are not in its figures.
+            assert!(
+                reads[0].missing.iter().any(|m| m.contains("decompressions (")),
+                "{:#?}",
+                reads[0]
             );
         }
         // The disk-bound pools rank above the ones their cache devices serve.
