@@ -184,8 +184,11 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
         let mut full = Attempts::new(TEST, &full_case, 2);
         let mut small = Attempts::new(TEST, &small_case, 2);
         // A run where the host did not deliver the cache device is not an
-        // attempt at the rate; three runs at most.
-        for _ in 0..3 {
+        // attempt at the rate; four runs at most, so that two such runs
+        // still leave the rate its two attempts (2.3.2 on this VM: 182 and
+        // 171 us delivered against the model's 76, then a miss at 113 us
+        // with no run left for the second attempt).
+        for _ in 0..4 {
             if !full.again() && !small.again() {
                 break;
             }

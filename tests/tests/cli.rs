@@ -198,7 +198,8 @@ fn every_libzpool_stage_attaches_on_each_release() {
         for probe in doc["probes"].as_array().unwrap() {
             let function = probe["function"].as_str().unwrap();
             // Fallbacks are not needed with offsets; the tx assign, block
-            // checksum and arc_read pairs are left out by default on uprobes
+            // checksum and arc_read pairs and zio_execute (the pool of
+            // compressions) are left out by default on uprobes
             // (--full-timing adds them). Anything else must attach.
             match probe["reason"].as_str() {
                 None => assert!(
@@ -223,6 +224,7 @@ fn every_libzpool_stage_attaches_on_each_release() {
                                 | "arc_read"
                                 | "spa_read_history_add"
                                 | "arc_buf_access"
+                                | "zio_execute"
                         ),
                         "{}: {probe}",
                         release.version
