@@ -77,7 +77,8 @@ if ! command -v bpf-linker >/dev/null 2>&1 && [[ ! -x $HOME/.cargo/bin/bpf-linke
 fi
 
 # 4. OpenZFS releases beside the system's 2.1.11 (scripts/openzfs-releases), unpacked
-# into a cache, never installed: libzpool6linux Breaks libzpool5linux. zprof-lab
+# into a cache, never installed: libzpool6linux Breaks libzpool5linux, and 2.4's
+# libzpool7linux needs trixie's glibc. zprof-lab
 # links one binary per release that loads here; zprof's offsets tables are
 # checked against each release's headers.
 ZPROF_CACHE=${ZPROF_CACHE:-$HOME/.cache/zprof}
@@ -87,16 +88,39 @@ fetch_openzfs() {
     log "fetching OpenZFS $version's libzpool and headers from $suite into $dir"
     local apt=$ZPROF_CACHE/apt/$suite
     mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$dir/dl"
-    # A private sources list: /etc/apt is left as it is.
-    printf 'deb http://deb.debian.org/debian %s main contrib\ndeb-src http://deb.debian.org/debian %s main contrib\n' \
-        "$suite" "$suite" >"$apt/sources.list"
+    # A private sources list: /etc/apt is left as it is. A backports suite
+    # comes with its base suite and its security updates (a newer libc6).
+    local base=${suite%-backports}
+    {
+        printf 'deb http://deb.debian.org/debian %s main contrib
+' "$suite"
+        printf 'deb-src http://deb.debian.org/debian %s main contrib
+' "$suite"
+        if [[ $base != "$suite" ]]; then
+            printf 'deb http://deb.debian.org/debian %s main contrib
+' "$base"
+            printf 'deb http://deb.debian.org/debian-security %s-security main contrib
+' "$base"
+        fi
+    } >"$apt/sources.list"
     local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
         -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Dir::Cache::Archives=$apt/archives"
-        -o APT::Sandbox::User=root)
+        -o Dir::State::status=/dev/null -o APT::Sandbox::User=root)
     apt-get "${opts[@]}" update -qq
-    # zfs-dkms for its include/ (sys/zfs_ioctl.h, which libzfslinux-dev lacks).
-    (cd "$dir/dl" && apt-get "${opts[@]}" download -qq \
-        "libzpool6linux=$pkgver" "libzfslinux-dev=$pkgver" "zfs-dkms=$pkgver")
+    # libzpool's package is named after its soname (libzpool5linux, 6, 7):
+    # zfsutils-linux of the same version depends on it. zfs-dkms for its
+    # include/ (sys/zfs_ioctl.h, which libzfslinux-dev lacks).
+    local libzpool
+    libzpool=$(apt-cache "${opts[@]}" show "zfsutils-linux=$pkgver" |
+        grep -m1 '^Depends:' | grep -oE 'libzpool[0-9]+linux' | head -n1)
+    [[ -n $libzpool ]] || { log "zfsutils-linux=$pkgver names no libzpool package"; exit 1; }
+    local packages=("$libzpool=$pkgver" "libzfslinux-dev=$pkgver" "zfs-dkms=$pkgver")
+    # A libzpool built for a newer glibc than Debian 12's runs with its own
+    # suite's libc6 as the lab's loader, and its own libnvpair and libuutil.
+    if [[ $base == trixie && $libzpool != libzpool6linux ]]; then
+        packages+=("libnvpair3linux=$pkgver" "libuutil3linux=$pkgver" libc6)
+    fi
+    (cd "$dir/dl" && apt-get "${opts[@]}" download -qq "${packages[@]}")
     rm -rf "$dir/root" && mkdir -p "$dir/root"
     for deb in "$dir"/dl/*.deb; do dpkg -x "$deb" "$dir/root"; done
     # 2.3.2's libzfslinux-dev ships libzpool/abd_os.h, which the headers include as

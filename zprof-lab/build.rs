@@ -6,7 +6,9 @@
 //! Which OpenZFS: the system's (Debian 12's libzfslinux-dev and libzpool5linux,
 //! 2.1.11) by default; with `ZPROF_LAB_OPENZFS=X.Y.Z`, the release that
 //! `scripts/setup.sh` unpacked into `$ZPROF_CACHE/openzfs/X.Y.Z` (libzpool6linux
-//! cannot be installed beside libzpool5linux), linked with a run path to it.
+//! cannot be installed beside libzpool5linux), linked with a run path to it;
+//! where that release's root also holds its own libc6 (2.4 needs glibc 2.38),
+//! the lab runs under that root's loader.
 //! Build each release into its own target directory (`cargo xtask` does).
 
 use std::path::{Path, PathBuf};
@@ -26,6 +28,10 @@ struct Release {
     includes: Vec<PathBuf>,
     /// Link directory and library name; `None` for the system's libzpool.
     library: Option<(PathBuf, String)>,
+    /// The release's own dynamic loader, where its libzpool needs a newer
+    /// glibc than the host's (2.4 on Debian 12: trixie's libc6 is unpacked
+    /// beside it): the lab is linked to run under it.
+    loader: Option<PathBuf>,
 }
 
 /// "2.3.2" -> 20302, the value zlab.c tests its API differences against.
@@ -66,6 +72,7 @@ fn system_release() -> Release {
         version,
         includes: vec!["/usr/include/libspl".into(), "/usr/include/libzfs".into()],
         library: None,
+        loader: None,
     }
 }
 
@@ -92,7 +99,12 @@ fn cached_release(version: &str) -> Release {
     .map(|d| root.join(d))
     .filter(|d| d.is_dir())
     .collect();
-    let lib = root.join("lib/x86_64-linux-gnu");
+    // Bookworm's packages install into /lib, trixie's (merged /usr) into /usr/lib.
+    let lib = ["lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"]
+        .iter()
+        .map(|d| root.join(d))
+        .find(|d| has_libzpool(d))
+        .unwrap_or_else(|| root.join("lib/x86_64-linux-gnu"));
     let name = std::fs::read_dir(&lib)
         .ok()
         .and_then(|entries| {
@@ -102,11 +114,22 @@ fn cached_release(version: &str) -> Release {
                 .min()
         })
         .unwrap_or_else(|| panic!("no libzpool.so.N in {}", lib.display()));
+    let loader = root.join("usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
     Release {
         version: version.to_owned(),
         includes,
         library: Some((lib, name)),
+        loader: loader.exists().then_some(loader),
     }
+}
+
+/// Whether `dir` holds a libzpool.so.N.
+fn has_libzpool(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .any(|n| n.starts_with("libzpool.so."))
+    })
 }
 
 fn main() {
@@ -146,10 +169,25 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
         }
     }
+    if let Some(loader) = &release.loader {
+        // Run under the release's loader, which takes its libc from the run
+        // path; DT_RPATH (not RUNPATH) also serves libzpool's own NEEDED
+        // libnvpair. The host's libc, linked against, lacks the newer glibc
+        // symbols libzpool uses: they resolve at run time.
+        println!("cargo:rustc-link-arg=-Wl,--dynamic-linker={}", loader.display());
+        println!("cargo:rustc-link-arg=-Wl,--disable-new-dtags");
+        println!("cargo:rustc-link-arg=-Wl,--allow-shlib-undefined");
+    }
     for lib in ["nvpair", "uutil"] {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }
     for sym in OVERRIDES {
+        // 2.4 counts commits where zil_close makes them too (zlab.c).
+        let sym = if *sym == "zil_commit" && version_number(&release.version) >= 20400 {
+            "zil_commit_flags"
+        } else {
+            sym
+        };
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={sym}");
     }
     // The lab reports which OpenZFS it runs on.

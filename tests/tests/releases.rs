@@ -4,7 +4,8 @@
 //!
 //! The counts of vdev I/Os, flushes, commits and txgs against the lab's own
 //! are checked per release by `cli.rs`; here are zstd's early abort, a CET
-//! build that cannot run here (2.3.9), and a build zprof cannot name.
+//! build that cannot run here (2.3.9), a build zprof cannot name, and the
+//! releases on trial (2.4.4, whose lab runs under trixie's loader).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,10 @@ use serde_json::Value;
 
 mod common;
 use common::ledger::{self, Attempts};
-use common::{cache_dir, lab_releases, release_libzpool, require_root, stderr, zprof};
+use common::{
+    cache_dir, lab_releases, release_libzpool, require_root, stderr, trial_releases, zprof,
+    zprof_on_lab,
+};
 
 /// Histograms of a stage by class name: (count, total ns).
 fn by_class(recording: &Value, stage: &str, class: &str) -> (u64, u64) {
@@ -342,4 +346,60 @@ fn check_lines(text: &str) -> String {
         .skip_while(|l| !l.starts_with("check "))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A release on trial (scripts/openzfs-releases): its lab runs here, zprof
+/// names the release and takes the shipped offsets of its build, and every
+/// commit the lab counts (at zil_commit_flags from 2.4, where zil_close
+/// commits too) is one zprof counts.
+#[test]
+fn a_release_on_trial_runs_under_zprof_with_its_own_offsets() {
+    require_root();
+    for release in trial_releases() {
+        let dir = common::scratch("zprof-trial", &release.version);
+        let recording = dir.join("rec.json");
+        let lab = zprof_on_lab(
+            "run",
+            &release.lab,
+            &dir,
+            &recording,
+            &[
+                "--layout",
+                "raidz1:3",
+                "--vdev-model",
+                "ssd",
+                "--job",
+                "name=f,rw=randwrite,bs=4k,size=64m,fsync=1,runtime=2",
+            ],
+        );
+        assert_eq!(lab["openzfs"], release.version.as_str());
+        let rec: Value =
+            serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+        assert_eq!(rec["target"]["zfs_version"], release.version.as_str(), "{}", rec["target"]);
+        let source = rec["offsets_source"].as_str().unwrap_or("");
+        assert!(
+            source.contains(&format!("libzpool-{}-debian.json", release.version)),
+            "{}: offsets from {source}",
+            release.version
+        );
+        let commits: u64 = rec["histograms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["stage"] == "zil_commit")
+            .map(|h| h["count"].as_u64().unwrap())
+            .sum();
+        let lab_commits = lab["totals"]["zil_commits_all"].as_u64().unwrap();
+        eprintln!("{}: zprof {commits} zil_commits, the lab {lab_commits}", release.version);
+        assert!(commits > 100, "{}: {commits} commits", release.version);
+        assert_eq!(commits, lab_commits, "{}", release.version);
+        // The leaf-I/O program reads zio_t through the table's offsets.
+        let (leaf_writes, leaf_ns) = by_class(&rec, "vdev_disk", "sync write");
+        assert!(
+            leaf_writes > commits && leaf_ns > 0,
+            "{}: {leaf_writes} timed leaf sync writes for {commits} commits",
+            release.version
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -146,12 +146,17 @@ fn setup_cache() -> PathBuf {
         })
 }
 
-/// OpenZFS releases (beside the system's) whose libzpool loads here, from
-/// `scripts/openzfs-releases`: each gets a zprof-lab of its own.
+/// OpenZFS releases (beside the system's) whose libzpool loads here and
+/// that the suite checks, from `scripts/openzfs-releases`.
 fn runnable_releases() -> anyhow::Result<Vec<String>> {
+    releases_for(&["run"])
+}
+
+/// The releases of `scripts/openzfs-releases` of these uses.
+fn releases_for(uses: &[&str]) -> anyhow::Result<Vec<String>> {
     Ok(release_lines()?
         .into_iter()
-        .filter(|f| f[3] == "run")
+        .filter(|f| uses.contains(&f[3].as_str()))
         .map(|f| f[0].clone())
         .collect())
 }
@@ -165,10 +170,11 @@ fn release_source(version: &str) -> anyhow::Result<Option<(String, String)>> {
         .map(|f| (f[1].clone(), f[2].clone())))
 }
 
-/// Builds zprof-lab against each runnable release, into `target/openzfs-VERSION`
-/// (the build script links the release's libzpool; see zprof-lab/build.rs).
+/// Builds zprof-lab against each runnable release and each on trial, into
+/// `target/openzfs-VERSION` (the build script links the release's libzpool;
+/// see zprof-lab/build.rs).
 fn build_release_labs(profile_release: bool) -> anyhow::Result<()> {
-    for version in runnable_releases()? {
+    for version in releases_for(&["run", "trial"])? {
         let mut cmd = cargo();
         cmd.args(["build", "-p", "zprof-lab", "--bin", "zprof-lab"])
             .env("ZPROF_LAB_OPENZFS", &version)

@@ -16,7 +16,8 @@
  *      zfs_file_fsync       cache flushes of file vdevs (they never pass
  *                           through zio_delay_interrupt) go to the model too;
  *      zil_commit, spa_sync counting wrappers around the real functions, so
- *                           the lab can report exact call counts.
+ *                           the lab can report exact call counts (2.4:
+ *                           zil_commit_flags, which zil_close calls too).
  *
  * Everything else (device models, jobs, statistics, output) lives in Rust.
  */
@@ -253,6 +254,22 @@ zfs_file_fsync(zfs_file_t *fp, int flags)
 	return (real(fp, flags));
 }
 
+#if ZLAB_OPENZFS >= 20400
+/*
+ * 2.4: zil_commit() returns an error and wraps zil_commit_flags(), which
+ * zil_close() calls directly: every commit passes here.
+ */
+int
+zil_commit_flags(zilog_t *zilog, uint64_t foid, zil_commit_flag_t flags)
+{
+	static int (*real)(zilog_t *, uint64_t, zil_commit_flag_t);
+
+	if (real == NULL)
+		real = zl_next("zil_commit_flags");
+	atomic_fetch_add(&zl_all_commits, 1);
+	return (real(zilog, foid, flags));
+}
+#else
 void
 zil_commit(zilog_t *zilog, uint64_t foid)
 {
@@ -263,6 +280,7 @@ zil_commit(zilog_t *zilog, uint64_t foid)
 	atomic_fetch_add(&zl_all_commits, 1);
 	real(zilog, foid);
 }
+#endif
 
 void
 spa_sync(spa_t *spa, uint64_t txg)
@@ -284,6 +302,16 @@ spa_sync(spa_t *spa, uint64_t txg)
 	while (txg > cur && !atomic_compare_exchange_weak(&zl_txg_max, &cur,
 	    txg))
 		;
+}
+
+/*
+ * strlcpy is libspl's before 2.4 and glibc's from 2.38: a 2.4 lab linked
+ * against Debian 12's glibc has neither at link time.
+ */
+static void
+zl_copy_name(char *dst, const char *src, size_t size)
+{
+	(void) snprintf(dst, size, "%s", src);
 }
 
 /* ---- process ---------------------------------------------------------- */
@@ -537,7 +565,7 @@ zl_pool_create(const char *name, const char *group_type, int nparity,
 		free(p);
 		return (error);
 	}
-	(void) strlcpy(p->zp_name, name, sizeof (p->zp_name));
+	zl_copy_name(p->zp_name, name, sizeof (p->zp_name));
 	error = spa_open(name, &p->zp_spa, p);
 	if (error != 0) {
 		zl_err(err, errlen, "spa_open(%s): %s", name, strerror(error));
@@ -562,14 +590,14 @@ zl_leaf_fill(vdev_t *vd, uint32_t top, zl_leaf_t *l)
 	l->top = top;
 	l->alloc_bias = vd->vdev_top->vdev_alloc_bias;
 	l->top_id = vd->vdev_top->vdev_id;
-	(void) strlcpy(l->top_type, vd->vdev_top->vdev_ops->vdev_op_type,
+	zl_copy_name(l->top_type, vd->vdev_top->vdev_ops->vdev_op_type,
 	    sizeof (l->top_type));
 	l->write_ops = vs.vs_ops[ZIO_TYPE_WRITE];
 	l->write_bytes = vs.vs_bytes[ZIO_TYPE_WRITE];
 	l->read_ops = vs.vs_ops[ZIO_TYPE_READ];
 	l->read_bytes = vs.vs_bytes[ZIO_TYPE_READ];
 	if (vd->vdev_path != NULL)
-		(void) strlcpy(l->path, vd->vdev_path, sizeof (l->path));
+		zl_copy_name(l->path, vd->vdev_path, sizeof (l->path));
 }
 
 static void
@@ -743,7 +771,7 @@ zl_ds_open(zl_pool_t *p, const char *dsname, const char *const *pnames,
 	}
 	ds = calloc(1, sizeof (*ds));
 	ds->zd_pool = p;
-	(void) strlcpy(ds->zd_name, dsname, sizeof (ds->zd_name));
+	zl_copy_name(ds->zd_name, dsname, sizeof (ds->zd_name));
 	/* Set before owning, so the objset starts with these values. */
 	for (int i = 0; i < nprops; i++) {
 		zfs_prop_t prop = zfs_name_to_prop(pnames[i]);
@@ -890,7 +918,11 @@ zl_write(zl_ds_t *ds, int oi, uint64_t off, uint64_t len, const void *buf,
 		zfs_rangelock_exit(lr);
 		return (error);
 	}
+#if ZLAB_OPENZFS >= 20400
+	dmu_write(ds->zd_os, o->zo_id, off, len, buf, tx, DMU_READ_PREFETCH);
+#else
 	dmu_write(ds->zd_os, o->zo_id, off, len, buf, tx);
+#endif
 	zl_log_write(ds, o, tx, off, len, buf, sync);
 	txg = dmu_tx_get_txg(tx);
 	cur = atomic_load(&ds->zd_pool->zp_max_txg);
@@ -948,7 +980,11 @@ void
 zl_commit(zl_ds_t *ds, int oi)
 {
 	atomic_fetch_add(&zl_lab_commits, 1);
-	zil_commit(ds->zd_zilog, ds->zd_objs[oi]->zo_id);
+	/*
+	 * 2.4 returns an error where the pool is suspended: the job finds it
+	 * suspended at its next write, as on earlier releases.
+	 */
+	(void) zil_commit(ds->zd_zilog, ds->zd_objs[oi]->zo_id);
 }
 
 void

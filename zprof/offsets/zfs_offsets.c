@@ -30,7 +30,11 @@
 #include <sys/dmu_tx.h>
 #include <sys/vdev_file.h>
 
-/* The members zprof reads: (short struct name, C type, member). */
+/*
+ * The members zprof reads: (short struct name, C type, member). No bit
+ * fields: offsetof cannot name them (2.4 made zp_checksum and zp_compress
+ * of zio_prop_t 8-bit fields, so they are not listed; zprof reads neither).
+ */
 #define	ZPROF_FIELDS(F) \
 	F(zio, zio_t, io_spa) \
 	F(zio, zio_t, io_type) \
@@ -50,8 +54,6 @@
 	F(zio, zio_t, io_child_type) \
 	F(zio, zio_t, io_prop) \
 	F(zio, zio_t, io_private) \
-	F(zio_prop, zio_prop_t, zp_compress) \
-	F(zio_prop, zio_prop_t, zp_checksum) \
 	F(zio_prop, zio_prop_t, zp_complevel) \
 	F(vdev, vdev_t, vdev_guid) \
 	F(vdev, vdev_t, vdev_id) \

@@ -199,8 +199,22 @@ pub fn lab_releases() -> Vec<LabRelease> {
         lab: lab_binary(),
         libzpool: system_lib,
     }];
+    releases.extend(listed_releases("run"));
+    releases
+}
+
+/// The releases of scripts/openzfs-releases on trial: their lab is built
+/// and runs here, a smoke test checks it, the suite does not run on them yet.
+pub fn trial_releases() -> Vec<LabRelease> {
+    listed_releases("trial")
+}
+
+/// The releases scripts/openzfs-releases lists for `use`, with the lab
+/// cargo xtask test built for each.
+fn listed_releases(use_: &str) -> Vec<LabRelease> {
     let list = std::fs::read_to_string(workspace().join("scripts/openzfs-releases")).unwrap();
     let cache = cache_dir();
+    let mut releases = Vec::new();
     for fields in list.lines().map(|l| {
         l.split('#')
             .next()
@@ -208,7 +222,7 @@ pub fn lab_releases() -> Vec<LabRelease> {
             .split_whitespace()
             .collect::<Vec<_>>()
     }) {
-        if fields.len() < 4 || fields[3] != "run" {
+        if fields.len() < 4 || fields[3] != use_ {
             continue;
         }
         let version = fields[0].to_owned();
@@ -230,19 +244,16 @@ pub fn lab_releases() -> Vec<LabRelease> {
 /// The libzpool of a release that setup.sh unpacked into the cache.
 pub fn release_libzpool(cache: &Path, version: &str) -> PathBuf {
     let root = cache.join("openzfs").join(version).join("root");
-    [
-        "lib/x86_64-linux-gnu/libzpool.so.6",
-        "usr/lib/x86_64-linux-gnu/libzpool.so.6",
-    ]
-    .iter()
-    .map(|p| root.join(p))
-    .find(|p| p.exists())
-    .unwrap_or_else(|| {
-        panic!(
-            "no libzpool.so.6 under {}: run cargo xtask setup",
-            root.display()
-        )
-    })
+    ["lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"]
+        .iter()
+        .flat_map(|dir| ["libzpool.so.6", "libzpool.so.7"].map(|name| root.join(dir).join(name)))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "no libzpool.so.6 or .7 under {}: run cargo xtask setup",
+                root.display()
+            )
+        })
 }
 
 /// The cache setup.sh unpacks OpenZFS releases into.

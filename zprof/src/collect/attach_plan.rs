@@ -177,7 +177,8 @@ mod tests {
     use super::*;
     use crate::{
         collect::real_builds::{
-            LIBZPOOL_2_1_11, LIBZPOOL_2_3_2, LIBZPOOL_2_3_9, RealBuild, ZFS_KO_2_1_11_ATTACHED,
+            LIBZPOOL_2_1_11, LIBZPOOL_2_3_2, LIBZPOOL_2_3_9, LIBZPOOL_2_4_4, RealBuild,
+            ZFS_KO_2_1_11_ATTACHED,
         },
         zfs::offsets,
     };
@@ -339,6 +340,29 @@ mod tests {
             "vdev_queue_done_entry_u"
         );
         assert!(row(&plan, "vdev_queue_io").attach.is_some());
+    }
+
+    /// trixie-backports' libzpool 2.4.4: zil_commit wraps zil_commit_flags
+    /// (which zil_close calls directly), so the commit is probed there, and
+    /// the build's offsets come from the shipped table.
+    #[test]
+    fn the_2_4_4_build_probes_zil_commit_flags_with_its_own_offsets() {
+        let case = Case::libzpool(&LIBZPOOL_2_4_4);
+        assert_ne!(case.offsets.offsets.valid, 0, "{}", case.offsets.source);
+        let plan = case.plan();
+        let commit = row(&plan, "zil_commit").attach.as_ref().map(|a| a.function);
+        assert_eq!(commit, Some("zil_commit_flags"));
+        assert_eq!(
+            row(&plan, "txg_wait_synced").attach.as_ref().map(|a| a.function),
+            Some("txg_wait_synced_flags")
+        );
+        let missing: Vec<&str> = plan
+            .iter()
+            .filter(|p| p.attach.is_none())
+            .filter_map(|p| p.status.reason.as_deref())
+            .filter(|r| r.contains("not found") || r.contains("needs struct offsets"))
+            .collect();
+        assert!(missing.is_empty(), "{missing:?}");
     }
 
     #[test]

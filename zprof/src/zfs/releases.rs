@@ -239,7 +239,7 @@ pub const SERIES: &[Series] = &[
         first: (2, 4, 0),
         // 2.4.99 is master, whose io_flags bits moved up by one again.
         last: (2, 4, 98),
-        source: "2.4.0 and 2.4.4 source only (no 2.4 package is reachable here)",
+        source: "trixie-backports' 2.4.4 (libzpool7linux and its headers; 2.4.0 source)",
         libzpool: LIBZPOOL_2_3,
         kernel: KERNEL_2_3,
         functions: FUNCTIONS_2_4,
@@ -247,7 +247,8 @@ pub const SERIES: &[Series] = &[
         per_leaf_weight: PER_LEAF_WEIGHT_2_3,
         behaviours: &[
             "as 2.3, and: zil_commit wraps zil_commit_flags, which Linux's writepages and sync call directly: probed instead",
-            "zio_t offsets moved again (zio_prop_t became bitfields): zprof ships no 2.4 table, so give one with --offsets",
+            "zio_t offsets moved again (zio_prop_t became bit fields): zprof ships the table of trixie-backports' libzpool 2.4.4; other 2.4 builds need --offsets",
+            "dmu_write takes a dmu_flags_t, and vdev_ops_t's vdev_op_type moved 8 bytes on",
         ],
     },
 ];
@@ -279,6 +280,15 @@ pub const RELEASES: &[Release] = &[
         ),
         kernel: Check::Unverified(
             "zfs.ko 2.3.9 is not run here: probe points and semantics come from its source",
+        ),
+    },
+    Release {
+        version: "2.4.4",
+        libzpool: Check::Unverified(
+            "trixie-backports' libzpool7linux runs here under trixie's loader (zprof-lab's 2.4.4 build); symbols and offsets are checked against the build, the test suite has not run on it yet",
+        ),
+        kernel: Check::Unverified(
+            "zfs.ko 2.4.4 is not run here yet: probe points and semantics come from its source",
         ),
     },
 ];

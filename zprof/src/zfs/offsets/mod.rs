@@ -45,6 +45,13 @@ const BUILTIN_TABLES: &[(&str, &str)] = &[
             "/offsets/libzpool-2.3.9-debian.json"
         )),
     ),
+    (
+        "libzpool-2.4.4-debian.json",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/offsets/libzpool-2.4.4-debian.json"
+        )),
+    ),
 ];
 
 /// The OpenZFS release of a libzpool build zprof has a table for, by build-id:
