@@ -262,7 +262,16 @@ impl Session {
         self.timeline
             .push(timeline::point_since(&totals, &self.last_totals, second));
         self.last_totals = totals;
-        let pool_totals = timeline::pool_totals(&rows);
+        self.record_pool_seconds(&rows, second)
+    }
+
+    /// Adds each pool's counts since the last call to second `second`.
+    fn record_pool_seconds(
+        &mut self,
+        rows: &[(zprof_common::HistKey, zprof_common::Hist)],
+        second: u32,
+    ) -> anyhow::Result<()> {
+        let pool_totals = timeline::pool_totals(rows);
         if pool_totals != self.last_pool_totals {
             let names = pools::pool_names(&self.ebpf)?;
             self.pool_seconds.extend(timeline::pool_seconds_since(
@@ -434,9 +443,16 @@ impl Session {
         pid: Option<u32>,
     ) -> anyhow::Result<Recording> {
         let duration = self.started.elapsed();
-        // A final partial second only if it holds more than a blink of data.
+        // A final partial second only if it holds more than a blink of data;
+        // otherwise the per-pool counts of that blink join the last second,
+        // so that every throttle wait is in some pool's second.
         if self.timeline.is_empty() || duration.as_secs_f64() - self.timeline.len() as f64 > 0.2 {
             self.tick()?;
+        } else {
+            let rows = histograms::read_histograms(&self.ebpf, |k| {
+                timeline::TIMELINE_STAGES.contains(&k.stage)
+            })?;
+            self.record_pool_seconds(&rows, self.timeline.len() as u32)?;
         }
         self.drain_events();
         let names = pools::pool_names(&self.ebpf)?;
