@@ -11,7 +11,9 @@
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_binary, require_root, scratch, zprof_on_lab};
+use common::{
+    explain_json, figure, lab_binary, require_root, scratch, stage_count, zprof_on_lab,
+};
 
 /// A small zfs_dirty_data_max (delays from 60% of 32 MiB) makes both the
 /// write job and the read job's layout meet the throttle on any host.
@@ -52,13 +54,7 @@ fn the_throttle_finding_counts_only_the_waits_inside_the_jobs() {
     let recording = dir.join("rec.json");
     zprof_on_lab("run", &lab_binary(), &dir, &recording, JOBS);
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
-    let waits: u64 = rec["histograms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["stage"] == "tx_wait")
-        .map(|h| h["count"].as_u64().unwrap())
-        .sum();
+    let waits = stage_count(&rec, "tx_wait");
     let per_second: u64 = rec["pool_seconds"]
         .as_array()
         .unwrap()

@@ -14,8 +14,8 @@ use serde_json::Value;
 mod common;
 use common::ledger::{self, Attempts};
 use common::{
-    cache_dir, lab_releases, release_libzpool, require_root, stderr, trial_releases, zprof,
-    zprof_on_lab,
+    cache_dir, lab_releases, release_libzpool, require_root, stage_count, stderr, trial_releases,
+    zprof, zprof_on_lab,
 };
 
 /// Histograms of a stage by class name: (count, total ns).
@@ -382,13 +382,7 @@ fn a_release_on_trial_runs_under_zprof_with_its_own_offsets() {
             "{}: offsets from {source}",
             release.version
         );
-        let commits: u64 = rec["histograms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|h| h["stage"] == "zil_commit")
-            .map(|h| h["count"].as_u64().unwrap())
-            .sum();
+        let commits = stage_count(&rec, "zil_commit");
         let lab_commits = lab["totals"]["zil_commits_all"].as_u64().unwrap();
         eprintln!("{}: zprof {commits} zil_commits, the lab {lab_commits}", release.version);
         assert!(commits > 100, "{}: {commits} commits", release.version);

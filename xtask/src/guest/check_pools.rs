@@ -29,11 +29,11 @@ use super::results::{FIO_ALLOWANCE, histograms, read_json};
 const SYNC_POOL: &str = "tpa";
 const ASYNC_POOL: &str = "tpb";
 
-/// The count of `stage` in `pool`'s rows.
-fn pool_count(rec: &Value, stage: &str, pool: &str) -> u64 {
+/// A field of `stage`'s rows for `pool`, summed ("count", "bytes").
+fn pool_sum(rec: &Value, stage: &str, pool: &str, field: &str) -> u64 {
     histograms(rec, stage)
         .filter(|h| h["pool"] == pool)
-        .map(|h| h["count"].as_u64().unwrap_or(0))
+        .map(|h| h[field].as_u64().unwrap_or(0))
         .sum()
 }
 
@@ -94,13 +94,13 @@ fn split_by_pool(rec: &Value, dir: &Path, bad: &mut Vec<String>) -> anyhow::Resu
     let sync_fio = read_json(&dir.join("fio-tpa.json"))?;
     let async_fio = read_json(&dir.join("fio-tpb.json"))?;
     let fsyncs = fio_ios(&sync_fio, "sync")?;
-    let commits = pool_count(rec, "zil_commit", SYNC_POOL);
+    let commits = pool_sum(rec, "zil_commit", SYNC_POOL, "count");
     if commits.abs_diff(fsyncs) > FIO_ALLOWANCE {
         bad.push(format!(
             "{SYNC_POOL}: zil_commit count {commits} differs from its fio's {fsyncs} fsyncs"
         ));
     }
-    let other_commits = pool_count(rec, "zil_commit", ASYNC_POOL);
+    let other_commits = pool_sum(rec, "zil_commit", ASYNC_POOL, "count");
     if other_commits > FIO_ALLOWANCE {
         bad.push(format!(
             "{ASYNC_POOL}: {other_commits} zil_commits, where no one fsynced"
@@ -126,22 +126,14 @@ fn split_by_pool(rec: &Value, dir: &Path, bad: &mut Vec<String>) -> anyhow::Resu
     Ok(line)
 }
 
-/// Bytes given to zio_compress_data for `pool`'s zios.
-fn compressed_bytes(rec: &Value, pool: &str) -> u64 {
-    histograms(rec, "compress")
-        .filter(|h| h["pool"] == pool)
-        .map(|h| h["bytes"].as_u64().unwrap_or(0))
-        .sum()
-}
-
 /// Each pool's compressed bytes: tpb's lz4 data outweighs tpa's metadata,
 /// and no compression row is left without a pool.
 fn compression_by_pool(rec: &Value, bad: &mut Vec<String>) -> String {
     let (sync, bulk) = (
-        compressed_bytes(rec, SYNC_POOL),
-        compressed_bytes(rec, ASYNC_POOL),
+        pool_sum(rec, "compress", SYNC_POOL, "bytes"),
+        pool_sum(rec, "compress", ASYNC_POOL, "bytes"),
     );
-    let unattributed = compressed_bytes(rec, "");
+    let unattributed = pool_sum(rec, "compress", "", "bytes");
     if bulk <= sync {
         bad.push(format!(
             "compression: {ASYNC_POOL} (lz4) compressed {bulk} bytes, {SYNC_POOL} (off) {sync}"

@@ -254,15 +254,20 @@ impl Session {
     /// Records one timeline point: the workload's counts since the last call.
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
-        let rows = histograms::read_histograms(&self.ebpf, |k| {
-            timeline::TIMELINE_STAGES.contains(&k.stage)
-        })?;
+        let rows = self.timeline_rows()?;
         let totals = timeline::totals(&rows);
         let second = self.timeline.len() as u32 + 1;
         self.timeline
             .push(timeline::point_since(&totals, &self.last_totals, second));
         self.last_totals = totals;
         self.record_pool_seconds(&rows, second)
+    }
+
+    /// The cumulative rows of the stages the timeline counts.
+    fn timeline_rows(&self) -> anyhow::Result<Vec<(zprof_common::HistKey, zprof_common::Hist)>> {
+        histograms::read_histograms(&self.ebpf, |k| {
+            timeline::TIMELINE_STAGES.contains(&k.stage)
+        })
     }
 
     /// Adds each pool's counts since the last call to second `second`.
@@ -449,9 +454,7 @@ impl Session {
         if self.timeline.is_empty() || duration.as_secs_f64() - self.timeline.len() as f64 > 0.2 {
             self.tick()?;
         } else {
-            let rows = histograms::read_histograms(&self.ebpf, |k| {
-                timeline::TIMELINE_STAGES.contains(&k.stage)
-            })?;
+            let rows = self.timeline_rows()?;
             self.record_pool_seconds(&rows, self.timeline.len() as u32)?;
         }
         self.drain_events();

@@ -52,18 +52,16 @@ pub fn restrict(rec: &Recording, pools: &[String], unpooled: Unpooled) -> Record
     // recording is at most a few MiB.
     let mut view = rec.clone();
     view.histograms = kept(&rec.histograms, |h| keep(&h.pool));
-    if drop_host_wide {
-        for stage in [Stage::WorkloadWrite, Stage::WorkloadRead] {
-            view.histograms
-                .extend(workload_rows_from_requests(rec, stage, &chosen));
-        }
-    }
     view.txgs = kept(&rec.txgs, |t| chosen(&t.pool));
     view.pool_seconds = kept(&rec.pool_seconds, |p| chosen(&p.pool));
     view.vdevs = kept(&rec.vdevs, |v| chosen(&v.pool));
     view.requests = kept(&rec.requests, |r| keep(dataset_pool(&r.dataset)));
     view.slow_requests = kept(&rec.slow_requests, |r| keep(dataset_pool(&r.dataset)));
     if drop_host_wide {
+        for stage in [Stage::WorkloadWrite, Stage::WorkloadRead] {
+            view.histograms
+                .extend(workload_rows_from_requests(rec, stage, &chosen));
+        }
         view.timeline.clear();
         view.cpu = None;
         view.offcpu = None;

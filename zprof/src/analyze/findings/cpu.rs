@@ -146,20 +146,20 @@ fn compression_cpu(
         1.0
     };
     let cpu_ns = ns * part;
-    let of_wall = pct(cpu_ns / (total.total_ns as f64).max(1.0));
-    if part < 1.0 {
-        evidence.push(format!(
-            "CPU from {samples} on-CPU samples inside zio_compress_data in all pools ({}), this pool's part by its wall time there ({}): about {} ({of_wall} of its wall time; the rest waited for a CPU)",
+    let pools_part = if part < 1.0 {
+        format!(
+            " in all pools ({}), this pool's part by its wall time there ({})",
             format_ns(ns as u64),
-            pct(part),
-            format_ns(cpu_ns as u64),
-        ));
+            pct(part)
+        )
     } else {
-        evidence.push(format!(
-            "CPU from {samples} on-CPU samples inside zio_compress_data: about {} ({of_wall} of its wall time; the rest waited for a CPU)",
-            format_ns(cpu_ns as u64),
-        ));
-    }
+        String::new()
+    };
+    evidence.push(format!(
+        "CPU from {samples} on-CPU samples inside zio_compress_data{pools_part}: about {} ({} of its wall time; the rest waited for a CPU)",
+        format_ns(cpu_ns as u64),
+        pct(cpu_ns / (total.total_ns as f64).max(1.0))
+    ));
     cpu_ns
 }
 
