@@ -12,7 +12,7 @@
 //! probes a read from the cache device fires a dozen more of them than the
 //! what-if's run can show (on an Intel host 5,054 reads/s recorded against
 //! 5,875 bare). Where the host does not deliver the lab's cache device (ZFS
-//! saw its I/O take over 1.5x its model), the rate cannot be checked there.
+//! saw its I/O take over 1.2x its model), the rate cannot be checked there.
 //! Needs root.
 
 use std::path::Path;
@@ -122,9 +122,14 @@ fn cache_device(lab_json: &Value) -> (f64, f64) {
 }
 
 /// How far above its model the lab's cache device may be before the rate
-/// measures the host rather than the what-if: the lab's own
-/// `scenario::DELIVERY_SLACK`.
-const DELIVERY_SLACK: f64 = 1.5;
+/// measures the host rather than the what-if. Tighter than the lab's own
+/// `scenario::DELIVERY_SLACK` (1.5), because of what [`BOUND`] leaves to the
+/// host: the cache device is about half of a cached read's time (76 us of
+/// 110-170), so a device 20% slow moves the rate by about 10%, which with
+/// the model's own spread (-7% to +13%) stays within 30%. At 1.5 a run whose
+/// device took 113 us (1.49x; the host slow at everything that run) missed
+/// by +57% and was counted as the what-if's miss.
+const DELIVERY_SLACK: f64 = 1.2;
 
 /// One attempt: the run without a cache device (its rate as recorded), its
 /// what-ifs for the full cache and the small one, and the runs with each.

@@ -182,7 +182,7 @@ fn every_libzpool_stage_attaches_on_each_release() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|p| p["function"] == f && p["attached"] == true)
+                .any(|p| p["role"] == f && p["attached"] == true)
         };
         for f in [
             "vdev_queue_io_done",

@@ -348,14 +348,14 @@ fn check_lines(text: &str) -> String {
         .join("\n")
 }
 
-/// A release on trial (scripts/openzfs-releases): its lab runs here, zprof
-/// names the release and takes the shipped offsets of its build, and every
-/// commit the lab counts (at zil_commit_flags from 2.4, where zil_close
-/// commits too) is one zprof counts.
+/// Every release that runs here, and any on trial (scripts/openzfs-releases):
+/// its lab runs under zprof, zprof names the release and takes the shipped
+/// offsets of its build, and every commit the lab counts (at zil_commit_flags
+/// from 2.4, where zil_close commits too) is one zprof counts.
 #[test]
-fn a_release_on_trial_runs_under_zprof_with_its_own_offsets() {
+fn each_release_runs_under_zprof_with_its_own_offsets() {
     require_root();
-    for release in trial_releases() {
+    for release in lab_releases().into_iter().chain(trial_releases()) {
         let dir = common::scratch("zprof-trial", &release.version);
         let recording = dir.join("rec.json");
         let lab = zprof_on_lab(

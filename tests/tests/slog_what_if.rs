@@ -385,6 +385,7 @@ fn run_case(
         Some(work) => Attempts::known_miss(TEST, name, work),
         None => Attempts::new(TEST, name, 2),
     };
+    let mut undelivered = 0;
     for _ in 0..3 {
         let run = attempt(dir, lab, case);
         eprintln!(
@@ -407,6 +408,14 @@ fn run_case(
                     run.describe()
                 ),
             );
+            // A host that misses the device twice (once under the case's own
+            // load, which a third run repeats) misses it for a reason of its
+            // own: on this 2-core VM the nvme log's 21 us came out 46-51 us in
+            // three runs of three, the loaded ssd log 190-231 us against 76.
+            undelivered += 1;
+            if undelivered == if case.loaded { 1 } else { 2 } {
+                break;
+            }
             continue;
         }
         // Where the finding's figure is an upper bound, it must not be more

@@ -97,7 +97,8 @@ fn top_shows_the_workloads_stages_and_its_keys_work() {
         "45",
         &command,
     ]);
-    tmux.wait_for("heading", |s| s.contains("zprof top: OpenZFS 2.1.11"));
+    let heading = format!("zprof top: OpenZFS {}", release.version);
+    tmux.wait_for("heading", |s| s.contains(&heading));
 
     let mut lab = Command::new(&release.lab)
         .args(["run", "--dir"])

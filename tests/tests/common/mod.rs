@@ -200,7 +200,20 @@ pub fn lab_releases() -> Vec<LabRelease> {
         libzpool: system_lib,
     }];
     releases.extend(listed_releases("run"));
+    releases.retain(|r| chosen_release(&r.version));
+    assert!(
+        !releases.is_empty(),
+        "ZPROF_TEST_RELEASES names no release the suite runs on"
+    );
     releases
+}
+
+/// Whether ZPROF_TEST_RELEASES (a comma-separated list of versions, for a
+/// developer checking one release) leaves this release in; unset: all.
+fn chosen_release(version: &str) -> bool {
+    std::env::var("ZPROF_TEST_RELEASES")
+        .map(|list| list.split(',').any(|v| v.trim() == version))
+        .unwrap_or(true)
 }
 
 /// The releases of scripts/openzfs-releases on trial: their lab is built
