@@ -174,7 +174,10 @@ fn main() {
         // path; DT_RPATH (not RUNPATH) also serves libzpool's own NEEDED
         // libnvpair. The host's libc, linked against, lacks the newer glibc
         // symbols libzpool uses: they resolve at run time.
-        println!("cargo:rustc-link-arg=-Wl,--dynamic-linker={}", loader.display());
+        println!(
+            "cargo:rustc-link-arg=-Wl,--dynamic-linker={}",
+            loader.display()
+        );
         println!("cargo:rustc-link-arg=-Wl,--disable-new-dtags");
         println!("cargo:rustc-link-arg=-Wl,--allow-shlib-undefined");
     }

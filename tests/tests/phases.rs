@@ -11,9 +11,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{
-    explain_json, figure, lab_binary, require_root, scratch, stage_count, zprof_on_lab,
-};
+use common::{explain_json, figure, lab_binary, require_root, scratch, stage_count, zprof_on_lab};
 
 /// A small zfs_dirty_data_max (delays from 60% of 32 MiB) makes both the
 /// write job and the read job's layout meet the throttle on any host.
@@ -61,7 +59,10 @@ fn the_throttle_finding_counts_only_the_waits_inside_the_jobs() {
         .iter()
         .map(|s| s["tx_waits"].as_u64().unwrap())
         .sum();
-    assert!(waits > 0, "the write job met no throttle at 32 MiB of dirty data");
+    assert!(
+        waits > 0,
+        "the write job met no throttle at 32 MiB of dirty data"
+    );
     assert_eq!(per_second, waits, "the per-pool seconds lost waits");
     let findings = explain_json(&recording, &[]);
     let throttle = findings
@@ -72,7 +73,10 @@ fn the_throttle_finding_counts_only_the_waits_inside_the_jobs() {
     let writes = waits_in(throttle, "during job w");
     let reads = waits_in(throttle, "during job rr");
     assert!(writes > 0, "{throttle:#}");
-    assert_eq!(reads, 0, "the read job's layout counted as its own: {throttle:#}");
+    assert_eq!(
+        reads, 0,
+        "the read job's layout counted as its own: {throttle:#}"
+    );
     assert!(
         writes < waits,
         "the read job's layout writes met the throttle outside the jobs: {throttle:#}"

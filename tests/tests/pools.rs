@@ -121,12 +121,7 @@ fn alone(dir: &Path, tag: &str, args: &[&str]) -> Pool {
 /// Both lab runs at once under one `zprof record` (with `record_args`
 /// besides): the recording and each run's pool name (from the lab's JSON,
 /// written to a file per run).
-fn together(
-    dir: &Path,
-    a: &[&str],
-    b: &[&str],
-    record_args: &[&str],
-) -> (PathBuf, String, String) {
+fn together(dir: &Path, a: &[&str], b: &[&str], record_args: &[&str]) -> (PathBuf, String, String) {
     let recording = dir.join("together.json");
     let lab = lab_binary();
     let run = |args: &[&str], out: &str| {
@@ -272,12 +267,8 @@ fn each_pool_of_a_recording_gets_its_own_reads_finding_with_its_own_figures() {
 fn fsync_writers_on_one_pool_and_async_writers_on_another_are_told_apart() {
     require_root();
     let dir = scratch("zprof-pools", "writes");
-    let (_, findings, sync, bulk) = pair(
-        &dir,
-        ("sync", FSYNC_WRITES),
-        ("async", ASYNC_WRITES),
-        &[],
-    );
+    let (_, findings, sync, bulk) =
+        pair(&dir, ("sync", FSYNC_WRITES), ("async", ASYNC_WRITES), &[]);
     assert_eq!(findings[0]["kind"], "sync_write_bound", "{:#}", findings[0]);
     assert_eq!(findings[0]["pool"], sync.name.as_str(), "{:#}", findings[0]);
     assert!(
@@ -335,7 +326,9 @@ fn compression_and_dedup_are_told_apart_by_the_pool_whose_blocks_they_served() {
     same_figure(&findings, &lz4, "compression", "compressed_bytes");
     same_figure(&findings, &zstd, "dedup", "ddt_lookups");
     assert!(
-        !findings.iter().any(|f| f["kind"] == "dedup" && f["pool"] != zstd.name.as_str()),
+        !findings
+            .iter()
+            .any(|f| f["kind"] == "dedup" && f["pool"] != zstd.name.as_str()),
         "a dedup finding about another pool than {}: {findings:#?}",
         zstd.name
     );

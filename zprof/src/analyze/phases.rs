@@ -128,7 +128,10 @@ mod tests {
         assert!(matches!(place(9, &jobs), Place::Outside));
         // A write job that began 26 ms into its first second, then a read
         // job (the same VM): that second is the write job's.
-        let jobs = vec![("w".to_owned(), [2.026, 6.153]), ("rr".to_owned(), [7.94, 9.942])];
+        let jobs = vec![
+            ("w".to_owned(), [2.026, 6.153]),
+            ("rr".to_owned(), [7.94, 9.942]),
+        ];
         assert!(matches!(place(3, &jobs), Place::Inside(0)));
         assert!(matches!(place(7, &jobs), Place::Boundary));
         assert!(matches!(place(8, &jobs), Place::Boundary));

@@ -353,7 +353,10 @@ mod tests {
         let commit = row(&plan, "zil_commit").attach.as_ref().map(|a| a.function);
         assert_eq!(commit, Some("zil_commit_flags"));
         assert_eq!(
-            row(&plan, "txg_wait_synced").attach.as_ref().map(|a| a.function),
+            row(&plan, "txg_wait_synced")
+                .attach
+                .as_ref()
+                .map(|a| a.function),
             Some("txg_wait_synced_flags")
         );
         let missing: Vec<&str> = plan

@@ -265,9 +265,7 @@ impl Session {
 
     /// The cumulative rows of the stages the timeline counts.
     fn timeline_rows(&self) -> anyhow::Result<Vec<(zprof_common::HistKey, zprof_common::Hist)>> {
-        histograms::read_histograms(&self.ebpf, |k| {
-            timeline::TIMELINE_STAGES.contains(&k.stage)
-        })
+        histograms::read_histograms(&self.ebpf, |k| timeline::TIMELINE_STAGES.contains(&k.stage))
     }
 
     /// Adds each pool's counts since the last call to second `second`.

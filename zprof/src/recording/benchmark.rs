@@ -247,7 +247,10 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
 /// A fio job's window, where its fio prints when the job started
 /// (`job_start`, ms since the epoch; fio 3.33 does not) and `job_runtime` (ms).
 fn fio_window(job: &Value) -> Option<[u64; 2]> {
-    let start = job.get("job_start").and_then(Value::as_u64).filter(|t| *t > 0)?;
+    let start = job
+        .get("job_start")
+        .and_then(Value::as_u64)
+        .filter(|t| *t > 0)?;
     let run_ms = job.get("job_runtime").and_then(Value::as_u64)?;
     Some([start, start + run_ms])
 }
@@ -255,7 +258,10 @@ fn fio_window(job: &Value) -> Option<[u64; 2]> {
 /// A lab job's measured window: from its start through its run and its
 /// job-end sync (absent in reports of older labs).
 fn lab_window(job: &Value) -> Option<[u64; 2]> {
-    let start = job.get("started_unix_ms").and_then(Value::as_u64).filter(|t| *t > 0)?;
+    let start = job
+        .get("started_unix_ms")
+        .and_then(Value::as_u64)
+        .filter(|t| *t > 0)?;
     let run_ms = job.get("runtime_ms").and_then(Value::as_u64).unwrap_or(0) as f64;
     let sync_ms = job.get("sync_ms").and_then(Value::as_f64).unwrap_or(0.0);
     Some([start, start + (run_ms + sync_ms).ceil() as u64])

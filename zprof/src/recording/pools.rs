@@ -90,7 +90,11 @@ pub fn workload_split_by_requests(rec: &Recording, stage: Stage) -> bool {
     let name = stage_name(stage);
     let mut rows = rec.histograms.iter().filter(|h| h.stage == name).peekable();
     let unpooled = rows.peek().is_some() && rows.all(|h| h.pool.is_empty());
-    let mut requests = rec.requests.iter().filter(|r| r.op == request_op(stage)).peekable();
+    let mut requests = rec
+        .requests
+        .iter()
+        .filter(|r| r.op == request_op(stage))
+        .peekable();
     unpooled
         && requests.peek().is_some()
         && requests.all(|r| !r.dataset.is_empty() && r.dataset != "[folded]")

@@ -378,7 +378,10 @@ mod tests {
             // Its decompressions name no pool (an older zprof's recording):
             // the finding says they are not in its figures.
             assert!(
-                reads[0].missing.iter().any(|m| m.contains("decompressions (")),
+                reads[0]
+                    .missing
+                    .iter()
+                    .any(|m| m.contains("decompressions (")),
                 "{:#?}",
                 reads[0]
             );
@@ -446,11 +449,21 @@ mod tests {
         }
         // tpa: 2,001 4k writes (8,196,096 bytes) each made durable in the
         // ZIL and rewritten into 128k records at txg sync.
-        let tpa = figure_of(&findings, "write_amplification", "tpa", "write_amplification");
+        let tpa = figure_of(
+            &findings,
+            "write_amplification",
+            "tpa",
+            "write_amplification",
+        );
         assert!(tpa > 5.0, "tpa {tpa}");
         // tpb: 1.58 GiB of 64k overwrites of a small file, most of them
         // still dirty or overwritten when the recording ended.
-        let tpb = figure_of(&findings, "write_amplification", "tpb", "write_amplification");
+        let tpb = figure_of(
+            &findings,
+            "write_amplification",
+            "tpb",
+            "write_amplification",
+        );
         assert!(tpb < 1.0, "tpb {tpb}");
         let lz4_data = figure_of(&findings, "compression", "tpb", "compressed_bytes");
         let metadata = figure_of(&findings, "compression", "tpa", "compressed_bytes");
@@ -473,10 +486,21 @@ mod tests {
             "{throttle:#?}"
         );
         assert_eq!(throttle.share, 0.0);
-        let all = throttle.figures.iter().find(|(n, _)| n == "tx_wait_ns").unwrap().1;
-        assert!(all > 5e8, "the layout's 614 ms of waits stay in the evidence: {all}");
+        let all = throttle
+            .figures
+            .iter()
+            .find(|(n, _)| n == "tx_wait_ns")
+            .unwrap()
+            .1;
         assert!(
-            throttle.evidence.iter().any(|e| e.starts_with("outside the jobs")),
+            all > 5e8,
+            "the layout's 614 ms of waits stay in the evidence: {all}"
+        );
+        assert!(
+            throttle
+                .evidence
+                .iter()
+                .any(|e| e.starts_with("outside the jobs")),
             "{throttle:#?}"
         );
     }

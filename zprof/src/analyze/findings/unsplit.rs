@@ -43,7 +43,10 @@ fn has_unpooled(rec: &Recording, stages: &[Stage]) -> bool {
 }
 
 pub(super) fn compression_unsplit(rec: &Recording) -> Option<String> {
-    if !has_unpooled(rec, &[Stage::Compress, Stage::ZstdCompress, Stage::Lz4Compress]) {
+    if !has_unpooled(
+        rec,
+        &[Stage::Compress, Stage::ZstdCompress, Stage::Lz4Compress],
+    ) {
         return None;
     }
     // zio_compress_data is given the data, not the zio: its pool is the one
@@ -95,16 +98,14 @@ fn workload_unsplit(rec: &Recording, stage: Stage, what: &str, counted_at: &str)
 }
 
 pub(super) fn dedup_unsplit(rec: &Recording) -> Option<String> {
-    has_unpooled(rec, &[Stage::DdtLookup]).then(|| {
-        match execute_unprobed(rec) {
-            Some(why) => format!(
-                "dedup table lookups: their pool is the one of the zio their thread runs, and \
+    has_unpooled(rec, &[Stage::DdtLookup]).then(|| match execute_unprobed(rec) {
+        Some(why) => format!(
+            "dedup table lookups: their pool is the one of the zio their thread runs, and \
                  zio_execute was not probed ({why})"
-            ),
-            None => "dedup table lookups: some name no pool (outside the pools' zio threads, or \
+        ),
+        None => "dedup table lookups: some name no pool (outside the pools' zio threads, or \
                      recorded by an older zprof)"
-                .into(),
-        }
+            .into(),
     })
 }
 
