@@ -136,25 +136,31 @@ const DELIVERY_SLACK: f64 = 1.2;
 struct Attempt {
     before: f64,
     full: (f64, f64),
-    small: (f64, f64),
     /// The full cache's device: delivered and modelled mean I/O, ns.
     full_device: (f64, f64),
     full_what_if: Value,
-    small_what_if: Value,
+    /// The small cache's run and what-if, where that case was still open.
+    small: Option<((f64, f64), Value)>,
 }
 
-fn attempt(dir: &Path, lab: &Path) -> Attempt {
+/// One attempt; the small cache's run only where that case is still open
+/// (a run with its warm-up is about half a minute here).
+fn attempt(dir: &Path, lab: &Path, with_small: bool) -> Attempt {
     let recording = recorded_run(dir, lab);
     let full = bare_run(dir, lab, None);
-    let small = bare_run(dir, lab, Some(SMALL_CACHE));
+    let small = with_small.then(|| {
+        (
+            measured(&bare_run(dir, lab, Some(SMALL_CACHE))),
+            what_if(&recording, &["--what-if", &format!("l2arc={SMALL_CACHE}")]),
+        )
+    });
     let before = figure(&what_if(&recording, &[]), "read_rate_before");
     Attempt {
         before,
         full: measured(&full),
-        small: measured(&small),
         full_device: cache_device(&full),
         full_what_if: what_if(&recording, &[]),
-        small_what_if: what_if(&recording, &["--what-if", &format!("l2arc={SMALL_CACHE}")]),
+        small,
     }
 }
 
@@ -189,15 +195,18 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
         let mut full = Attempts::new(TEST, &full_case, 2);
         let mut small = Attempts::new(TEST, &small_case, 2);
         // A run where the host did not deliver the cache device is not an
-        // attempt at the rate; four runs at most, so that two such runs
-        // still leave the rate its two attempts (2.3.2 on this VM: 182 and
-        // 171 us delivered against the model's 76, then a miss at 113 us
-        // with no run left for the second attempt).
+        // attempt at the rate; four runs at most, so that one such run
+        // still leaves the rate its two attempts, and none after the second
+        // such run: a host that misses the device twice misses it for a
+        // reason of its own (2.3.2 in a CI run: 153, 181 and 194 us against
+        // the model's 76, where 2.1.11 and 2.4.4 got 89 and 80), and each
+        // run costs a minute and a half.
+        let mut undelivered = 0;
         for _ in 0..4 {
             if !full.again() && !small.again() {
                 break;
             }
-            let run = attempt(&dir, &release.lab);
+            let run = attempt(&dir, &release.lab, small.again());
             let (predicted, served) = (
                 figure(&run.full_what_if, "read_rate_after"),
                 figure(&run.full_what_if, "served_sync"),
@@ -244,21 +253,23 @@ fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one()
                     &full_case,
                     &format!("the host did not deliver the lab's ssd cache device: {detail}"),
                 );
+                undelivered += 1;
             } else if full.again() {
                 full.attempt(error.abs() <= BOUND, detail);
             }
-            let (small_predicted, small_measured) =
-                (figure(&run.small_what_if, "served_sync"), run.small.1);
-            if small.again() {
+            if let Some(((small_rate, small_measured), small_what_if)) = &run.small {
+                let small_predicted = figure(small_what_if, "served_sync");
                 small.attempt(
                     (small_predicted - small_measured).abs() <= 0.10,
                     format!(
-                        "predicted {:.0}% of the misses served, measured {:.0}% ({:.0} reads/s)",
+                        "predicted {:.0}% of the misses served, measured {:.0}% ({small_rate:.0} reads/s)",
                         small_predicted * 100.0,
                         small_measured * 100.0,
-                        run.small.0
                     ),
                 );
+            }
+            if undelivered == 2 {
+                break;
             }
         }
         failures.extend(full.verdict().err());

@@ -351,10 +351,13 @@ fn check_lines(text: &str) -> String {
 /// Every release that runs here, and any on trial (scripts/openzfs-releases):
 /// its lab runs under zprof, zprof names the release and takes the shipped
 /// offsets of its build, and every commit the lab counts (at zil_commit_flags
-/// from 2.4, where zil_close commits too) is one zprof counts.
+/// from 2.4, where zil_close commits too) is one zprof counts. The pool has
+/// a special vdev and no log vdev, where 2.4 moved the log blocks: see
+/// [`log_blocks_are_named_where_the_lab_saw_them`].
 #[test]
 fn each_release_runs_under_zprof_with_its_own_offsets() {
     require_root();
+    let kept = common::scratch("zprof-releases-compared", "all");
     for release in lab_releases().into_iter().chain(trial_releases()) {
         let dir = common::scratch("zprof-trial", &release.version);
         let recording = dir.join("rec.json");
@@ -368,6 +371,8 @@ fn each_release_runs_under_zprof_with_its_own_offsets() {
                 "raidz1:3",
                 "--vdev-model",
                 "ssd",
+                "--specials",
+                "1",
                 "--job",
                 "name=f,rw=randwrite,bs=4k,size=64m,fsync=1,runtime=2",
             ],
@@ -375,7 +380,12 @@ fn each_release_runs_under_zprof_with_its_own_offsets() {
         assert_eq!(lab["openzfs"], release.version.as_str());
         let rec: Value =
             serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
-        assert_eq!(rec["target"]["zfs_version"], release.version.as_str(), "{}", rec["target"]);
+        assert_eq!(
+            rec["target"]["zfs_version"],
+            release.version.as_str(),
+            "{}",
+            rec["target"]
+        );
         let source = rec["offsets_source"].as_str().unwrap_or("");
         assert!(
             source.contains(&format!("libzpool-{}-debian.json", release.version)),
@@ -384,7 +394,10 @@ fn each_release_runs_under_zprof_with_its_own_offsets() {
         );
         let commits = stage_count(&rec, "zil_commit");
         let lab_commits = lab["totals"]["zil_commits_all"].as_u64().unwrap();
-        eprintln!("{}: zprof {commits} zil_commits, the lab {lab_commits}", release.version);
+        eprintln!(
+            "{}: zprof {commits} zil_commits, the lab {lab_commits}",
+            release.version
+        );
         assert!(commits > 100, "{}: {commits} commits", release.version);
         assert_eq!(commits, lab_commits, "{}", release.version);
         // The leaf-I/O program reads zio_t through the table's offsets.
@@ -394,6 +407,110 @@ fn each_release_runs_under_zprof_with_its_own_offsets() {
             "{}: {leaf_writes} timed leaf sync writes for {commits} commits",
             release.version
         );
+        log_blocks_are_named_where_the_lab_saw_them(&release.version, &lab, &rec, &recording);
+        std::fs::copy(&recording, kept.join(format!("{}.json", release.version))).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
+    let (a, b) = (kept.join("2.3.2.json"), kept.join("2.4.4.json"));
+    if a.exists() && b.exists() {
+        compare_says_what_moved_per_operation(&a, &b);
+    } else {
+        eprintln!("compare across releases not checked: 2.3.2 and 2.4.4 were not both run");
+    }
+    std::fs::remove_dir_all(kept).unwrap();
+}
+
+/// A stage's total time over the recording's workload operations, ns.
+fn ns_per_op(rec: &Value, stage: &str, class: &str) -> f64 {
+    let ops = stage_count(rec, "write") + stage_count(rec, "read");
+    by_class(rec, stage, class).1 as f64 / ops as f64
+}
+
+/// `zprof compare` of the same job on 2.3.2 and 2.4.4 names both releases
+/// and lists the stages whose time per workload operation moved, each with
+/// the figures the two recordings give; among them the log block writes,
+/// which left the main pool for the special vdev.
+fn compare_says_what_moved_per_operation(a: &Path, b: &Path) {
+    let output = zprof()
+        .arg("compare")
+        .args([a, b])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let comparison: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let note = comparison["releases_differ"].as_str().unwrap_or("");
+    assert!(note.contains("2.3.2") && note.contains("2.4.4"), "{note}");
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let (ra, rb) = (read(a), read(b));
+    let moved = comparison["moved"].as_array().unwrap();
+    for m in moved {
+        let (stage, class) = (m["stage"].as_str().unwrap(), m["detail"].as_str().unwrap());
+        for (rec, side) in [(&ra, "a_ns_per_op"), (&rb, "b_ns_per_op")] {
+            let want = ns_per_op(rec, stage, class);
+            let got = m[side].as_f64().unwrap();
+            assert!(
+                (got - want).abs() <= 1e-6 * want.max(1.0),
+                "{stage} {class} {side}: {got} against {want}"
+            );
+        }
+    }
+    let row = |class: &str| {
+        moved
+            .iter()
+            .find(|m| m["stage"] == "zil_log_write" && m["detail"] == class)
+            .unwrap_or_else(|| panic!("zil_log_write {class} did not move: {moved:#?}"))
+    };
+    assert!(row("main pool")["b_ns_per_op"] == 0.0 && row("special vdev")["a_ns_per_op"] == 0.0);
+    let table = zprof().arg("compare").args([a, b]).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    eprintln!("{table}");
+    assert!(table.contains("the stages that moved most"), "{table}");
+}
+
+/// Where the log blocks of a pool with a special vdev and no log vdev went,
+/// by the lab's own count of the special leaf's writes: from 2.4 to the
+/// special vdev (zio_alloc_zil tries it before the normal class), before to
+/// the main pool (the special vdev then takes only the txg's metadata, a
+/// few writes a second against a commit's every few milliseconds). zprof's
+/// zil_log_write rows and its sync-write finding must name that place.
+fn log_blocks_are_named_where_the_lab_saw_them(
+    version: &str,
+    lab: &Value,
+    rec: &Value,
+    recording: &Path,
+) {
+    let commits = lab["totals"]["zil_commits_all"].as_u64().unwrap();
+    let special_writes: u64 = lab["jobs"][0]["leaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["vdev_class"] == "special")
+        .map(|l| l["write_ops"].as_u64().unwrap())
+        .sum();
+    let on_special = special_writes > commits / 2;
+    eprintln!("{version}: the special leaf took {special_writes} writes for {commits} commits");
+    assert_eq!(
+        on_special,
+        version.starts_with("2.4."),
+        "{version}: {special_writes} special writes for {commits} commits"
+    );
+    let (place, words) = if on_special {
+        ("special vdev", "on the special vdev")
+    } else {
+        ("main pool", "to the main pool")
+    };
+    let (named, _) = by_class(rec, "zil_log_write", place);
+    let all = stage_count(rec, "zil_log_write");
+    assert!(
+        all > 0 && named == all,
+        "{version}: {named} of {all} commits' log block writes named {place}"
+    );
+    let bound = common::explain_json(recording, &[])
+        .into_iter()
+        .find(|f| f["kind"] == "sync_write_bound")
+        .unwrap_or_else(|| panic!("{version}: no sync_write_bound finding"));
+    let title = bound["title"].as_str().unwrap();
+    assert!(title.contains(words), "{version}: {title}");
 }

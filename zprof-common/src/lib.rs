@@ -846,13 +846,37 @@ pub struct CommitSlot {
     pub flush_ns: u64,
     /// Leaf sync writes completed while it ran.
     pub writes: u64,
-    /// 1 when one of those writes went to a log vdev.
-    pub to_log: u64,
+    /// Where those writes went: [`LOG_WENT_TO_LOG_VDEV`] and
+    /// [`LOG_WENT_TO_SPECIAL`] bits (none: the main pool only).
+    pub log_places: u64,
     /// Earliest start of a leaf flush completed while it ran (flush mode
     /// [`FLUSH_LEAF_ISSUE_TO_DONE`]; 0 when none).
     pub flush_first_ns: u64,
     /// Latest completion of a leaf flush while it ran (same mode).
     pub flush_last_ns: u64,
+}
+
+/// A commit's leaf sync write went to a log vdev.
+pub const LOG_WENT_TO_LOG_VDEV: u64 = 1;
+/// A commit's leaf sync write went to a special vdev (2.4 puts log blocks
+/// there before the main pool when the pool has no log vdev).
+pub const LOG_WENT_TO_SPECIAL: u64 = 2;
+/// vdev_alloc_bias_t's VDEV_BIAS_SPECIAL (the same value from 2.1 to 2.4).
+pub const ALLOC_BIAS_SPECIAL: u32 = 2;
+
+/// The class of a commit's log block writes (and of its timeout wait and
+/// other time) from its slot's [`CommitSlot::log_places`]: 1 where any went
+/// to a log vdev (the large writes a log device's pool writes to the main
+/// pool are its data, not its log), else 2 where any went to a special vdev,
+/// else 0, the main pool.
+pub fn log_place_class(log_places: u64) -> u32 {
+    if log_places & LOG_WENT_TO_LOG_VDEV != 0 {
+        1
+    } else if log_places & LOG_WENT_TO_SPECIAL != 0 {
+        2
+    } else {
+        0
+    }
 }
 
 /// Per-pool state of the ZIL commits in progress, so the vdev and flush
@@ -929,6 +953,9 @@ pub struct Semantics {
     pub flush_mode: u32,
     /// zio_type of a cache flush zio (ZIO_TYPE_IOCTL, later ZIO_TYPE_FLUSH: 5).
     pub zio_type_flush: u32,
+    /// Bit number of ZIO_FLAG_CONFIG_WRITER (9 from 2.1 to 2.4): the label
+    /// and uberblock writes of a txg sync, which no commit waits for.
+    pub zio_flag_config_writer_bit: u32,
 }
 
 /// Flushes are timed as zio_flush calls: the leaf flushes run inside the call

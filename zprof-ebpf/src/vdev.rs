@@ -14,7 +14,8 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 use zprof_common::{
-    InFlight, LEAF_PLACES_TRACKED, LeafPlace, Stage, VDEV_CACHE_DEVICE, ZIO_WINDOW, counter,
+    ALLOC_BIAS_SPECIAL, InFlight, LEAF_PLACES_TRACKED, LOG_WENT_TO_LOG_VDEV, LOG_WENT_TO_SPECIAL,
+    LeafPlace, Stage, VDEV_CACHE_DEVICE, ZIO_WINDOW, counter,
 };
 
 use crate::core::{
@@ -177,8 +178,11 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
     let top = leaf_top(zio.vd);
     learn_leaf_place(top, guid, zio.spa);
     // ZIO_TYPE_WRITE at ZIO_PRIORITY_SYNC_WRITE: a log block write (or another
-    // sync write) that a commit in progress may be waiting for.
-    if zio.io_type == 2 && zio.priority == 1 {
+    // sync write) that a commit in progress may be waiting for; not a txg
+    // sync's label or uberblock write, which goes to every leaf (a special
+    // vdev's too) and which no commit waits for.
+    let config_writer = 1u32 << (config_u32(&CONFIG.semantics.zio_flag_config_writer_bit) & 31);
+    if zio.io_type == 2 && zio.priority == 1 && zio.flags & config_writer == 0 {
         charge_commit_write(zio.spa, top, delta);
     }
     record(
@@ -208,15 +212,19 @@ fn charge_commit_write(pool: u64, top: u64, total_ns: u64) {
     let Some(window) = active_window(pool) else {
         return;
     };
-    let to_log = member_u32(top, &CONFIG.offsets.vdev_islog) != 0;
+    let place = if member_u32(top, &CONFIG.offsets.vdev_islog) != 0 {
+        LOG_WENT_TO_LOG_VDEV
+    } else if member_u32(top, &CONFIG.offsets.vdev_alloc_bias) == ALLOC_BIAS_SPECIAL {
+        LOG_WENT_TO_SPECIAL
+    } else {
+        0
+    };
     for slot in window.slots.iter_mut().filter(|slot| slot.tid != 0) {
         slot.writes += 1;
         if total_ns > slot.max_write_ns {
             slot.max_write_ns = total_ns;
         }
-        if to_log {
-            slot.to_log = 1;
-        }
+        slot.log_places |= place;
     }
 }
 

@@ -11,7 +11,7 @@ use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage};
+use zprof_common::{CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage, log_place_class};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
@@ -96,7 +96,12 @@ fn try_zil_commit_return(_ctx: &RetProbeContext) -> Result<(), u32> {
 #[inline(always)]
 fn record_commit_parts(slot: &CommitSlot, pool: u64, waited: u64, duration: u64) {
     if slot.writes > 0 {
-        let key = stage_key(Stage::ZilLogWrite, slot.to_log as u32, pool, 0);
+        let key = stage_key(
+            Stage::ZilLogWrite,
+            log_place_class(slot.log_places),
+            pool,
+            0,
+        );
         record(&key, slot.max_write_ns, slot.writes, 0);
     }
     let flush_ns = if config_u32(&CONFIG.semantics.flush_mode) == FLUSH_LEAF_ISSUE_TO_DONE
@@ -112,7 +117,12 @@ fn record_commit_parts(slot: &CommitSlot, pool: u64, waited: u64, duration: u64)
     if slot.writes > 0 {
         let waited = waited.min(duration);
         record(
-            &stage_key(Stage::ZilTimeoutWait, slot.to_log as u32, pool, 0),
+            &stage_key(
+                Stage::ZilTimeoutWait,
+                log_place_class(slot.log_places),
+                pool,
+                0,
+            ),
             waited,
             0,
             0,
@@ -121,7 +131,7 @@ fn record_commit_parts(slot: &CommitSlot, pool: u64, waited: u64, duration: u64)
         // would be mostly bucket rounding.
         let other = duration.saturating_sub(slot.max_write_ns + flush_ns + waited);
         record(
-            &stage_key(Stage::ZilOther, slot.to_log as u32, pool, 0),
+            &stage_key(Stage::ZilOther, log_place_class(slot.log_places), pool, 0),
             other,
             0,
             0,

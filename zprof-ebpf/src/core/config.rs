@@ -22,6 +22,7 @@ pub static CONFIG: Config = Config {
         compress_level_arg: 0,
         flush_mode: 0,
         zio_type_flush: 0,
+        zio_flag_config_writer_bit: 0,
     },
     offsets: Offsets {
         valid: 0,

@@ -60,31 +60,100 @@ pub struct Comparison {
     pub rows: Vec<CompareRow>,
     /// Findings that appeared, disappeared or changed share by 10 points or more.
     pub findings: Vec<FindingChange>,
+    /// Workload operations (writes and reads) in A and B.
+    pub workload_ops: (u64, u64),
+    /// The timed rows whose time per workload operation moved most, largest
+    /// move first: what a change of release, pool or setting cost each
+    /// operation, stage by stage.
+    pub moved: Vec<MovedStage>,
     /// Set when A and B traced different OpenZFS releases: rows can differ by
     /// what the release does (a cache flush is one zio_flush call on 2.1, one
     /// leaf flush on libzpool 2.3), not only by the workload or the pool.
     pub releases_differ: Option<String>,
 }
 
-fn rate(rec: &Recording, stage: Stage) -> f64 {
-    let s = summarize(
+/// A stage's time per workload operation in A and B.
+#[derive(Debug, Clone, Serialize)]
+pub struct MovedStage {
+    /// Stage name.
+    pub stage: String,
+    /// Class in words.
+    pub detail: String,
+    /// Its time in A over A's workload operations, ns.
+    pub a_ns_per_op: f64,
+    /// The same in B.
+    pub b_ns_per_op: f64,
+}
+
+/// How many rows `moved` lists, besides those that appeared or went.
+const MOVED_ROWS: usize = 8;
+/// A move smaller than this share of the larger side, or than 1 us per
+/// operation, is noise between two runs, not a move.
+const MOVED_SHARE: f64 = 0.05;
+const MOVED_FLOOR_NS: f64 = 1_000.0;
+
+fn count(rec: &Recording, stage: Stage) -> u64 {
+    summarize(
         rec.histograms
             .iter()
             .filter(|h| h.stage == stage_name(stage)),
-    );
-    s.count as f64 / rec.duration_s.max(1e-9)
+    )
+    .count
+}
+
+fn rate(rec: &Recording, stage: Stage) -> f64 {
+    count(rec, stage) as f64 / rec.duration_s.max(1e-9)
+}
+
+fn workload_ops(rec: &Recording) -> u64 {
+    count(rec, Stage::WorkloadWrite) + count(rec, Stage::WorkloadRead)
 }
 
 /// Compares two recordings.
 pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Comparison {
+    let rows = rows(a, b);
+    let workload_ops = (workload_ops(a), workload_ops(b));
     Comparison {
         names,
         writes_per_second: (rate(a, Stage::WorkloadWrite), rate(b, Stage::WorkloadWrite)),
         reads_per_second: (rate(a, Stage::WorkloadRead), rate(b, Stage::WorkloadRead)),
-        rows: rows(a, b),
+        moved: moved(&rows, workload_ops),
+        workload_ops,
+        rows,
         findings: finding_changes(a, b),
         releases_differ: releases_differ(a, b),
     }
+}
+
+/// The rows whose time per workload operation moved most (none where either
+/// side saw no workload operation: there is nothing to divide by).
+fn moved(rows: &[CompareRow], ops: (u64, u64)) -> Vec<MovedStage> {
+    if ops.0 == 0 || ops.1 == 0 {
+        return Vec::new();
+    }
+    let mut moved: Vec<MovedStage> = rows
+        .iter()
+        .map(|r| MovedStage {
+            stage: r.stage.clone(),
+            detail: r.detail.clone(),
+            a_ns_per_op: r.a.total_ns as f64 / ops.0 as f64,
+            b_ns_per_op: r.b.total_ns as f64 / ops.1 as f64,
+        })
+        .filter(|m| {
+            let change = (m.b_ns_per_op - m.a_ns_per_op).abs();
+            change >= MOVED_FLOOR_NS && change >= MOVED_SHARE * m.a_ns_per_op.max(m.b_ns_per_op)
+        })
+        .collect();
+    let change = |m: &MovedStage| (m.b_ns_per_op - m.a_ns_per_op).abs();
+    moved.sort_by(|x, y| change(y).total_cmp(&change(x)));
+    // A row that appeared or went stays whatever its size: the time moved
+    // to another place (log blocks from the main pool to a special vdev).
+    let mut kept = 0;
+    moved.retain(|m| {
+        kept += 1;
+        kept <= MOVED_ROWS || m.a_ns_per_op == 0.0 || m.b_ns_per_op == 0.0
+    });
+    moved
 }
 
 /// A note when the two recordings traced different releases or targets.
@@ -185,4 +254,57 @@ fn finding_changes(a: &Recording, b: &Recording) -> Vec<FindingChange> {
         }
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row with these total times in A and B (ns).
+    fn row(stage: &str, a_ns: u64, b_ns: u64) -> CompareRow {
+        let side = |total_ns| Summary {
+            count: u64::from(total_ns > 0),
+            total_ns,
+            ..Default::default()
+        };
+        CompareRow {
+            stage: stage.into(),
+            detail: String::new(),
+            a_per_second: 0.0,
+            b_per_second: 0.0,
+            a_p50_ns: 0,
+            b_p50_ns: 0,
+            a: side(a_ns),
+            b: side(b_ns),
+        }
+    }
+
+    #[test]
+    fn moved_lists_the_largest_moves_per_operation_and_every_row_that_came_or_went() {
+        // 10 operations in A, 20 in B.
+        let mut rows = vec![
+            row("small", 10_000, 20_000),       // 1 us -> 1 us per op: not a move
+            row("noise", 1_000_000, 2_080_000), // 100 -> 104 us: under 5%
+            row("gone", 20_000, 0),
+            row("new", 0, 40_000),
+        ];
+        for i in 0..MOVED_ROWS as u64 {
+            rows.push(row(&format!("big{i}"), 1_000_000, 4_000_000 + i * 200_000));
+        }
+        let moved = moved(&rows, (10, 20));
+        let names: Vec<&str> = moved.iter().map(|m| m.stage.as_str()).collect();
+        assert_eq!(names.len(), MOVED_ROWS + 2, "{names:?}");
+        assert_eq!(names[0], format!("big{}", MOVED_ROWS - 1));
+        assert!(
+            names.contains(&"gone") && names.contains(&"new"),
+            "{names:?}"
+        );
+        assert!(
+            !names.contains(&"small") && !names.contains(&"noise"),
+            "{names:?}"
+        );
+        let gone = moved.iter().find(|m| m.stage == "gone").unwrap();
+        assert_eq!((gone.a_ns_per_op, gone.b_ns_per_op), (2_000.0, 0.0));
+        assert!(super::moved(&rows, (0, 20)).is_empty());
+    }
 }

@@ -81,8 +81,8 @@ pub struct SyncPath {
     pub other_ns: f64,
     /// Leaf writes and leaf flushes per commit.
     pub leaf_ios_per_commit: f64,
-    /// Whether the log blocks went to a log vdev.
-    pub on_log_device: bool,
+    /// Where most log blocks went.
+    pub log_place: LogPlace,
     /// Mean size of the sync writes the commits made durable.
     pub write_bytes: f64,
     /// Bytes a log device would be written per commit: the commit's sync
@@ -106,6 +106,48 @@ fn typical_mean(rec: &Recording, stage: Stage, pool: &str) -> f64 {
     split_stalls(rows(rec, stage, pool), STALL_FACTOR).typical_mean_ns
 }
 
+/// Where a pool's log blocks went: the class of the zil_log_write rows
+/// (zprof_common::log_place_class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogPlace {
+    /// The pool's normal vdevs.
+    MainPool,
+    /// A log vdev (SLOG).
+    LogDevice,
+    /// A special vdev: OpenZFS 2.4 allocates log blocks there before the
+    /// normal class when the pool has no log vdev.
+    Special,
+}
+
+impl LogPlace {
+    /// The place that took more than half of the pool's `log_writes`
+    /// commits' log blocks; the main pool where none did.
+    fn of_most(rec: &Recording, pool: &str, log_writes: u64) -> LogPlace {
+        let count = |class: u32| {
+            rows(rec, Stage::ZilLogWrite, pool)
+                .filter(|h| h.class == class)
+                .map(|h| h.count)
+                .sum::<u64>()
+        };
+        if count(1) > log_writes / 2 {
+            LogPlace::LogDevice
+        } else if count(2) > log_writes / 2 {
+            LogPlace::Special
+        } else {
+            LogPlace::MainPool
+        }
+    }
+
+    /// "the log vdev", "the special vdev", "the main pool's vdevs".
+    pub fn words(self) -> &'static str {
+        match self {
+            LogPlace::MainPool => "the main pool's vdevs",
+            LogPlace::LogDevice => "the log vdev",
+            LogPlace::Special => "the special vdev",
+        }
+    }
+}
+
 impl SyncPath {
     /// The pool's path, when zprof saw writers commit (recordings made before
     /// zprof told sync writes apart have no cycles, and with the workload
@@ -117,11 +159,7 @@ impl SyncPath {
         if cycles.count == 0 || cycles.bytes == 0 || commits.count == 0 || log_writes.count == 0 {
             return None;
         }
-        let on_log_device = rows(rec, Stage::ZilLogWrite, pool)
-            .filter(|h| h.class == 1)
-            .map(|h| h.count)
-            .sum::<u64>()
-            > log_writes.count / 2;
+        let log_place = LogPlace::of_most(rec, pool, log_writes.count);
         let leaf_writes = log_writes.bytes as f64 / log_writes.count as f64;
         let commit = split_stalls(rows(rec, Stage::ZilCommit, pool), STALL_FACTOR);
         let log_write_ns = typical_mean(rec, Stage::ZilLogWrite, pool);
@@ -143,15 +181,15 @@ impl SyncPath {
             // What the typical commit spent beyond its measured parts, so the
             // parts add up to it (each part trimmed apart would not).
             other_ns: (commit.typical_mean_ns - log_write_ns - flush_ns - timeout_ns).max(0.0),
-            // A log device is flushed where it was written; a main pool's
-            // top-level vdev in all of its leaves.
+            // A log or special vdev is flushed where it was written; a main
+            // pool's top-level vdev in all of its leaves.
             leaf_ios_per_commit: leaf_writes
-                + if on_log_device {
+                + if log_place != LogPlace::MainPool {
                     leaf_writes
                 } else {
                     leaf_flushes_per_commit(rec, pool, commits.count)
                 },
-            on_log_device,
+            log_place,
             write_bytes,
             log_block_bytes: log_block_bytes(
                 cycles.bytes as f64 / cycles.count.max(1) as f64,
@@ -174,11 +212,12 @@ impl SyncPath {
 
     /// Whether a log device would copy the writes into its log blocks where
     /// this pool wrote them in place: sync writes above
-    /// [`IMMEDIATE_WRITE_BYTES`] without a log device. The copy, and the
+    /// [`IMMEDIATE_WRITE_BYTES`] to the main pool (2.4 copies them into log
+    /// blocks on a special vdev as on a log one: zil_special_is_slog). The copy, and the
     /// checksum and write of a log block that size, are then in no part of
     /// this recording.
     pub fn log_device_would_copy_anew(&self) -> bool {
-        !self.on_log_device && self.write_bytes > IMMEDIATE_WRITE_BYTES
+        self.log_place == LogPlace::MainPool && self.write_bytes > IMMEDIATE_WRITE_BYTES
     }
 
     /// Share of the writers' time lost to stalls.

@@ -270,6 +270,7 @@ mod tests {
                     compress_level_arg: 4,
                     flush_mode: FLUSH_TIMED_CALL,
                     zio_type_flush: 5,
+                    zio_flag_config_writer_bit: 9,
                 },
                 offsets: table,
                 request: Default::default(),

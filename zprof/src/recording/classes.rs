@@ -76,6 +76,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::Lz4Compress => "lz4".into(),
         Stage::VdevQueue | Stage::VdevDisk | Stage::VdevTotal => names::io_class(class),
         Stage::ZilLogWrite if class == 1 => "log vdev".into(),
+        Stage::ZilLogWrite if class == 2 => "special vdev".into(),
         Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
         Stage::ArcRead => arc_read_class_name(class),
         Stage::ArcMissReuse => miss_reuse_class_name(class),

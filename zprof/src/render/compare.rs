@@ -87,6 +87,7 @@ pub fn render(c: &Comparison) -> String {
             },
         );
     }
+    render_moved(&mut out, c);
     if !c.findings.is_empty() {
         let _ = writeln!(out, "\nfindings that changed:");
         for f in &c.findings {
@@ -110,6 +111,37 @@ pub fn render(c: &Comparison) -> String {
         }
     }
     out
+}
+
+/// The stages whose time per workload operation moved most.
+fn render_moved(out: &mut String, c: &Comparison) {
+    if c.moved.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\ntime per workload operation ({} in A, {} in B; a stage's events summed, so concurrent I/Os add up), the stages that moved most:",
+        format_count(c.workload_ops.0 as f64),
+        format_count(c.workload_ops.1 as f64)
+    );
+    let per_op = |ns: f64| {
+        if ns == 0.0 {
+            "-".to_owned()
+        } else {
+            format_ns(ns as u64)
+        }
+    };
+    for m in &c.moved {
+        let _ = writeln!(
+            out,
+            "  {:<18} {:<14} {:>9} -> {:<9} {}",
+            m.stage,
+            m.detail.chars().take(14).collect::<String>(),
+            per_op(m.a_ns_per_op),
+            per_op(m.b_ns_per_op),
+            delta(m.a_ns_per_op, m.b_ns_per_op)
+        );
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +171,8 @@ mod tests {
             reads_per_second: (0.0, 0.0),
             rows: vec![row],
             findings: Vec::new(),
+            workload_ops: (10, 12),
+            moved: Vec::new(),
             releases_differ: None,
         };
         let text = render(&comparison);

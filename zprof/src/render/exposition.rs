@@ -206,7 +206,7 @@ const FAMILIES: &[Family] = &[
         "zil_log_write",
         "class",
         false,
-        "per commit, the slowest leaf write of the log block (class 1: on a log vdev)",
+        "per commit, the slowest leaf write of the log block (class 1: on a log vdev, 2: on a special vdev)",
     ),
     family(
         Stage::ZilFlush,

@@ -497,6 +497,7 @@ fn colour_group(frame: &str) -> Option<Group> {
         "throttle",
         "main pool",
         "log vdev",
+        "special vdev",
         "sync read",
         "sync write",
         "async read",

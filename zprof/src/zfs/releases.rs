@@ -129,12 +129,14 @@ const LIBZPOOL_2_1: Semantics = Semantics {
     compress_level_arg: 4,
     flush_mode: FLUSH_TIMED_CALL,
     zio_type_flush: 5,
+    zio_flag_config_writer_bit: 9,
 };
 const LIBZPOOL_2_3: Semantics = Semantics {
     zio_flag_io_bypass_bit: 22,
     compress_level_arg: 5,
     flush_mode: FLUSH_LEAF_ISSUE_TO_DONE,
     zio_type_flush: 5,
+    zio_flag_config_writer_bit: 9,
 };
 /// The kernel's flushes are bios completed by an interrupt: zio_flush's
 /// (outermost) call is timed as what it costs to issue them, on every release.
@@ -249,6 +251,7 @@ pub const SERIES: &[Series] = &[
             "as 2.3, and: zil_commit wraps zil_commit_flags, which Linux's writepages and sync call directly: probed instead",
             "zio_t offsets moved again (zio_prop_t became bit fields): zprof ships the table of trixie-backports' libzpool 2.4.4; other 2.4 builds need --offsets",
             "dmu_write takes a dmu_flags_t, and vdev_ops_t's vdev_op_type moved 8 bytes on",
+            "without a log vdev, log blocks go to a special vdev before the normal class, which then counts as a log device for large writes (zil_special_is_slog): zil_log_write's class says special vdev",
         ],
     },
 ];

@@ -7,7 +7,7 @@ use zprof_common::Stage;
 
 use super::{Confidence, ExplainOptions, Finding, pct, stat};
 use crate::{
-    analyze::sync_path::{self, Prediction, SyncPath},
+    analyze::sync_path::{self, LogPlace, Prediction, SyncPath},
     recording::benchmark,
     recording::{Recording, Summary},
     units::{format_count, format_ns},
@@ -200,20 +200,27 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
     if rec.target.kind == crate::zfs::target::TargetKind::Kernel {
         missing.push("on the kernel target zio_flush only issues the flushes: their time is inside the log write".into());
     }
-    let (title, action) = if path.on_log_device {
-        (
+    let (title, action) = match path.log_place {
+        LogPlace::LogDevice => (
             format!("sync writes are bound by ZIL commits on the log device ({} each)", format_ns(commit.p50_ns)),
             "The log device is on the critical path: a lower-latency SLOG (NVMe with power-loss protection) shortens every commit; more concurrent writers share commits.".to_owned(),
-        )
-    } else {
-        (
+        ),
+        LogPlace::Special => (
+            format!(
+                "sync writes are bound by ZIL commits on the special vdev ({} each, {} of the sync writers' time)",
+                format_ns(commit.p50_ns),
+                pct(w.share)
+            ),
+            "Without a log vdev, OpenZFS 2.4 writes the log blocks to the special vdev, whose latency every fsync now waits for: a log vdev (SLOG) on lower-latency flash with power-loss protection takes them instead (see the what-if); the special vdev keeps its metadata work.".to_owned(),
+        ),
+        LogPlace::MainPool => (
             format!(
                 "sync writes are bound by ZIL commits to the main pool ({} each, {} of the sync writers' time)",
                 format_ns(commit.p50_ns),
                 pct(w.share)
             ),
             "Every fsync waits for a log block write and flushes on the pool's own disks: add a log vdev (SLOG) on low-latency flash (see the what-if), or, only where losing the last seconds of acknowledged writes is acceptable, sync=disabled.".to_owned(),
-        )
+        ),
     };
     Finding {
         kind: "sync_write_bound".into(),
@@ -262,11 +269,7 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
             "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {:.1} leaf I/Os per commit",
             format_ns(path.commit.typical_mean_ns as u64),
             format_ns(path.log_write_ns as u64),
-            if path.on_log_device {
-                "the log vdev"
-            } else {
-                "the main pool's vdevs"
-            },
+            path.log_place.words(),
             format_ns(path.flush_ns as u64),
             format_ns(path.timeout_ns as u64),
             format_ns(path.other_ns as u64),
@@ -425,10 +428,16 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
         kind: "slog_what_if".into(),
         pool: pool.to_owned(),
         pools: vec![pool.to_owned()],
-        title: if path.on_log_device {
-            format!("a faster log device would raise sync writes up to {best_gain:.1}x")
-        } else {
-            format!("a log device (SLOG) would raise sync writes about {best_gain:.0}x")
+        title: match path.log_place {
+            LogPlace::LogDevice => {
+                format!("a faster log device would raise sync writes up to {best_gain:.1}x")
+            }
+            LogPlace::Special => format!(
+                "a log device (SLOG) instead of the special vdev would raise sync writes up to {best_gain:.1}x"
+            ),
+            LogPlace::MainPool => {
+                format!("a log device (SLOG) would raise sync writes about {best_gain:.0}x")
+            }
         },
         share: removed,
         confidence,
