@@ -6,6 +6,7 @@
 set -euo pipefail
 
 log() { printf 'setup: %s\n' "$*" >&2; }
+trap 'log "failed (exit $?) at line $LINENO: $BASH_COMMAND"' ERR
 
 if [[ $(id -u) -ne 0 ]]; then
     log "must run as root (apt-get, tracefs, eBPF); re-run with sudo"
@@ -111,8 +112,10 @@ fetch_openzfs() {
     # zfsutils-linux of the same version depends on it. zfs-dkms for its
     # include/ (sys/zfs_ioctl.h, which libzfslinux-dev lacks).
     local libzpool
+    # awk reads to the end: a reader that stops early (grep -m1, head) can kill
+    # apt-cache with SIGPIPE, which pipefail turns into a silent exit.
     libzpool=$(apt-cache "${opts[@]}" show "zfsutils-linux=$pkgver" |
-        grep -m1 '^Depends:' | grep -oE 'libzpool[0-9]+linux' | head -n1)
+        awk '/^Depends:/ && !found { if (match($0, /libzpool[0-9]+linux/)) { print substr($0, RSTART, RLENGTH); found = 1 } }')
     [[ -n $libzpool ]] || { log "zfsutils-linux=$pkgver names no libzpool package"; exit 1; }
     local packages=("$libzpool=$pkgver" "libzfslinux-dev=$pkgver" "zfs-dkms=$pkgver")
     # A libzpool built for a newer glibc than Debian 12's runs with its own

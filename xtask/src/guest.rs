@@ -35,6 +35,7 @@ mod check_serve;
 mod cpio;
 mod results;
 mod run;
+mod toolchain;
 
 use std::{
     fmt,
@@ -178,12 +179,46 @@ pub const MATRIX: &[Combination] = &[
     Combination {
         kernel: KernelChoice::Default,
         zfs: "2.1.11",
+        root: None,
     },
     Combination {
         kernel: KernelChoice::Series("6.12"),
         zfs: "2.3.2",
+        root: None,
+    },
+    Combination {
+        kernel: KernelChoice::Pinned(&LINUX_6_17),
+        zfs: "2.4.4",
+        root: Some("trixie"),
     },
 ];
+
+/// Linux 6.17 from trixie-backports. Its image is still in the suite's index,
+/// but the headers and kbuild of 6.17 left it when 6.18 came (only the
+/// signed images of older releases stay listed); all four stay in Debian's
+/// pool, fetched from there by name and checked against the digests taken
+/// when they were first fetched (2026-12-05).
+pub const LINUX_6_17: PinnedKernel = PinnedKernel {
+    release: "6.17.13+deb13-amd64",
+    files: &[
+        (
+            "pool/main/l/linux-signed-amd64/linux-image-6.17.13+deb13-amd64_6.17.13-1~bpo13+1_amd64.deb",
+            "4c0643e5db69d9248f4139ec0c765671a2585aa53fc498dcc49b102fd5766696",
+        ),
+        (
+            "pool/main/l/linux/linux-headers-6.17.13+deb13-amd64_6.17.13-1~bpo13+1_amd64.deb",
+            "752c712768b86b7bbfca7fd94d6b954438b956065ab728db42d71cfae244c762",
+        ),
+        (
+            "pool/main/l/linux/linux-headers-6.17.13+deb13-common_6.17.13-1~bpo13+1_all.deb",
+            "85998501828bfb1d3d517ff0e698f8eada209b7642f989fd7e5d47e1912123ab",
+        ),
+        (
+            "pool/main/l/linux/linux-kbuild-6.17.13+deb13_6.17.13-1~bpo13+1_amd64.deb",
+            "2b234e8c35bad4bbbd3d0105f4f5350642df17c484d5863cecd78878baa39c3f",
+        ),
+    ],
+};
 
 /// A kernel and an OpenZFS release the guest boots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +227,10 @@ pub struct Combination {
     pub kernel: KernelChoice,
     /// OpenZFS release (X.Y.Z).
     pub zfs: &'static str,
+    /// The Debian suite whose debootstrapped root builds the modules and gives
+    /// the guest its libraries, where this host's cannot (a kernel built with
+    /// a newer gcc, tools that need a newer glibc); `None`: this host's.
+    pub root: Option<&'static str>,
 }
 
 /// How a combination names its kernel.
@@ -201,6 +240,28 @@ pub enum KernelChoice {
     Default,
     /// The newest `linux-image-SERIES.N+deb12-amd64` Debian 12's suites carry.
     Series(&'static str),
+    /// One release, fetched from Debian's pool by file name.
+    Pinned(&'static PinnedKernel),
+}
+
+/// A kernel release fetched by its files' pool paths, each with its sha256.
+#[derive(Debug, PartialEq, Eq)]
+pub struct PinnedKernel {
+    /// The release, e.g. 6.17.13+deb13-amd64.
+    pub release: &'static str,
+    /// Pool path and sha256 of the image, the headers, the common headers and kbuild.
+    pub files: &'static [(&'static str, &'static str)],
+}
+
+impl PinnedKernel {
+    /// "6.17" of "6.17.13+deb13-amd64".
+    fn series(&self) -> String {
+        self.release
+            .split('.')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(".")
+    }
 }
 
 impl Combination {
@@ -209,6 +270,7 @@ impl Combination {
         match self.kernel {
             KernelChoice::Default => format!("default-{}", self.zfs),
             KernelChoice::Series(series) => format!("{series}-{}", self.zfs),
+            KernelChoice::Pinned(kernel) => format!("{}-{}", kernel.series(), self.zfs),
         }
     }
 

@@ -33,7 +33,10 @@ use std::{
 
 use anyhow::{Context as _, anyhow, bail, ensure};
 
-use super::{BuildArgs, Combination, KernelChoice, Variant, cache_dir, cpio, fresh_dir};
+use super::{
+    BuildArgs, Combination, KernelChoice, PinnedKernel, Variant, cache_dir, cpio, fresh_dir,
+    toolchain::Toolchain,
+};
 use crate::run;
 
 /// Bump when a step's recipe changes, so caches built by the old recipe are redone.
@@ -72,6 +75,8 @@ pub struct Artifacts {
     pub zprof: PathBuf,
     /// busybox on the host, for the payload's tools (tar).
     pub cache: PathBuf,
+    /// Where the modules were built and the guest's libraries come from.
+    pub toolchain: Toolchain,
 }
 
 impl Artifacts {
@@ -88,8 +93,9 @@ impl Artifacts {
             .map(|(v, p)| format!("{v} {} MB", size(p)))
             .collect();
         format!(
-            "kernel {}, base initramfs {} MB, modules {}, zprof {}, cache {}",
+            "kernel {} (built with {}), base initramfs {} MB, modules {}, zprof {}, cache {}",
             self.kver,
+            self.toolchain.describe(),
             size(&self.base_cpio),
             modules.join(", "),
             self.zprof.display(),
@@ -126,6 +132,10 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
     host_packages()?;
     let kver = kernel_release(combination.kernel)?;
     let apt = Apt::for_release(combination.zfs)?;
+    let tools = match combination.root {
+        Some(suite) => Toolchain::root(&cache_dir(), suite)?,
+        None => Toolchain::Host,
+    };
     let cache = cache_dir().join(format!("{kver}-zfs-{}", combination.zfs));
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
     // One builder at a time per cache (two module builds would starve each other).
@@ -135,8 +145,10 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
 
     let debs = cache.join("debs");
     std::fs::create_dir_all(&debs)?;
-    let kernel_pkgs = kernel_packages(&kver)?;
-    let kernel_debs = download(&debs, &kernel_pkgs, &Apt::default())?;
+    let kernel_debs = match combination.kernel {
+        KernelChoice::Pinned(kernel) => download_pinned(&debs, kernel)?,
+        _ => download(&debs, &kernel_packages(&kver)?, &Apt::default())?,
+    };
     let mut userland_debs = download(&debs, &["busybox-static".to_owned()], &Apt::default())?;
     userland_debs.extend(download(&debs, &apt.zfs_packages()?, &apt)?);
     let qemu_debs = match host_qemu() {
@@ -170,13 +182,13 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
     // build leaves a marker of its own.
     let built = zfs_build.join("zprof-modules-built");
     steps.step("zfs-modules", &zfs_key, &[&built], || {
-        build_modules(&userland, &kernel_dir, &kver, &zfs_build)?;
+        build_modules(&userland, (&kernel_dir, &kver), &zfs_build, &tools)?;
         built_modules(&zfs_build)?;
         Ok(std::fs::write(&built, "")?)
     })?;
 
-    let modules_cpio = module_archives(&steps, &cache, (&zfs_build, &vmlinux), &zfs_key)?;
-    let base_cpio = base_initramfs(&steps, &cache, &userland, &userland_key)?;
+    let modules_cpio = module_archives(&steps, &cache, (&zfs_build, &vmlinux), &zfs_key, &tools)?;
+    let base_cpio = base_initramfs(&steps, &cache, &userland, &userland_key, &tools)?;
 
     Ok(Artifacts {
         kver,
@@ -186,6 +198,7 @@ pub fn build(args: &BuildArgs, combination: Combination) -> anyhow::Result<Artif
         modules_cpio,
         zprof,
         cache,
+        toolchain: tools,
     })
 }
 
@@ -204,6 +217,7 @@ fn guest_qemu(steps: &Steps, cache: &Path, qemu_debs: &[PathBuf]) -> anyhow::Res
                 check_libraries(
                     &dir.join("usr/bin/qemu-system-x86_64"),
                     &[dir.join("usr/lib/x86_64-linux-gnu")],
+                    &Toolchain::Host,
                 )
             })?;
             Qemu {
@@ -222,15 +236,18 @@ fn module_archives(
     cache: &Path,
     (zfs_build, vmlinux): (&Path, &Path),
     zfs_key: &str,
+    tools: &Toolchain,
 ) -> anyhow::Result<BTreeMap<String, PathBuf>> {
-    let pahole = tool_version("pahole", "--version")?;
+    let pahole = capture(tools.command("pahole").arg("--version"))?
+        .trim()
+        .to_owned();
     let mut modules_cpio = BTreeMap::new();
     for variant in [Variant::Btf, Variant::Nobtf] {
         let dir = cache.join(format!("modules-{variant}"));
         let archive = cache.join(format!("modules-{variant}.cpio"));
         let key = format!("{zfs_key}\npahole {pahole}\nnobtf: .BTF removed");
         steps.step(&format!("modules-{variant}"), &key, &[&archive], || {
-            module_variant(zfs_build, vmlinux, variant, &dir)?;
+            module_variant((zfs_build, vmlinux), variant, &dir, tools)?;
             let root = cache.join(format!("modules-{variant}-root"));
             fresh_dir(&root)?;
             let into = root.join("lib/modules/zfs");
@@ -251,17 +268,18 @@ fn base_initramfs(
     cache: &Path,
     userland: &Path,
     userland_key: &str,
+    tools: &Toolchain,
 ) -> anyhow::Result<PathBuf> {
     let base_cpio = cache.join("base.cpio");
-    let fio_version = package_version("fio").unwrap_or_else(|| "absent".into());
+    let fio_version = package_version("fio", tools).unwrap_or_else(|| "absent".into());
     let base_key = format!(
         "{userland_key}\nfio {fio_version}\nlibc {}",
-        package_version("libc6").unwrap_or_default()
+        package_version("libc6", tools).unwrap_or_default()
     );
     steps.step("initramfs", &base_key, &[&base_cpio], || {
         let root = cache.join("base-root");
         fresh_dir(&root)?;
-        base_tree(userland, &root)?;
+        base_tree(userland, &root, tools)?;
         cpio::write_tree(&root, &base_cpio)?;
         std::fs::remove_dir_all(&root)?;
         Ok(())
@@ -370,12 +388,10 @@ fn capture(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-fn tool_version(tool: &str, flag: &str) -> anyhow::Result<String> {
-    Ok(capture(Command::new(tool).arg(flag))?.trim().to_owned())
-}
-
-fn package_version(package: &str) -> Option<String> {
-    let out = Command::new("dpkg-query")
+/// The installed version of `package` where `tools` come from.
+fn package_version(package: &str, tools: &Toolchain) -> Option<String> {
+    let out = tools
+        .command("dpkg-query")
         .args(["-W", "-f=${Status} ${Version}", package])
         .output()
         .ok()?;
@@ -402,6 +418,7 @@ fn kernel_release(choice: KernelChoice) -> anyhow::Result<String> {
                 .ok_or_else(|| anyhow!("apt-cache knows no linux-image-amd64; run apt-get update, or set ZPROF_GUEST_KERNEL=6.1.0-NN-amd64"));
         }
         KernelChoice::Series(series) => series,
+        KernelChoice::Pinned(kernel) => return Ok(kernel.release.to_owned()),
     };
     let pattern = format!(
         "^linux-image-{}\\.[0-9]+\\+deb[0-9]+-amd64$",
@@ -453,7 +470,7 @@ fn kernel_packages(kver: &str) -> anyhow::Result<Vec<String>> {
 
 /// qemu-system-x86_64 when the host has it installed (then nothing is downloaded).
 fn host_qemu() -> Option<PathBuf> {
-    package_version("qemu-system-x86")?;
+    package_version("qemu-system-x86", &Toolchain::Host)?;
     Some(PathBuf::from("/usr/bin/qemu-system-x86_64"))
 }
 
@@ -624,6 +641,46 @@ fn download(dir: &Path, packages: &[String], apt: &Apt) -> anyhow::Result<Vec<Pa
         .collect()
 }
 
+/// The .deb of each of a pinned kernel's files in `dir`, fetching from
+/// Debian's pool those not there yet; each is checked against its sha256
+/// (a file that fails is removed, so the next run fetches it again).
+fn download_pinned(dir: &Path, kernel: &PinnedKernel) -> anyhow::Result<Vec<PathBuf>> {
+    let mut debs = Vec::new();
+    for (pool_path, sha256) in kernel.files {
+        let name = pool_path.rsplit('/').next().unwrap_or(pool_path);
+        let deb = dir.join(name);
+        if !deb.exists() {
+            eprintln!("xtask: guest: downloading {name} from Debian's pool");
+            let url = format!("http://deb.debian.org/debian/{pool_path}")
+                .replace('+', "%2b")
+                .replace('~', "%7e");
+            let partial = deb.with_extension("partial");
+            let status = Command::new("curl")
+                .args(["-sSfL", "--retry", "3", "-o"])
+                .arg(&partial)
+                .arg(&url)
+                .status()
+                .context("starting curl")?;
+            ensure!(
+                status.success(),
+                "fetching {url} failed ({status}): Debian's pool no longer has it? Pin a release that it has in xtask/src/guest.rs"
+            );
+            std::fs::rename(&partial, &deb)?;
+        }
+        let digest = capture(Command::new("sha256sum").arg(&deb))?;
+        if digest.split_whitespace().next() != Some(sha256) {
+            let _ = std::fs::remove_file(&deb);
+            bail!(
+                "{} has sha256 {}, not the {sha256} pinned for it in xtask/src/guest.rs: removed",
+                deb.display(),
+                digest.split_whitespace().next().unwrap_or("?")
+            );
+        }
+        debs.push(deb);
+    }
+    Ok(debs)
+}
+
 fn unpack(debs: &[PathBuf], into: &Path) -> anyhow::Result<()> {
     fresh_dir(into)?;
     eprintln!(
@@ -646,16 +703,18 @@ fn quiet(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Debian's headers Makefile includes the common headers by absolute path; point
-/// it at the unpacked copy.
+/// Debian's headers Makefile names the common headers (and from 6.17 its own
+/// directory, as KBUILD_OUTPUT) by absolute path; point them at the unpacked copy.
 fn fix_headers_makefile(kernel_dir: &Path, kver: &str) -> anyhow::Result<()> {
     let makefile = kernel_dir.join(format!("usr/src/linux-headers-{kver}/Makefile"));
     let text = std::fs::read_to_string(&makefile)
         .with_context(|| format!("reading {}", makefile.display()))?;
-    let fixed = text.replace(
-        "include /usr/src/",
-        &format!("include {}/usr/src/", kernel_dir.display()),
-    );
+    let fixed = text
+        .replace(
+            "include /usr/src/",
+            &format!("include {}/usr/src/", kernel_dir.display()),
+        )
+        .replace("=/usr/src/", &format!("={}/usr/src/", kernel_dir.display()));
     ensure!(
         fixed != text,
         "{} has no 'include /usr/src/...' line to redirect",
@@ -716,8 +775,8 @@ fn decompress(tool: &str, args: &[&str], payload: &[u8], out: &Path) -> anyhow::
 }
 
 /// Every shared library `binary` loads is found (else names the missing ones).
-fn check_libraries(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<()> {
-    let missing: Vec<String> = ldd(binary, lib_dirs)?
+fn check_libraries(binary: &Path, lib_dirs: &[PathBuf], tools: &Toolchain) -> anyhow::Result<()> {
+    let missing: Vec<String> = ldd(binary, lib_dirs, tools)?
         .into_iter()
         .filter(|(_, p)| p.is_none())
         .map(|(n, _)| n)
@@ -731,14 +790,26 @@ fn check_libraries(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `ldd`: each library's name and resolved path (`None`: not found).
-fn ldd(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> {
+/// `ldd` where `tools` come from: each library's name and resolved path as
+/// they see it (`None`: not found).
+fn ldd(
+    binary: &Path,
+    lib_dirs: &[PathBuf],
+    tools: &Toolchain,
+) -> anyhow::Result<Vec<(String, Option<PathBuf>)>> {
     let path = lib_dirs
         .iter()
         .map(|d| d.display().to_string())
         .collect::<Vec<_>>()
         .join(":");
-    let text = capture(Command::new("ldd").arg(binary).env("LD_LIBRARY_PATH", path))?;
+    // Set by env, so that in a root only ldd sees it, not the host's chroot.
+    let text = capture(
+        tools
+            .command("env")
+            .arg(format!("LD_LIBRARY_PATH={path}"))
+            .arg("ldd")
+            .arg(binary),
+    )?;
     let mut out = Vec::new();
     for line in text.lines().map(str::trim) {
         if let Some((name, rest)) = line.split_once(" => ") {
@@ -757,7 +828,12 @@ fn ldd(binary: &Path, lib_dirs: &[PathBuf]) -> anyhow::Result<Vec<(String, Optio
 
 /// configure + make of the dkms source against the unpacked headers. The result
 /// keeps its debug info (pahole reads it); the variants strip it.
-fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> anyhow::Result<()> {
+fn build_modules(
+    userland: &Path,
+    (kernel_dir, kver): (&Path, &str),
+    out: &Path,
+    tools: &Toolchain,
+) -> anyhow::Result<()> {
     let source = std::fs::read_dir(userland.join("usr/src"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
@@ -777,8 +853,9 @@ fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> 
         .ok_or_else(|| anyhow!("no linux-headers-*-common in {}", kernel_dir.display()))?;
     let log = out.join("build.log");
     eprintln!(
-        "xtask: guest: configure + make of {} (about 3 minutes on 2 cores; log {})",
+        "xtask: guest: configure + make of {} with {} (about 3 minutes on 2 cores; log {})",
         source.display(),
+        tools.describe(),
         log.display()
     );
     let logged = |cmd: &mut Command| -> anyhow::Result<()> {
@@ -804,7 +881,8 @@ fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> 
         Ok(())
     };
     logged(
-        Command::new("./configure")
+        tools
+            .command("./configure")
             .arg("--with-config=kernel")
             .arg(format!("--with-linux={}", common.display()))
             .arg(format!("--with-linux-obj={}", headers.display())),
@@ -812,7 +890,7 @@ fn build_modules(userland: &Path, kernel_dir: &Path, kver: &str, out: &Path) -> 
     let jobs = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    logged(Command::new("make").arg(format!("-j{jobs}")))?;
+    logged(tools.command("make").arg(format!("-j{jobs}")))?;
     Ok(())
 }
 
@@ -875,20 +953,25 @@ fn load_order(deps: &BTreeMap<String, Vec<String>>) -> anyhow::Result<Vec<String
 }
 
 fn module_variant(
-    zfs_build: &Path,
-    vmlinux: &Path,
+    (zfs_build, vmlinux): (&Path, &Path),
     variant: Variant,
     out: &Path,
+    tools: &Toolchain,
 ) -> anyhow::Result<()> {
     fresh_dir(out)?;
     let mut deps = BTreeMap::new();
     for (name, source) in built_modules(zfs_build)? {
         let ko = out.join(format!("{name}.ko"));
         std::fs::copy(&source, &ko)?;
-        if variant == Variant::Btf {
+        // A root's kbuild ran its own pahole with the kernel's flags (6.17's
+        // headers carry vmlinux for it), as dkms does where pahole is
+        // installed; this host's pahole 1.24 is for the kernels it builds.
+        let kbuild_btf = tools.is_root() && has_section(&ko, ".BTF")?;
+        if variant == Variant::Btf && !kbuild_btf {
             // The flags the 6.1 kernel's own module build passes to pahole 1.24.
             quiet(
-                Command::new("pahole")
+                tools
+                    .command("pahole")
                     .args([
                         "-J",
                         "--btf_gen_floats",
@@ -903,7 +986,7 @@ fn module_variant(
         // Kbuild adds BTF by itself where pahole is installed (here, for the
         // btf variant) and the kernel's headers allow it (6.12's do): the
         // nobtf variant drops it, as a dkms build without pahole has none.
-        let mut strip = Command::new("strip");
+        let mut strip = tools.command("strip");
         strip.arg("--strip-debug");
         if variant == Variant::Nobtf {
             strip.args(["--remove-section=.BTF", "--remove-section=.BTF.base"]);
@@ -916,7 +999,15 @@ fn module_variant(
     Ok(())
 }
 
-fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+/// Whether the ELF file has a section of this name (by `objdump -h`).
+fn has_section(elf: &Path, section: &str) -> anyhow::Result<bool> {
+    let text = capture(Command::new("objdump").arg("-h").arg(elf))?;
+    Ok(text
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(section)))
+}
+
+pub fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -936,8 +1027,8 @@ pub fn install_binary(
     root: &Path,
     binary: &Path,
     guest_path: &str,
-    lib_dirs: &[PathBuf],
-    strip_prefix: &Path,
+    (lib_dirs, strip_prefix): (&[PathBuf], &Path),
+    tools: &Toolchain,
 ) -> anyhow::Result<()> {
     let put = |host: &Path, guest: &Path| -> anyhow::Result<()> {
         let dest = root.join(guest.strip_prefix("/").unwrap_or(guest));
@@ -946,21 +1037,22 @@ pub fn install_binary(
             .with_context(|| format!("copying {} to the guest tree", host.display()))?;
         Ok(())
     };
-    put(binary, Path::new(guest_path))?;
-    for (name, path) in ldd(binary, lib_dirs)? {
+    put(&tools.host_path(binary), Path::new(guest_path))?;
+    for (name, path) in ldd(binary, lib_dirs, tools)? {
         let path =
             path.ok_or_else(|| anyhow!("{} needs {name}, which is not found", binary.display()))?;
         let guest = match path.strip_prefix(strip_prefix) {
             Ok(inside) => Path::new("/").join(inside),
             Err(_) => path.clone(),
         };
-        put(&path, &guest)?;
+        put(&tools.host_path(&path), &guest)?;
     }
     Ok(())
 }
 
-/// busybox, the OpenZFS tools and fio, with their libraries and a minimal /etc.
-fn base_tree(userland: &Path, root: &Path) -> anyhow::Result<()> {
+/// busybox, the OpenZFS tools and fio, with their libraries (where `tools`
+/// come from) and a minimal /etc.
+fn base_tree(userland: &Path, root: &Path, tools: &Toolchain) -> anyhow::Result<()> {
     for dir in [
         "bin", "sbin", "usr/bin", "proc", "sys", "dev", "tmp", "run", "mnt", "root", "etc/zfs",
         "var/tmp",
@@ -972,19 +1064,28 @@ fn base_tree(userland: &Path, root: &Path) -> anyhow::Result<()> {
         userland.join("lib/x86_64-linux-gnu"),
         userland.join("usr/lib/x86_64-linux-gnu"),
     ];
-    for tool in ["sbin/zpool", "sbin/zfs", "sbin/zinject"] {
+    for tool in ["zpool", "zfs", "zinject"] {
+        // Debian 12's packages put them in /sbin, trixie's (merged /usr) in /usr/sbin.
+        let unpacked = ["sbin", "usr/sbin", "usr/bin"]
+            .iter()
+            .map(|dir| userland.join(dir).join(tool))
+            .find(|path| path.is_file())
+            .ok_or_else(|| anyhow!("the OpenZFS packages unpacked no {tool}"))?;
         install_binary(
             root,
-            &userland.join(tool),
-            &format!("/{tool}"),
-            &lib_dirs,
-            userland,
+            &unpacked,
+            &format!("/sbin/{tool}"),
+            (&lib_dirs, userland),
+            tools,
         )?;
     }
-    let fio = which("fio").ok_or_else(|| {
-        anyhow!("fio is not installed on the host (`cargo xtask setup` installs it)")
-    })?;
-    install_binary(root, &fio, "/usr/bin/fio", &[], userland)?;
+    let fio = match tools {
+        Toolchain::Host => which("fio").ok_or_else(|| {
+            anyhow!("fio is not installed on the host (`cargo xtask setup` installs it)")
+        })?,
+        Toolchain::Root { .. } => PathBuf::from("/usr/bin/fio"),
+    };
+    install_binary(root, &fio, "/usr/bin/fio", (&[], userland), tools)?;
     std::os::unix::fs::symlink("/proc/self/mounts", root.join("etc/mtab"))?;
     std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
     std::fs::write(root.join("etc/group"), "root:x:0:\n")?;

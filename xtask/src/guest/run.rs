@@ -536,16 +536,20 @@ fn make_payload(
         }
     }
     std::fs::copy(guest_src.join("init"), root.join("init")).context("guest/init is missing")?;
+    // In a cell with a root's user space, zprof's libraries come from the
+    // root too (this host's libc would replace the guest's), so zprof is
+    // copied where the root sees it.
+    let zprof = zprof_for_tools(artifacts)?;
     install_binary(
         &root,
-        &artifacts.zprof,
+        &zprof,
         "/payload/zprof",
-        &[],
-        Path::new("/nonexistent"),
+        (&[], Path::new("/nonexistent")),
+        &artifacts.toolchain,
     )?;
     loop_module(artifacts, &root.join("payload/loop.ko"))?;
     if variant == Variant::Headers {
-        offsets_table(artifacts, &root.join("var/cache/zprof"))?;
+        offsets_table(artifacts, &zprof, &root.join("var/cache/zprof"))?;
     }
     let line: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
     std::fs::write(root.join("payload/cmd"), line.join(" ") + "\n")?;
@@ -557,10 +561,18 @@ fn make_payload(
 /// The kernel's loop.ko, uncompressed (busybox's insmod reads no .xz), so the
 /// guest can put pools on block devices and exercise zfs.ko's vdev_disk path.
 fn loop_module(artifacts: &Artifacts, into: &Path) -> anyhow::Result<()> {
-    let dir = artifacts.cache.join(format!(
-        "kernel/lib/modules/{}/kernel/drivers/block",
-        artifacts.kver
-    ));
+    // Under /lib in Debian 12's kernel packages, /usr/lib in trixie's (merged /usr).
+    let dir = ["kernel/lib/modules", "kernel/usr/lib/modules"]
+        .iter()
+        .map(|modules| {
+            artifacts
+                .cache
+                .join(modules)
+                .join(&artifacts.kver)
+                .join("kernel/drivers/block")
+        })
+        .find(|dir| dir.is_dir())
+        .unwrap_or_else(|| artifacts.cache.join("kernel/lib/modules"));
     let plain = dir.join("loop.ko");
     if plain.exists() {
         std::fs::copy(&plain, into).with_context(|| format!("copying {}", plain.display()))?;
@@ -587,19 +599,39 @@ fn loop_module(artifacts: &Artifacts, into: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The zprof binary at a path the cell's tools see: as built, or copied into
+/// the guest cache for a root.
+fn zprof_for_tools(artifacts: &Artifacts) -> anyhow::Result<std::path::PathBuf> {
+    if !artifacts.toolchain.is_root() {
+        return Ok(artifacts.zprof.clone());
+    }
+    let copy = artifacts.cache.join("zprof-for-root");
+    std::fs::copy(&artifacts.zprof, &copy)
+        .with_context(|| format!("copying {} into the guest cache", artifacts.zprof.display()))?;
+    Ok(copy)
+}
+
 /// `zprof offsets` for the module build without BTF, from the tree that built
 /// it, into the cache directory `cache` (1 s: made at each boot, not cached).
-fn offsets_table(artifacts: &Artifacts, cache: &Path) -> anyhow::Result<()> {
-    let status = Command::new(&artifacts.zprof)
+/// It compiles with the cell's tools, as it would on a host of that release.
+fn offsets_table(artifacts: &Artifacts, zprof: &Path, cache: &Path) -> anyhow::Result<()> {
+    // Written under the guest cache first, where a root's zprof can write.
+    let made = artifacts.cache.join("offsets-made");
+    fresh_dir(&made)?;
+    let status = artifacts
+        .toolchain
+        .command(&zprof.display().to_string())
         .arg("offsets")
         .arg("--module")
         .arg(artifacts.cache.join("modules-nobtf/zfs.ko"))
         .arg("--zfs-build")
         .arg(artifacts.cache.join("zfs-build"))
-        .env("ZPROF_CACHE_DIR", cache)
+        .env("ZPROF_CACHE_DIR", &made)
         .status()
         .context("running zprof offsets")?;
     anyhow::ensure!(status.success(), "zprof offsets failed with {status}");
+    super::build::copy_tree(&made, cache)?;
+    std::fs::remove_dir_all(&made)?;
     Ok(())
 }
 
