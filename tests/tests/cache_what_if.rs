@@ -183,7 +183,12 @@ const WARMED: f64 = 0.998;
 fn the_cache_what_if_of_a_run_without_a_cache_device_predicts_the_run_with_one() {
     require_root();
     let mut failures = Vec::new();
-    for release in lab_releases() {
+    // One release: the what-if's inputs (where the ARC served each block, a
+    // read's time by source) are checked against ZFS's own counts on every
+    // release by arc.rs and reads.rs, and its arithmetic does not depend on
+    // the release; at a minute and a half a run, three releases took 17 of
+    // the suite's 38 minutes.
+    for release in lab_releases().into_iter().take(1) {
         let dir = common::scratch("zprof-cache-what-if", &release.version);
         // A miss gets one more attempt: the cached run's rate moves with the
         // host (2.3.2, same job: 3,611 then 5,366 reads/s on a shared VM).

@@ -5,7 +5,8 @@
 //! version, readable with `cat`):
 //!
 //! 1. download the Debian packages (`apt-get download`, never installed here):
-//!    the kernel image, its headers and kbuild; qemu with whatever of its
+//!    the kernel image, its headers and kbuild (a pinned kernel's from
+//!    Debian's pool, checked by sha256); qemu with whatever of its
 //!    dependencies the host lacks (unless qemu-system-x86 is installed already);
 //!    busybox-static, the combination's OpenZFS user space and zfs-dkms for the
 //!    source (from the suite scripts/openzfs-releases names, through the private
@@ -13,7 +14,8 @@
 //! 2. unpack them with `dpkg -x` (kernel, qemu, userland);
 //! 3. extract vmlinux from vmlinuz (its BTF is the base for the modules' BTF);
 //! 4. build the zfs modules for the guest kernel, unstripped (configure + make
-//!    in a copy of the dkms source, about 3 minutes on 2 cores);
+//!    in a copy of the dkms source, about 3 minutes on 2 cores), with this
+//!    host's tools or in the cell's debootstrapped root ([`super::toolchain`]);
 //! 5. two variants of the modules (9 in 2.1, spl and zfs from 2.2): `btf`
 //!    (pahole -J against vmlinux, then strip --strip-debug) and `nobtf` (strip
 //!    only, as dkms installs them);
@@ -57,6 +59,8 @@ const HOST_PACKAGES: &[(&str, &str)] = &[
     ("zstd", "zstd"),
     ("make", "make"),
     ("gcc-12", "gcc-12"),
+    ("curl", "curl"),
+    ("objdump", "binutils"),
 ];
 
 /// What `run` needs to boot a guest.
