@@ -61,6 +61,7 @@ const HOST_PACKAGES: &[(&str, &str)] = &[
     ("gcc-12", "gcc-12"),
     ("curl", "curl"),
     ("objdump", "binutils"),
+    ("debootstrap", "debootstrap"),
 ];
 
 /// What `run` needs to boot a guest.

@@ -137,22 +137,9 @@ impl Toolchain {
 }
 
 /// Makes a minimal root of `suite` with [`ROOT_PACKAGES`] (about a minute and
-/// 650 MB), replacing whatever was there.
+/// 650 MB), replacing whatever was there. debootstrap is one of the
+/// builder's host packages (build.rs's HOST_PACKAGES).
 fn debootstrap(root: &Path, suite: &str) -> anyhow::Result<()> {
-    if !Path::new("/usr/sbin/debootstrap").exists() {
-        eprintln!("xtask: guest: installing debootstrap (for the {suite} toolchain root)");
-        crate::run(
-            Command::new("apt-get")
-                .args([
-                    "install",
-                    "-y",
-                    "-qq",
-                    "--no-install-recommends",
-                    "debootstrap",
-                ])
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )?;
-    }
     super::fresh_dir(root)?;
     let log = root.with_extension("debootstrap.log");
     eprintln!(
