@@ -17,6 +17,13 @@
 #                                one recording: rec.json, fio-tpa.json, fio-tpb.json,
 #                                explain.json, explain-tpa.json (--pool tpa),
 #                                report-tpb.json (--pool tpb), nosuchpool.rc/.err
+#   /results/features/           2.3 and later (else features/absent says why):
+#                                Direct I/O (dio.json, fio-dio.json; dio-read.json,
+#                                fio-dio-read.json) and fast dedup (dedup.json,
+#                                fio-dedup.json, ddt-before.txt / ddt-after.txt:
+#                                the pool's ddt_stats kstats inside the recording),
+#                                commits that fell back to a txg sync (fallback.json,
+#                                fio-fallback.json, zil-before.txt / zil-after.txt)
 #   /results/sigterm/            a recording stopped by SIGTERM
 #   /results/detach.txt          kprobes registered after each zprof exit
 #   /results/kprobe-multi/       rec-0.json, rec-1.json: no workload, perf-event
@@ -37,7 +44,7 @@ for arg in "$@"; do
         # mirror, no request layer): for offsets the host checks equal to the
         # BTF run's, member by member.
         --sections=*) SECTIONS=${arg#*=} ;;
-        # --only=requests, --only=two-pools: the probes and that one part
+        # --only=requests, --only=two-pools, --only=features: the probes and that one part
         # (while working on it).
         --only=*) ONLY=${arg#*=} ;;
         *) echo "zfs-kernel-test: unknown argument $arg"; exit 2 ;;
@@ -311,6 +318,149 @@ EOF_B
     destroy_pool rq
 }
 
+# What 2.3 added, on a pool of its own (2.1 has neither: features/absent).
+# - Direct I/O: whole-record O_DIRECT writes on a dataset with direct=always,
+#   and O_DIRECT writes shorter than a record on one with direct=standard
+#   (ZFS sends those through the ARC), in one recording; whole-record O_DIRECT
+#   reads in another, whose ARC rows then see none of those blocks.
+# - Fast dedup: unique data written once, sequentially, to a dataset with
+#   dedup=on, and the pool synced (then 16 more txgs, written elsewhere, so
+#   the log is swapped and flushed: zfs_dedup_log_txg_max is 8), inside the recording, with the pool's
+#   ddt_stats kstats read just before and after: each lookup is one the
+#   kstats count, and the log's entries grow by those appended less those
+#   flushed (each block is a new key, appended once).
+run_features() {
+    d=$R/features
+    mkdir -p $d
+    step "features: Direct I/O and fast dedup"
+    make_pool ft raidz1 nolog off files
+    if ! zfs get -H -o value direct ft > /dev/null 2>&1; then
+        echo "OpenZFS $(cat /sys/module/zfs/version) has no direct property: Direct I/O and fast dedup came in 2.3" | tee $d/absent
+        destroy_pool ft
+        return 0
+    fi
+    # primarycache=metadata: no block the layout wrote stays cached, so each
+    # direct read goes to the disks (ZFS copies a block it still caches
+    # instead: 2,410 of 14,149 reads on 2.3.2 with the default).
+    zfs create -o mountpoint=legacy -o direct=always -o recordsize=16k -o primarycache=metadata ft/dio \
+        || fail "zfs create ft/dio"
+    zfs create -o mountpoint=legacy -o direct=standard ft/std || fail "zfs create ft/std"
+    zfs create -o mountpoint=legacy -o dedup=on ft/dd || fail "zfs create ft/dd"
+    for fs in dio std dd; do
+        mkdir -p /mnt/$fs
+        mount -t zfs ft/$fs /mnt/$fs || fail "mount ft/$fs"
+    done
+    cat > $d/dio.fio <<EOF_DIO
+[global]
+ioengine=psync
+runtime=$RUNTIME
+time_based
+size=32m
+direct=1
+[dio-write]
+filename=/mnt/dio/w.dat
+rw=randwrite
+bs=16k
+[dio-short]
+filename=/mnt/std/s.dat
+rw=randwrite
+bs=4k
+size=4m
+EOF_DIO
+    cat > $d/dio-read.fio <<EOF_DIOR
+[dio-read]
+ioengine=psync
+runtime=$RUNTIME
+time_based
+filename=/mnt/dio/r.dat
+rw=randread
+bs=16k
+size=32m
+direct=1
+EOF_DIOR
+    fio $d/dio.fio --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout (dio)"
+    fio $d/dio-read.fio --create_only=1 >> $d/fio-layout.txt 2>&1 || fail "fio layout (dio-read)"
+    zpool sync ft
+    zprof record --target kernel -o $d/dio.json -- \
+        fio $d/dio.fio --output-format=json --output=$d/fio-dio.json > $d/dio-report.txt 2> $d/dio.err \
+        || fail "zprof record (Direct I/O): $(cat $d/dio.err)"
+    echo "features-dio: $(kprobes_left)" >> $R/detach.txt
+    zprof record --target kernel -o $d/dio-read.json -- \
+        fio $d/dio-read.fio --output-format=json --output=$d/fio-dio-read.json > $d/dio-read-report.txt 2> $d/dio-read.err \
+        || fail "zprof record (Direct I/O reads): $(cat $d/dio-read.err)"
+    grep -B2 -A8 'requests' $d/dio-report.txt | head -20
+    zprof record --target kernel -o $d/dedup.json -- sh -c \
+        "cat /proc/spl/kstat/zfs/ft/ddt_stats_sha256 > $d/ddt-before.txt &&
+         fio --name=dedup --filename=/mnt/dd/u.dat --rw=write --bs=128k --size=96m --ioengine=psync \
+             --refill_buffers --output-format=json --output=$d/fio-dedup.json &&
+         zpool sync ft && for i in \$(seq 1 16); do echo \$i > /mnt/std/t; zpool sync ft; done &&
+         cat /proc/spl/kstat/zfs/ft/ddt_stats_sha256 > $d/ddt-after.txt" \
+        > $d/dedup-report.txt 2> $d/dedup.err || fail "zprof record (dedup): $(cat $d/dedup.err)"
+    echo "features-dedup: $(kprobes_left)" >> $R/detach.txt
+    grep -A3 'dedup' $d/dedup-report.txt | head -12
+    for fs in dio std dd; do umount /mnt/$fs; done
+    destroy_pool ft
+    run_fallback $d
+    run_expansion $d
+}
+
+# mount_and_lay_out POOL FIO_ARGS: mounts POOL's root at /mnt/POOL and lays
+# out the fio job's file there, on disk before what is recorded next.
+mount_and_lay_out() {
+    mkdir -p /mnt/$1
+    mount -t zfs $1 /mnt/$1 || fail "mount $1"
+    fio $2 --create_only=1 > /dev/null 2>&1 || fail "fio layout ($1)"
+    zpool sync $1
+}
+
+# run_expansion DIR: RAIDZ expansion against a workload. A raidz1 of three
+# files holds 256 MiB; a fourth is attached (zpool attach rx raidz1-0) and
+# fio reads at random while ZFS reflows the data. The pool's allocated bytes
+# just before the attach are what the reflow has to read; zpool status says
+# what it copied once zpool wait returns.
+run_expansion() {
+    truncate -s 2G $V/rx-1 $V/rx-2 $V/rx-3 $V/rx-4
+    zpool create -f -o ashift=12 -o cachefile=none -O mountpoint=legacy -O recordsize=16k \
+        -O primarycache=metadata rx raidz1 $V/rx-1 $V/rx-2 $V/rx-3 || fail "zpool create rx"
+    rx_job="--name=rx --filename=/mnt/rx/r.dat --rw=randread --bs=4k --size=256m --ioengine=psync"
+    mount_and_lay_out rx "$rx_job"
+    zprof record --target kernel -o $1/expansion.json -- sh -c \
+        "zpool list -Hp -o allocated rx > $1/expansion-allocated.txt &&
+         zpool attach rx raidz1-0 $V/rx-4 &&
+         fio $rx_job --runtime=$RUNTIME --time_based --output-format=json --output=$1/fio-expansion.json &&
+         zpool wait -t raidz_expand rx && zpool status rx > $1/expansion-status.txt" \
+        > $1/expansion-report.txt 2> $1/expansion.err || fail "zprof record (expansion): $(cat $1/expansion.err)"
+    echo "features-expansion: $(kprobes_left)" >> $R/detach.txt
+    grep 'expand' $1/expansion-status.txt
+    umount /mnt/rx
+    zpool destroy rx
+    rm -f $V/rx-1 $V/rx-2 $V/rx-3 $V/rx-4
+}
+
+# run_fallback DIR: ZIL commits that fall back to a txg sync, timed. On a pool
+# of version 26 (before fast snapshots, 27) a snapshot suspends the ZIL, and an
+# fsync meanwhile waits for a txg sync instead of writing a log block; fio's
+# fsyncs run while snapshots are taken, the ZIL's kstats (2.3: the fallbacks
+# by cause) read inside the recording.
+run_fallback() {
+    truncate -s 1G $V/fb-1 $V/fb-2
+    zpool create -f -o ashift=12 -o cachefile=none -o version=26 -O mountpoint=legacy \
+        fb mirror $V/fb-1 $V/fb-2 || fail "zpool create fb (version 26)"
+    fb_job="--name=fb --filename=/mnt/fb/f.dat --rw=randwrite --bs=4k --size=16m --ioengine=psync --fsync=1"
+    mount_and_lay_out fb "$fb_job"
+    zprof record --target kernel -o $1/fallback.json -- sh -c \
+        "cat /proc/spl/kstat/zfs/zil > $1/zil-before.txt &&
+         (for i in \$(seq 1 20); do zfs snapshot fb@s\$i; sleep 0.1; done) &
+         fio $fb_job --runtime=$RUNTIME --time_based --output-format=json --output=$1/fio-fallback.json;
+         wait; cat /proc/spl/kstat/zfs/zil > $1/zil-after.txt" \
+        > $1/fallback-report.txt 2> $1/fallback.err || fail "zprof record (fallback): $(cat $1/fallback.err)"
+    echo "features-fallback: $(kprobes_left)" >> $R/detach.txt
+    zfs list -t snapshot -H -o name -r fb | wc -l > $1/snapshots
+    umount /mnt/fb
+    zpool destroy fb || fail "zpool destroy fb"
+    rm -f $V/fb-*
+}
+
 step "zfs $(cat /sys/module/zfs/version), module BTF: $(test -e /sys/kernel/btf/zfs && echo yes || echo no)"
 awk '$4 == "[zfs]" && ($2 == "t" || $2 == "T") { print $3 }' /proc/kallsyms | sort -u > $R/zfs-functions.txt
 echo "zfs.ko text symbols in kallsyms: $(wc -l < $R/zfs-functions.txt)"
@@ -328,6 +478,11 @@ if [ "$ONLY" = requests ]; then
 fi
 if [ "$ONLY" = two-pools ]; then
     run_two_pools
+    step "done"
+    exit 0
+fi
+if [ "$ONLY" = features ]; then
+    run_features
     step "done"
     exit 0
 fi
@@ -352,6 +507,7 @@ if [ "$SECTIONS" != offsets ]; then
 fi
 if [ "$SECTIONS" = all ]; then
 run_two_pools
+run_features
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"
 d=$R/sigterm

@@ -200,12 +200,21 @@ fn every_libzpool_stage_attaches_on_each_release() {
             // Fallbacks are not needed with offsets; the tx assign, block
             // checksum and arc_read pairs and zio_execute (the pool of
             // compressions) are left out by default on uprobes
-            // (--full-timing adds them). Anything else must attach.
+            // (--full-timing adds them); fast dedup's log points are not in
+            // a release before 2.3 and say so. Anything else must attach.
             match probe["reason"].as_str() {
                 None => assert!(
                     probe["attached"].as_bool().unwrap(),
                     "{}: {probe}",
                     release.version
+                ),
+                Some(reason) if function.starts_with("ddt_log_") => assert_eq!(
+                    reason,
+                    format!(
+                        "not in OpenZFS {}: fast dedup's log came in 2.3",
+                        release.version
+                    ),
+                    "{probe}"
                 ),
                 Some(reason) => {
                     assert!(

@@ -1,5 +1,8 @@
 //! Dedup as zprof sees it: mixed 128k random I/O on a mirror of nvme models,
 //! half of the writes duplicates, with dedup on and off, on each release.
+//! Fast dedup's log (2.3 and later): unique blocks written once are each one
+//! entry appended to the log, and no more are flushed than were appended;
+//! on 2.1 the log's points say which release brought it.
 //! With dedup, every block written is looked up in the dedup table (at least
 //! one lookup per block of a job that writes each block once) and explain
 //! names dedup's cost; without,
@@ -12,7 +15,8 @@ use common::{
     explain_json, figure, lab_releases, require_root, stage_count, stage_field, zprof_on_lab,
 };
 
-fn args(dedup: &str) -> Vec<&str> {
+/// The pool every case writes to: a mirror of nvme models, 128k blocks.
+fn pool_args(dedup: &str) -> Vec<&str> {
     vec![
         "--layout",
         "mirror:2",
@@ -22,12 +26,19 @@ fn args(dedup: &str) -> Vec<&str> {
         "128k",
         "--dedup",
         dedup,
+    ]
+}
+
+fn args(dedup: &str) -> Vec<&str> {
+    let mut args = pool_args(dedup);
+    args.extend([
         // Each block written once: one table lookup each.
         "--job",
         "name=fill,rw=write,bs=128k,size=128m,ios=1024,dedupe_percentage=50",
         "--job",
         "name=mix,rw=randrw,bs=128k,size=128m,runtime=3,numjobs=2,dedupe_percentage=50",
-    ]
+    ]);
+    args
 }
 
 #[test]
@@ -109,6 +120,55 @@ fn dedup_is_named_with_its_cost_only_where_it_is_on_on_each_release() {
             on > 5.0 * off && on < 1.0,
             "dedup table sync: {on:.4} of txg sync with dedup, {off:.4} without"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn fast_dedup_log_appends_each_new_block_once_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let dir = common::scratch("zprof-dedup-log", &release.version);
+        let recording = dir.join("dedup-log.json");
+        let mut args = pool_args("on");
+        args.extend([
+            "--job",
+            "name=unique,rw=write,bs=128k,size=64m,ios=384,dedupe_percentage=0",
+        ]);
+        let lab = zprof_on_lab("record", &release.lab, &dir, &recording, &args);
+        let rec: Value =
+            serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+        let writes = lab["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
+        let appended = stage_field(&rec, "ddt_log_append", "bytes");
+        let flushed = stage_field(&rec, "ddt_log_flush", "bytes");
+        eprintln!(
+            "{}: {writes} unique blocks written, {appended} entries appended to the dedup log, {flushed} flushed",
+            release.version
+        );
+        if release.at_least(2, 3) {
+            assert_eq!(appended, writes, "one log entry per new block");
+            assert!(flushed <= appended, "{flushed} flushed of {appended}");
+            assert!(
+                stage_field(&rec, "ddt_log_append", "total_ns")
+                    <= stage_field(&rec, "ddt_sync", "total_ns"),
+                "the append is timed inside ddt_sync"
+            );
+        } else {
+            assert_eq!(stage_count(&rec, "ddt_log_append"), 0);
+            let probe = rec["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["role"] == "ddt_log_begin")
+                .expect("a ddt_log_begin row");
+            assert_eq!(
+                probe["reason"],
+                format!(
+                    "not in OpenZFS {}: fast dedup's log came in 2.3",
+                    release.version
+                )
+            );
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

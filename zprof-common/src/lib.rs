@@ -85,7 +85,8 @@ pub enum Stage {
     ZilCommit = 11,
     /// spa_sync: one per txg.
     SpaSync = 12,
-    /// txg_wait_synced.
+    /// txg_wait_synced. Class [`TXG_WAIT_IN_ZIL_COMMIT`] when the thread is
+    /// inside zil_commit: the commit waited for a txg sync.
     TxgWaitSynced = 13,
     /// dmu_tx_assign: includes the write throttle's delay.
     TxAssign = 14,
@@ -162,7 +163,21 @@ pub enum Stage {
     /// has distance 0 and the FIRST bit. `bytes` = physical size. Feeds the
     /// cache what-if; not a stage of the report's table.
     ArcMissReuse = 31,
+    /// Fast dedup (2.3 and later), at txg sync: the table's changed entries
+    /// appended to the dedup log, from ddt_log_begin's entry to
+    /// ddt_log_commit's return. `bytes` = entries appended (ddt_log_begin's
+    /// count).
+    DdtLogAppend = 32,
+    /// Fast dedup (2.3 and later), at txg sync: entries moved from the log
+    /// into the table (ddt_sync_flush_log, a static function), from the
+    /// first entry ddt_log_take_first takes to ddt_sync's return (the log's
+    /// truncation or checkpoint and its swap included). `bytes` = entries
+    /// flushed.
+    DdtLogFlush = 33,
 }
+
+/// Slots of the per-stage arrays (one per stage number, with room to grow).
+pub const STAGE_SLOTS: u32 = 48;
 
 /// Threads whose current zio's pool is remembered (the pools' zio taskq
 /// threads: a few dozen per pool, more on many-CPU hosts).
@@ -214,7 +229,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 31] = [
+    pub const ALL: [Stage; 33] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -245,6 +260,8 @@ impl Stage {
         Stage::TxgWaitSynced,
         Stage::SpaSync,
         Stage::DdtSync,
+        Stage::DdtLogAppend,
+        Stage::DdtLogFlush,
         Stage::ArcMissReuse,
     ];
 
@@ -643,6 +660,12 @@ pub mod request {
     pub const FLAG_DIRECT: u32 = 2;
     /// A zvol write carrying a cache flush before it (REQ_PREFLUSH).
     pub const FLAG_PREFLUSH: u32 = 4;
+    /// ZFS took the Direct I/O path for it (2.3 and later: it called
+    /// dmu_write_uio_direct or dmu_read_uio_direct), whether or not it was
+    /// asked for: `direct=always` takes it for aligned requests without
+    /// O_DIRECT, and a short or misaligned O_DIRECT request goes through the
+    /// ARC.
+    pub const FLAG_DIRECT_PATH: u32 = 8;
     /// open(2) flags of x86-64 Linux, as zfs_write's ioflag carries them.
     pub const O_DSYNC: u64 = 0o10000;
     pub const O_DIRECT: u64 = 0o40000;
@@ -905,6 +928,15 @@ pub struct FlushStart {
     pub guid: u64,
 }
 
+/// Class of a [`Stage::TxgWaitSynced`] histogram: a wait inside zil_commit.
+/// Either the ZIL gave up on its log and waited for the txg to sync instead
+/// (a suspended ZIL, as while an old pool takes a snapshot; a log block it
+/// could not allocate, zil_commit_writer_stall; a failed log write, 2.3's
+/// error path: ZFS's kstats count these), or the commit created the log
+/// chain anew (zil_create waits for the previous chain's destroy and for
+/// the new header's txg: counted by no kstat). Class 0 is any other wait.
+pub const TXG_WAIT_IN_ZIL_COMMIT: u32 = 1;
+
 /// Class of a [`Stage::Lz4Compress`] histogram: lz4 run as zstd's early-abort
 /// trial inside the zstd compression of a block (OpenZFS 2.2 and later), not
 /// an lz4 compression of its own. Class 0 is plain lz4.
@@ -997,6 +1029,11 @@ mod pod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_stage_has_a_slot_in_the_per_stage_arrays() {
+        assert!(Stage::ALL.iter().all(|s| (*s as u32) < STAGE_SLOTS));
+    }
 
     #[test]
     fn zio_read_len_covers_the_last_field_read() {

@@ -16,7 +16,8 @@
 //! - `filter`: follows the forks of traced processes;
 //! - `workload`: the workload's reads and writes and the write throttle;
 //! - `arc`: reads through the ARC and from disk;
-//! - `pipeline`: compression, checksums and dedup;
+//! - `pipeline`: compression, checksums and dedup lookups;
+//! - `dedup`: dedup's table sync and fast dedup's log;
 //! - `vdev`: leaf vdev I/O, queue and disk time;
 //! - `flush`: leaf cache flushes;
 //! - `zil`: zil_commit and its log blocks;
@@ -33,6 +34,7 @@
 mod core;
 
 mod arc;
+mod dedup;
 mod filter;
 mod flush;
 mod offcpu;

@@ -1,5 +1,6 @@
 //! The zio pipeline's CPU stages: compression (and zstd's lz4 early-abort
-//! trial), checksums, and dedup's table lookups and sync. Each is timed from
+//! trial), checksums, and dedup's table lookups (its txg-sync work is
+//! `dedup`'s). Each is timed from
 //! the entry of the ZFS function to its return, on the thread that runs it.
 //!
 //! zio_compress_data and zio_decompress_data are given the data, not the zio,
@@ -33,7 +34,6 @@ entry_programs! {
     checksum_entry_k, checksum_entry_u => try_checksum_entry;
     verify_entry_k, verify_entry_u => try_verify_entry;
     ddt_lookup_entry_k, ddt_lookup_entry_u => try_ddt_lookup_entry;
-    ddt_sync_entry_k, ddt_sync_entry_u => try_ddt_sync_entry;
     zio_execute_entry_k, zio_execute_entry_u => try_zio_execute_entry;
 }
 
@@ -45,7 +45,6 @@ return_programs! {
     checksum_return_k, checksum_return_u => try_checksum_return;
     verify_return_k, verify_return_u => try_verify_return;
     ddt_lookup_return_k, ddt_lookup_return_u => try_ddt_lookup_return;
-    ddt_sync_return_k, ddt_sync_return_u => try_ddt_sync_return;
 }
 
 /// Per thread, the pool (spa_t) of the zio it last began to run in
@@ -263,20 +262,5 @@ fn try_ddt_lookup_entry(_ctx: &ProbeContext) -> Result<(), u32> {
 #[inline(always)]
 fn try_ddt_lookup_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     leave_and_record(Stage::DdtLookup, 0);
-    Ok(())
-}
-
-/// ddt_sync(spa_t *spa, uint64_t txg), inside spa_sync.
-#[inline(always)]
-fn try_ddt_sync_entry(ctx: &ProbeContext) -> Result<(), u32> {
-    if !wanted(false) {
-        return Ok(());
-    }
-    enter(Stage::DdtSync, thread_id(), 0, 0, arg(ctx, 0), 0)
-}
-
-#[inline(always)]
-fn try_ddt_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
-    leave_and_record(Stage::DdtSync, 0);
     Ok(())
 }

@@ -4,6 +4,9 @@
 //!
 //! - Files: zfs_read, zfs_write and zfs_fsync, entry to return, on the
 //!   calling thread (the ZPL's own entry points, in every release).
+//! - Direct I/O (2.3 and later): a file request that reaches
+//!   dmu_write_uio_direct or dmu_read_uio_direct is marked as having taken
+//!   the Direct I/O path, beside whether O_DIRECT was asked for.
 //! - Zvols: a bio from zvol_submit_bio (the zvol's submit_bio, in the
 //!   submitter's context) to bio_endio of that bio (wherever the taskq ends
 //!   it). zvol_write/zvol_read are compiler clones on some builds (2.1.11's
@@ -34,7 +37,8 @@ use zprof_common::{
     DatasetInfo, DirName, HIST_BUCKETS, Hist, RequestKey, RequestStart, SlowRequest, ThreadWaits,
     counter, hist_bucket,
     request::{
-        self, FLAG_DIRECT, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL, MAX_NAME_DEPTH,
+        self, FLAG_DIRECT, FLAG_DIRECT_PATH, FLAG_PREFLUSH, FLAG_SYNC, LAYER_FILE, LAYER_ZVOL,
+        MAX_NAME_DEPTH,
     },
     wait,
 };
@@ -74,6 +78,13 @@ pub fn file_fsync_start_k(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn file_request_done_k(ctx: RetProbeContext) -> u32 {
     run(&ctx, try_file_request_done);
+    0
+}
+
+/// dmu_write_uio_direct and dmu_read_uio_direct entry (2.3 and later).
+#[kprobe]
+pub fn direct_path_entry_k(ctx: ProbeContext) -> u32 {
+    run(&ctx, try_direct_path);
     0
 }
 
@@ -354,6 +365,22 @@ fn try_file_request_done(_ctx: &RetProbeContext) -> Result<(), u32> {
         return Ok(());
     }
     finish(bpf_get_current_pid_tgid() & 0xffff_ffff, true)
+}
+
+/// The file request of this thread took ZFS's Direct I/O path (it may call
+/// the function once per block; the flag is set each time, harmlessly).
+/// Zvols have no Direct I/O path: their bios always go through the DMU's
+/// buffers.
+#[inline(always)]
+fn try_direct_path(_ctx: &ProbeContext) -> Result<(), u32> {
+    if !wanted(true) {
+        return Ok(());
+    }
+    let thread = bpf_get_current_pid_tgid() & 0xffff_ffff;
+    if let Some(started) = REQUEST_STARTS.get_ptr_mut(&thread) {
+        unsafe { (*started).key.flags |= FLAG_DIRECT_PATH };
+    }
+    Ok(())
 }
 
 // --- Zvols: zvol_submit_bio(struct bio *bio) -> bio_endio(struct bio *bio).

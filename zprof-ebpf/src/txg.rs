@@ -9,7 +9,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{GonePool, Stage, TxgEvent, counter};
+use zprof_common::{GonePool, Stage, TXG_WAIT_IN_ZIL_COMMIT, TxgEvent, counter};
 
 use crate::core::{
     config::CONFIG,
@@ -20,7 +20,7 @@ use crate::core::{
     },
     programs::{entry_programs, return_programs},
     record::{EVENTS, leave_and_record, record, stage_key},
-    spans::{enter, leave, thread_id},
+    spans::{INFLIGHT, enter, leave, thread_id, thread_key},
     threads::{internal_begin, internal_end},
     tracked::wanted,
 };
@@ -109,14 +109,21 @@ fn try_spa_remove_entry(ctx: &ProbeContext) -> Result<(), u32> {
     kept.and(count_pool_removal(spa))
 }
 
-/// txg_wait_synced(dsl_pool_t *dp, uint64_t txg)
+/// txg_wait_synced(dsl_pool_t *dp, uint64_t txg); inside zil_commit (a
+/// commit that fell back to the txg sync, or created its log chain) its own
+/// class.
 #[inline(always)]
 fn try_txg_wait_entry(ctx: &ProbeContext) -> Result<(), u32> {
     if !wanted(true) {
         return Ok(());
     }
     let pool = member_u64(arg(ctx, 0), &CONFIG.offsets.dsl_pool_spa);
-    enter(Stage::TxgWaitSynced, thread_id(), 0, 0, pool, 0)
+    let class = if unsafe { INFLIGHT.get(&thread_key(Stage::ZilCommit)) }.is_some() {
+        TXG_WAIT_IN_ZIL_COMMIT
+    } else {
+        0
+    };
+    enter(Stage::TxgWaitSynced, thread_id(), class as u64, 0, pool, 0)
 }
 
 #[inline(always)]

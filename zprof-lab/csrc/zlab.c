@@ -33,6 +33,9 @@
 #include <sys/zil.h>
 #include <sys/zio.h>
 #include <sys/vdev_impl.h>
+#if ZLAB_OPENZFS >= 20300
+#include <sys/vdev_raidz.h>
+#endif
 #include <sys/zfs_rlock.h>
 #include <sys/zfs_file.h>
 #include <sys/arc.h>
@@ -102,6 +105,7 @@ static zl_done_hook_t zl_done_hook;
 static _Atomic uint64_t zl_lab_commits, zl_all_commits, zl_syncs, zl_sync_ns;
 static _Atomic uint64_t zl_txg_min = UINT64_MAX, zl_txg_max, zl_host_fsyncs;
 static _Atomic uint64_t zl_leaf_ios_queued, zl_leaf_flushes;
+static _Atomic uint64_t zl_removal_reads, zl_removal_writes;
 
 /*
  * The vdev files of the live pools, by (device, inode): zfs_file_fsync also
@@ -211,8 +215,13 @@ zio_delay_interrupt(zio_t *zio)
 	 */
 	if (vd != NULL && vd->vdev_ops->vdev_op_leaf &&
 	    (zio->io_type == ZIO_TYPE_READ || zio->io_type == ZIO_TYPE_WRITE) &&
-	    zio->io_timestamp != 0)
+	    zio->io_timestamp != 0) {
 		atomic_fetch_add(&zl_leaf_ios_queued, 1);
+		/* The lab removes no device: these are RAIDZ expansion's. */
+		if (zio->io_priority == ZIO_PRIORITY_REMOVAL)
+			atomic_fetch_add(zio->io_type == ZIO_TYPE_WRITE ?
+			    &zl_removal_writes : &zl_removal_reads, 1);
+	}
 
 	if (hook != NULL && vd != NULL && vd->vdev_ops->vdev_op_leaf &&
 	    (zio->io_type == ZIO_TYPE_READ || zio->io_type == ZIO_TYPE_WRITE)) {
@@ -441,6 +450,8 @@ zl_get_counters(zl_counters_t *out)
 	out->host_fsyncs = atomic_load(&zl_host_fsyncs);
 	out->leaf_ios_queued = atomic_load(&zl_leaf_ios_queued);
 	out->leaf_flushes = atomic_load(&zl_leaf_flushes);
+	out->removal_reads = atomic_load(&zl_removal_reads);
+	out->removal_writes = atomic_load(&zl_removal_writes);
 }
 
 void
@@ -633,6 +644,75 @@ zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max)
 	}
 	spa_config_exit(spa, SCL_VDEV, FTAG);
 	return (n);
+}
+
+/*
+ * RAIDZ expansion (2.3 and later), as `zpool attach POOL raidz-N FILE`:
+ * attach one file to the first raidz top-level vdev. The reflow then runs
+ * in the pool's expansion thread, beside whatever the lab does next.
+ */
+int
+zl_pool_expand(zl_pool_t *p, const char *path, uint64_t ashift, char *err,
+    size_t errlen)
+{
+#if ZLAB_OPENZFS >= 20300
+	spa_t *spa = p->zp_spa;
+	vdev_t *rvd = spa->spa_root_vdev, *tvd = NULL;
+	nvlist_t *root, *leaf;
+	int error;
+
+	for (uint64_t c = 0; c < rvd->vdev_children && tvd == NULL; c++)
+		if (rvd->vdev_child[c]->vdev_ops == &vdev_raidz_ops)
+			tvd = rvd->vdev_child[c];
+	if (tvd == NULL) {
+		zl_err(err, errlen, "pool %s has no raidz vdev to expand",
+		    p->zp_name);
+		return (EINVAL);
+	}
+	leaf = zl_file_nv(path, ashift);
+	root = fnvlist_alloc();
+	fnvlist_add_string(root, ZPOOL_CONFIG_TYPE, VDEV_TYPE_ROOT);
+	fnvlist_add_nvlist_array(root, ZPOOL_CONFIG_CHILDREN, &leaf, 1);
+	zl_vdev_files_add(path, p);
+	error = spa_vdev_attach(spa, tvd->vdev_guid, root, B_FALSE, B_FALSE);
+	fnvlist_free(leaf);
+	fnvlist_free(root);
+	if (error != 0)
+		zl_err(err, errlen, "attaching %s to %s's raidz vdev: %s", path,
+		    p->zp_name, strerror(error));
+	return (error);
+#else
+	(void) p, (void) path, (void) ashift;
+	zl_err(err, errlen, "RAIDZ expansion came in OpenZFS 2.3");
+	return (ENOTSUP);
+#endif
+}
+
+/* The pool's RAIDZ expansion, as `zpool status` shows it; ENOENT: none. */
+int
+zl_pool_expansion(zl_pool_t *p, zl_expansion_t *out)
+{
+	memset(out, 0, sizeof (*out));
+#if ZLAB_OPENZFS >= 20300
+	pool_raidz_expand_stat_t pres;
+	spa_t *spa = p->zp_spa;
+	int error;
+
+	spa_config_enter(spa, SCL_CONFIG, FTAG, RW_READER);
+	error = spa_raidz_expand_get_stats(spa, &pres);
+	spa_config_exit(spa, SCL_CONFIG, FTAG);
+	if (error != 0)
+		return (error);
+	out->state = pres.pres_state;
+	out->to_reflow = pres.pres_to_reflow;
+	out->reflowed = pres.pres_reflowed;
+	out->start_time = pres.pres_start_time;
+	out->end_time = pres.pres_end_time;
+	return (0);
+#else
+	(void) p;
+	return (ENOENT);
+#endif
 }
 
 void

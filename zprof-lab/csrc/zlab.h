@@ -64,7 +64,17 @@ typedef struct zl_counters {
 	uint64_t host_fsyncs;		/* zfs_file_fsync() calls that did a real fsync */
 	uint64_t leaf_ios_queued;	/* leaf reads and writes that went through the vdev queue */
 	uint64_t leaf_flushes;		/* zfs_file_fsync() calls of file vdevs (leaf cache flushes) */
+	uint64_t removal_reads;		/* queued leaf reads at ZIO_PRIORITY_REMOVAL (RAIDZ reflow here) */
+	uint64_t removal_writes;	/* queued leaf writes at ZIO_PRIORITY_REMOVAL */
 } zl_counters_t;
+
+/* A pool's RAIDZ expansion (pool_raidz_expand_stat_t). */
+typedef struct zl_expansion {
+	uint64_t state;		/* dsl_scan_state_t: 1 scanning, 2 finished */
+	uint64_t to_reflow;	/* bytes the reflow has to move */
+	uint64_t reflowed;	/* bytes moved so far */
+	uint64_t start_time, end_time;	/* seconds since the epoch */
+} zl_expansion_t;
 
 /*
  * The ARC's statistics, read from the sums ZFS keeps (libzpool has no kstats):
@@ -116,6 +126,10 @@ int zl_pool_leaves(zl_pool_t *p, zl_leaf_t *out, int max);
 void zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out);
 uint64_t zl_pool_sync(zl_pool_t *p, int all);
 int zl_pool_export(zl_pool_t *p);
+/* RAIDZ expansion (2.3+): attach `path` to the first raidz vdev. */
+int zl_pool_expand(zl_pool_t *p, const char *path, uint64_t ashift,
+    char *err, size_t errlen);
+int zl_pool_expansion(zl_pool_t *p, zl_expansion_t *out);
 
 int zl_ds_open(zl_pool_t *p, const char *dsname, const char *const *pnames,
     const char *const *pvals, int nprops, zl_ds_t **out, char *err,

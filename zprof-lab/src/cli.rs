@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::lab::PoolConfig;
 use crate::model::ModelParams;
-use crate::options::{self, JobSpec, Layout, OptError};
+use crate::options::{self, GroupKind, JobSpec, Layout, OptError};
 use crate::runner::{Plan, pool_name};
 use crate::scenario::{Scenario, ScenarioOptions};
 
@@ -93,6 +93,11 @@ pub struct PoolArgs {
     /// Model of the special vdevs (same syntax).
     #[arg(long, default_value = "ssd", value_parser = parse_model)]
     pub special_model: ModelParams,
+    /// Expand the first raidz vdev by one file (RAIDZ expansion, OpenZFS 2.3
+    /// and later) once the first job's data is laid out: its reflow runs
+    /// beside the job, at ZIO_PRIORITY_REMOVAL.
+    #[arg(long)]
+    pub expand_raidz: bool,
     /// Block size of the data objects (a zvol's volblocksize): 512..1M, power of two.
     #[arg(long, default_value = "8k", value_parser = parse_volblocksize)]
     pub volblocksize: u64,
@@ -350,9 +355,32 @@ impl PoolArgs {
             cache_model: self.cache_model.clone(),
             specials: self.specials,
             special_model: self.special_model.clone(),
+            expand_raidz: self.expand_raidz,
             props,
             volblocksize: self.volblocksize,
         }
+    }
+}
+
+impl PoolArgs {
+    /// `--expand-raidz` needs a raidz layout and a release with RAIDZ
+    /// expansion: refused before any pool is made.
+    fn check_expansion(&self) -> Result<(), OptError> {
+        if !self.expand_raidz {
+            return Ok(());
+        }
+        if self.layout.kind != GroupKind::Raidz {
+            return Err(OptError(
+                "--expand-raidz expands a raidz vdev: give --layout raidz1|raidz2|raidz3:W".into(),
+            ));
+        }
+        if crate::OPENZFS.starts_with("2.1.") || crate::OPENZFS.starts_with("2.2.") {
+            return Err(OptError(format!(
+                "--expand-raidz: RAIDZ expansion came in OpenZFS 2.3; this zprof-lab is built against {} (build one with ZPROF_LAB_OPENZFS=2.3.2 or later)",
+                crate::OPENZFS
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -377,6 +405,7 @@ impl RunArgs {
                 )));
             }
         }
+        self.pool.check_expansion()?;
         Ok(Plan {
             pools: vec![(self.pool.config(pool_name(0)), jobs)],
             dir: self.common.dir.clone(),

@@ -110,6 +110,19 @@ pub struct ZlCounters {
     pub host_fsyncs: u64,
     pub leaf_ios_queued: u64,
     pub leaf_flushes: u64,
+    pub removal_reads: u64,
+    pub removal_writes: u64,
+}
+
+/// A pool's RAIDZ expansion (zl_expansion_t).
+#[repr(C)]
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ZlExpansion {
+    pub state: u64,
+    pub to_reflow: u64,
+    pub reflowed: u64,
+    pub start_time: u64,
+    pub end_time: u64,
 }
 
 unsafe extern "C" {
@@ -148,6 +161,14 @@ unsafe extern "C" {
     pub fn zl_pool_stats(p: *mut ZlPool, out: *mut ZlPoolStats);
     pub fn zl_pool_sync(p: *mut ZlPool, all: c_int) -> u64;
     pub fn zl_pool_export(p: *mut ZlPool) -> c_int;
+    pub fn zl_pool_expand(
+        p: *mut ZlPool,
+        path: *const c_char,
+        ashift: u64,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int;
+    pub fn zl_pool_expansion(p: *mut ZlPool, out: *mut ZlExpansion) -> c_int;
     pub fn zl_ds_open(
         p: *mut ZlPool,
         dsname: *const c_char,

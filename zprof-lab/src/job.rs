@@ -18,8 +18,8 @@ use crate::ffi;
 use crate::lab::{self, Dataset, Pool};
 use crate::options::{JobSpec, Rw};
 use crate::report::{
-    ArcDelta, IoStats, IopsSamples, JobReport, LeafDelta, PoolAccount, lat_summary, new_histogram,
-    rates,
+    ArcDelta, IoStats, IopsSamples, JobReport, LeafDelta, PoolAccount, ReflowDelta, lat_summary,
+    new_histogram, rates,
 };
 
 /// A small, fast PRNG (xorshift64*): offsets and buffer contents need speed,
@@ -591,6 +591,8 @@ struct Measured {
     leaves: Vec<LeafDelta>,
     /// The lab's counters before and after.
     counters: (ffi::ZlCounters, ffi::ZlCounters),
+    /// The pool's RAIDZ expansion before and after, if one started.
+    expansion: (Option<ffi::ZlExpansion>, Option<ffi::ZlExpansion>),
     arc: ArcDelta,
 }
 
@@ -607,6 +609,7 @@ fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
     let account0 = pool.account();
     let leaves0 = pool.leaf_stats();
     let c0 = lab::counters();
+    let expansion0 = pool.expansion();
     let arc0 = lab::arc_stats();
     let cpu0 = process_cpu_ns();
     let started_unix_ms = unix_ms();
@@ -629,6 +632,7 @@ fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
     let cpu_ms = cpu_user_ms + (cpu1.1 - cpu0.1) as f64 / 1e6;
     drop(rings);
     let c1 = lab::counters();
+    let expansion1 = pool.expansion();
     let arc1 = lab::arc_stats();
     let leaves1 = pool.leaf_stats();
     if let Some(e) = results.iter().find_map(|r| r.error.clone()) {
@@ -644,13 +648,32 @@ fn measure(pool: &Pool, spec: &JobSpec, objs: &[c_int]) -> Result<Measured> {
         account0,
         leaves: leaf_deltas(&leaves0, &leaves1),
         counters: (c0, c1),
+        expansion: (expansion0, expansion1),
         arc: ArcDelta::between(&arc0, &arc1),
     })
 }
 
+/// The reflow of a RAIDZ expansion during a job, if one ran.
+fn reflow_delta(m: &Measured) -> Option<ReflowDelta> {
+    let after = m.expansion.1?;
+    let before = m.expansion.0.map_or(0, |e| e.reflowed);
+    let (c0, c1) = &m.counters;
+    Some(ReflowDelta {
+        reads: c1.removal_reads - c0.removal_reads,
+        writes: c1.removal_writes - c0.removal_writes,
+        reflowed_bytes: after.reflowed.saturating_sub(before),
+        to_reflow_bytes: after.to_reflow,
+        // dsl_scan_state_t: DSS_FINISHED.
+        finished: after.state == 2,
+    })
+}
+
 /// Runs one job to completion (or until a stop request) and reports it.
-pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
+/// An expansion asked for starts once the job's data is laid out, so its
+/// reflow has that data to move while the job runs.
+pub fn run_job(pool: &mut Pool, spec: &JobSpec) -> Result<JobReport> {
     let (objs, layout_bytes, warmup) = prepare_objects(pool, spec)?;
+    pool.expand_raidz()?;
     let m = measure(pool, spec, &objs)?;
     let merged = Merged::of(&m.results);
     let ns = m.elapsed.as_nanos() as u64;
@@ -668,6 +691,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
     let (c0, c1) = &m.counters;
     let synced = c1.spa_syncs - c0.spa_syncs;
     let account = pool.account();
+    let reflow = reflow_delta(&m);
     let leaves = m.leaves;
     Ok(JobReport {
         jobname: spec.name.clone(),
@@ -707,6 +731,7 @@ pub fn run_job(pool: &Pool, spec: &JobSpec) -> Result<JobReport> {
         pool: account,
         arc: Some(m.arc),
         interrupted: lab::stop_requested(),
+        reflow,
     })
 }
 

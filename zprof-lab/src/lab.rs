@@ -428,6 +428,9 @@ pub struct PoolConfig {
     pub specials: u32,
     /// Model of the special vdevs.
     pub special_model: ModelParams,
+    /// Attach one more file to the first raidz vdev before the first job
+    /// (RAIDZ expansion); the file is made with the others.
+    pub expand_raidz: bool,
     /// Dataset properties (`compression`, `checksum`, `sync`, `logbias`).
     pub props: BTreeMap<String, String>,
     /// Block size of data objects.
@@ -486,6 +489,8 @@ pub struct Pool<'lab> {
     ds: *mut ffi::ZlDs,
     files: Vec<PathBuf>,
     guids: Vec<u64>,
+    /// The file `expand_raidz` attaches, until it is attached.
+    expansion_file: Option<PathBuf>,
     start: ffi::ZlCounters,
     info_done: Option<PoolInfo>,
 }
@@ -599,11 +604,17 @@ impl<'lab> Pool<'lab> {
             ds: std::ptr::null_mut(),
             files: Vec::new(),
             guids: Vec::new(),
+            expansion_file: None,
             start: counters(),
             info_done: None,
         };
         pool.create_files(&files)?;
         pool.create_zpool(&files)?;
+        if pool.cfg.expand_raidz {
+            let file = dir.join(format!("{}-expand0", pool.cfg.name));
+            pool.create_file(&file, pool.cfg.vdev_size)?;
+            pool.expansion_file = Some(file);
+        }
         // Leaves go under their models only now: pool creation itself is not measured.
         pool.put_leaves_under_models();
         pool.open_dataset()?;
@@ -615,20 +626,78 @@ impl<'lab> Pool<'lab> {
     fn create_files(&mut self, files: &[PathBuf]) -> Result<()> {
         let cfg = &self.cfg;
         let first_cache = files.len() - cfg.caches as usize;
-        for (i, f) in files.iter().enumerate() {
-            crash_cleanup::add_file(f);
-            let file =
-                std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
-            self.files.push(f.clone());
-            let size = if i >= first_cache {
-                cfg.cache_size.unwrap_or(cfg.vdev_size)
-            } else {
-                cfg.vdev_size
-            };
-            file.set_len(size)
-                .with_context(|| format!("sizing {}", f.display()))?;
+        let sizes: Vec<u64> = (0..files.len())
+            .map(|i| {
+                if i >= first_cache {
+                    cfg.cache_size.unwrap_or(cfg.vdev_size)
+                } else {
+                    cfg.vdev_size
+                }
+            })
+            .collect();
+        for (f, size) in files.iter().zip(sizes) {
+            self.create_file(f, size)?;
         }
         Ok(())
+    }
+
+    /// Creates one sparse vdev file, kept in `files` at once (removed with the pool).
+    fn create_file(&mut self, f: &Path, size: u64) -> Result<()> {
+        crash_cleanup::add_file(f);
+        let file = std::fs::File::create(f).with_context(|| format!("creating {}", f.display()))?;
+        self.files.push(f.to_path_buf());
+        file.set_len(size)
+            .with_context(|| format!("sizing {}", f.display()))
+    }
+
+    /// Whether `expand_raidz` asked for an expansion not started yet.
+    pub fn expansion_pending(&self) -> bool {
+        self.expansion_file.is_some()
+    }
+
+    /// Starts the RAIDZ expansion asked for (`zpool attach POOL raidz-0 FILE`)
+    /// and puts the new leaf under the data vdevs' model. ZFS starts the
+    /// reflow in its expansion thread once the attach has synced.
+    pub fn expand_raidz(&mut self) -> Result<()> {
+        let Some(file) = self.expansion_file.take() else {
+            return Ok(());
+        };
+        let path = CString::new(file.to_string_lossy().as_bytes())?;
+        let mut e = err_buf();
+        // SAFETY: open pool; the strings outlive the call.
+        let rc = unsafe {
+            ffi::zl_pool_expand(
+                self.p,
+                path.as_ptr(),
+                self.cfg.ashift as u64,
+                e.as_mut_ptr(),
+                e.len(),
+            )
+        };
+        if rc != 0 {
+            bail!("expanding pool {}: {}", self.cfg.name, err_text(&e));
+        }
+        let new: Vec<LeafSpec> = self
+            .leaf_stats()
+            .into_iter()
+            .filter(|l| !self.guids.contains(&l.guid))
+            .map(|l| LeafSpec {
+                guid: l.guid,
+                path: PathBuf::from(&l.path),
+                params: self.cfg.vdev_model.clone(),
+            })
+            .collect();
+        self.guids.extend(new.iter().map(|l| l.guid));
+        model::register_leaves(&new);
+        Ok(())
+    }
+
+    /// The pool's RAIDZ expansion, if one started.
+    pub fn expansion(&self) -> Option<ffi::ZlExpansion> {
+        let mut out = ffi::ZlExpansion::default();
+        // SAFETY: open pool; the output is ours.
+        let rc = unsafe { ffi::zl_pool_expansion(self.p, &mut out) };
+        (rc == 0).then_some(out)
     }
 
     /// Creates the pool on `files` (data, logs, specials, caches in

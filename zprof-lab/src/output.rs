@@ -146,6 +146,17 @@ fn commits_and_leaves(out: &mut String, j: &JobReport) {
         human_bytes(log_w as f64),
         human_bytes(j.leaf_read_bytes as f64)
     );
+    if let Some(r) = &j.reflow {
+        let _ = writeln!(
+            out,
+            "  raidz expansion: reflow moved {} of {} during the job{} ({} leaf reads, {} leaf writes at the removal priority)",
+            human_bytes(r.reflowed_bytes as f64),
+            human_bytes(r.to_reflow_bytes as f64),
+            if r.finished { ", finished" } else { "" },
+            r.reads,
+            r.writes
+        );
+    }
 }
 
 /// Per device class, its I/O and flush times as ZFS saw them beside the model's.

@@ -309,6 +309,27 @@ pub struct JobReport {
     pub arc: Option<ArcDelta>,
     /// True when a signal cut the job short.
     pub interrupted: bool,
+    /// The pool's RAIDZ expansion during the job (absent when none ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflow: Option<ReflowDelta>,
+}
+
+/// A RAIDZ expansion's reflow during one job, from ZFS's expansion stats
+/// and the lab's own count of leaf I/Os at the removal priority.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReflowDelta {
+    /// Leaf reads at ZIO_PRIORITY_REMOVAL that went through the vdev queue
+    /// (an aggregate counts once): the lab removes no device, so these are
+    /// the reflow's.
+    pub reads: u64,
+    /// Leaf writes at ZIO_PRIORITY_REMOVAL, likewise.
+    pub writes: u64,
+    /// Bytes the reflow moved during the job (pres_reflowed's change).
+    pub reflowed_bytes: u64,
+    /// Bytes it had to move in all (pres_to_reflow).
+    pub to_reflow_bytes: u64,
+    /// Whether it had finished by the end of the job-end sync.
+    pub finished: bool,
 }
 
 /// The ARC during one job, from ZFS's statistics (arcstats' sums): the
@@ -393,6 +414,13 @@ pub struct Totals {
     /// Leaf cache flushes (zfs_file_fsync calls of file vdevs) in the whole process.
     #[serde(default)]
     pub leaf_flushes: u64,
+    /// Of `leaf_ios_queued`, the reads and the writes at ZIO_PRIORITY_REMOVAL:
+    /// RAIDZ expansion's reflow (the lab removes no device).
+    #[serde(default)]
+    pub removal_reads: u64,
+    /// See `removal_reads`.
+    #[serde(default)]
+    pub removal_writes: u64,
     /// The ARC over the whole process (its statistics start at zero with
     /// it), pools exported: what a tracer of the whole run sees.
     #[serde(default)]

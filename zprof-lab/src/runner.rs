@@ -121,7 +121,7 @@ fn run_pools(
         if lab::stop_requested() {
             break;
         }
-        let pool = match Pool::create(lab, workdir.path(), cfg.clone()) {
+        let mut pool = match Pool::create(lab, workdir.path(), cfg.clone()) {
             Ok(p) => p,
             Err(e) => {
                 failure = Some(e);
@@ -132,7 +132,7 @@ fn run_pools(
             if lab::stop_requested() {
                 break;
             }
-            match run_job(&pool, spec) {
+            match run_job(&mut pool, spec) {
                 Ok(j) => {
                     on_job(&j);
                     report.jobs.push(j);
@@ -166,6 +166,8 @@ fn lab_totals() -> Totals {
         host_fsyncs: c.host_fsyncs,
         leaf_ios_queued: c.leaf_ios_queued,
         leaf_flushes: c.leaf_flushes,
+        removal_reads: c.removal_reads,
+        removal_writes: c.removal_writes,
         arc: Some(arc),
     }
 }

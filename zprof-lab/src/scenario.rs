@@ -162,6 +162,7 @@ fn raidz3_hdd_pool(
         cache_model: ssd.clone(),
         specials: 0,
         special_model: ssd.clone(),
+        expand_raidz: false,
         props,
         volblocksize,
     }
@@ -301,6 +302,7 @@ fn compression_pools(a: &ScenarioOptions, ssd: &ModelParams) -> Vec<PoolJobs> {
                 cache_model: ssd.clone(),
                 specials: 0,
                 special_model: ssd.clone(),
+                expand_raidz: false,
                 props: props(&[("compression", c)]),
                 volblocksize: 128 << 10,
             };
@@ -1112,6 +1114,7 @@ mod tests {
             },
             arc: None,
             interrupted: false,
+            reflow: None,
         }
     }
 

@@ -171,6 +171,17 @@ pub struct LabRelease {
     pub libzpool: PathBuf,
 }
 
+impl LabRelease {
+    /// Whether it is of the MAJOR.MINOR series or a later one.
+    pub fn at_least(&self, major: u32, minor: u32) -> bool {
+        let mut parts = self
+            .version
+            .split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+    }
+}
+
 /// The workspace's root (this package is its `tests/`).
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

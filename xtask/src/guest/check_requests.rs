@@ -94,13 +94,13 @@ const JOBS: &[Job] = &[
 
 /// What fio measured of one job's direction: its count, and the p50 and the
 /// minimum of its latency (ns).
-struct FioFigures {
-    count: u64,
+pub(super) struct FioFigures {
+    pub(super) count: u64,
     p50: Option<u64>,
     min: Option<u64>,
 }
 
-fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<FioFigures> {
+pub(super) fn fio_figures(fio: &Value, job: &str, direction: &str) -> anyhow::Result<FioFigures> {
     let entry = fio["jobs"]
         .as_array()
         .into_iter()

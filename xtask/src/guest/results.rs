@@ -85,7 +85,14 @@ pub(super) fn percentile_bucket(hist: &Pow2, p: f64) -> Option<usize> {
 /// The sum of kstat counters `stats` in DIR/KSTAT-after.txt less
 /// DIR/KSTAT-before.txt (lines `name type value`).
 pub(super) fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<u64> {
-    let count = |name: &str| -> anyhow::Result<u64> {
+    let (before, after) = kstat_values(dir, kstat, stats)?;
+    Ok(after.saturating_sub(before).max(0) as u64)
+}
+
+/// The sum of `stats` in DIR/KSTAT-before.txt and DIR/KSTAT-after.txt (a
+/// kstat file's "name type value" lines), signed: a gauge may go down.
+pub(super) fn kstat_values(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Result<(i64, i64)> {
+    let sum = |name: &str| -> anyhow::Result<i64> {
         let text =
             std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))?;
         let mut total = 0;
@@ -95,15 +102,15 @@ pub(super) fn kstat_delta(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::Re
                 .find(|l| l.split_whitespace().next() == Some(stat));
             let value = line
                 .and_then(|l| l.split_whitespace().nth(2))
-                .and_then(|v| v.parse::<u64>().ok());
+                .and_then(|v| v.parse::<i64>().ok());
             total += value.ok_or_else(|| anyhow!("{name} has no {stat}"))?;
         }
         Ok(total)
     };
-    Ok(
-        count(&format!("{kstat}-after.txt"))?
-            .saturating_sub(count(&format!("{kstat}-before.txt"))?),
-    )
+    Ok((
+        sum(&format!("{kstat}-before.txt"))?,
+        sum(&format!("{kstat}-after.txt"))?,
+    ))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! User space reports them with the flag that fixes each (map sizes).
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
-use zprof_common::{Stage, counter};
+use zprof_common::{STAGE_SLOTS, Stage, counter};
 
 /// Loss and mismatch counters, indexed by `zprof_common::counter`.
 #[map]
@@ -10,7 +10,7 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT
 
 /// Returns without an entry, per stage number: says which probe pair mismatched.
 #[map]
-static UNMATCHED: PerCpuArray<u64> = PerCpuArray::with_max_entries(32, 0);
+static UNMATCHED: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAGE_SLOTS, 0);
 
 /// Adds one to counter `index` (a `zprof_common::counter`).
 #[inline(always)]

@@ -66,6 +66,32 @@ pub fn throttle_phases(rec: &Recording) -> Option<ThrottlePhases> {
     Some(phases)
 }
 
+/// A recording's jobs with their windows, to tell which job a second of
+/// the timeline (or of a pool) belongs to.
+pub struct JobSeconds {
+    jobs: Vec<(String, [f64; 2])>,
+}
+
+impl JobSeconds {
+    /// `None` when the recording's jobs do not say when they ran.
+    pub fn of(rec: &Recording) -> Option<JobSeconds> {
+        job_windows(rec).map(|jobs| JobSeconds { jobs })
+    }
+
+    /// The jobs' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.jobs.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The job whose window wholly holds second `n` (see [`place`]).
+    pub fn job_of(&self, n: u32) -> Option<&str> {
+        match place(n, &self.jobs) {
+            Place::Inside(job) => Some(self.jobs[job].0.as_str()),
+            _ => None,
+        }
+    }
+}
+
 /// Each job's name and window, in seconds since the recording began.
 fn job_windows(rec: &Recording) -> Option<Vec<(String, [f64; 2])>> {
     let started = rec.started_unix_ms as f64;

@@ -64,7 +64,11 @@ pub(super) fn probes(args: ProbesArgs) -> anyhow::Result<i32> {
             println!("  none on this target: {why}");
         }
         for p in statuses.iter().filter(|p| p.group == *group) {
-            let kind = if p.returns { "entry+return" } else { "entry" };
+            let kind = match (p.entry, p.returns) {
+                (true, true) => "entry+return",
+                (true, false) => "entry",
+                (false, _) => "return",
+            };
             match &p.reason {
                 None => println!(
                     "  {:<22} {:<13} attached{}",

@@ -88,17 +88,14 @@ impl ProbeAttacher<'_> {
                 &mut status,
             )
         };
-        let result = self
-            .attach_program(
-                &attachment.entry_program,
-                attachment.function,
-                location,
-                false,
-            )
-            .and_then(|()| match &attachment.return_program {
-                Some(ret) => self.attach_program(ret, attachment.function, location, true),
-                None => Ok(()),
-            });
+        let entry = match &attachment.entry_program {
+            Some(entry) => self.attach_program(entry, attachment.function, location, false),
+            None => Ok(()),
+        };
+        let result = entry.and_then(|()| match &attachment.return_program {
+            Some(ret) => self.attach_program(ret, attachment.function, location, true),
+            None => Ok(()),
+        });
         match result {
             Ok(()) => status.attached = true,
             Err(e) => {

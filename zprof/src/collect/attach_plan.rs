@@ -56,8 +56,9 @@ pub struct Attachment {
     pub function: &'static str,
     /// Its file offset (libzpool) or address (kernel).
     pub start: u64,
-    /// The program run at entry, with its target suffix.
-    pub entry_program: String,
+    /// The program run at entry, with its target suffix (none for a point
+    /// read at its return only).
+    pub entry_program: Option<String>,
     /// The program run at return, if the point is timed.
     pub return_program: Option<String>,
 }
@@ -85,6 +86,7 @@ fn plan_point(point: &ProbePoint, inputs: &PlanInputs) -> PlannedPoint {
         role: point.function.to_owned(),
         offset: 0,
         returns: point.ret.is_some(),
+        entry: point.entry.is_some(),
         attached: false,
         reason: None,
         note: point
@@ -106,7 +108,10 @@ fn plan_point(point: &ProbePoint, inputs: &PlanInputs) -> PlannedPoint {
         Err(reason) => return not_attached(status, reason),
     };
     let Some(&start) = inputs.functions.get(function) else {
-        let reason = format!("{function} not found in {}", inputs.object);
+        let reason = inputs
+            .release
+            .added_later(point.function)
+            .unwrap_or_else(|| format!("{function} not found in {}", inputs.object));
         return not_attached(status, reason);
     };
     PlannedPoint {
@@ -114,7 +119,7 @@ fn plan_point(point: &ProbePoint, inputs: &PlanInputs) -> PlannedPoint {
         attach: Some(Attachment {
             function,
             start,
-            entry_program: catalogue::program_name(entry, inputs.kernel),
+            entry_program: entry.map(|entry| catalogue::program_name(entry, inputs.kernel)),
             return_program: ret.map(|ret| catalogue::program_name(ret, inputs.kernel)),
         }),
     }
@@ -154,13 +159,13 @@ fn programs(
     point: &ProbePoint,
     inputs: &PlanInputs,
     status: &mut ProbeStatus,
-) -> Result<(&'static str, Option<&'static str>), String> {
+) -> Result<(Option<&'static str>, Option<&'static str>), String> {
     match point.role {
         Role::PerOp(default) if !inputs.kernel && !inputs.full_timing => match default {
             UprobeDefault::Count(program) => {
                 status.returns = false;
                 status.note = Some("counted at entry only; --full-timing adds the return probe (about 0.7 us per call)".into());
-                Ok((program, None))
+                Ok((Some(program), None))
             }
             UprobeDefault::Skip(why) => Err(format!("not needed: {why}")),
         },
@@ -237,6 +242,28 @@ mod tests {
     }
 
     #[test]
+    fn fast_dedup_points_name_the_release_that_brought_them() {
+        let plan = Case::libzpool(&LIBZPOOL_2_1_11).plan();
+        assert_eq!(
+            reason(row(&plan, "ddt_log_take_first")),
+            "not in OpenZFS 2.1.11: fast dedup's log came in 2.3"
+        );
+        let plan = Case::libzpool(&LIBZPOOL_2_4_4).plan();
+        let begin = row(&plan, "ddt_log_begin").attach.as_ref().unwrap();
+        assert_eq!(
+            begin.entry_program.as_deref(),
+            Some("ddt_log_begin_entry_u")
+        );
+        assert_eq!(begin.return_program, None);
+        let take = row(&plan, "ddt_log_take_first").attach.as_ref().unwrap();
+        assert_eq!(take.entry_program, None, "read at its return only");
+        assert_eq!(
+            take.return_program.as_deref(),
+            Some("ddt_log_take_return_u")
+        );
+    }
+
+    #[test]
     fn debian_libzpool_2_1_11_has_every_function_its_points_probe() {
         let plan = Case::libzpool(&LIBZPOOL_2_1_11).plan();
         let expected: Vec<&str> = catalogue::POINTS
@@ -270,7 +297,7 @@ mod tests {
             Some(Attachment {
                 function: "dmu_write",
                 start: 0,
-                entry_program: "dmu_write_count_u".into(),
+                entry_program: Some("dmu_write_count_u".into()),
                 return_program: None,
             })
         );
@@ -293,11 +320,14 @@ mod tests {
         let dmu_write = row(&plan, "dmu_write");
         assert!(dmu_write.status.returns && dmu_write.status.note.is_none());
         let attach = dmu_write.attach.as_ref().unwrap();
-        assert_eq!(attach.entry_program, "dmu_write_entry_u");
+        assert_eq!(attach.entry_program.as_deref(), Some("dmu_write_entry_u"));
         assert_eq!(attach.return_program.as_deref(), Some("write_return_u"));
         let assign = row(&plan, "dmu_tx_assign");
         assert_eq!(
-            assign.attach.as_ref().map(|a| a.entry_program.as_str()),
+            assign
+                .attach
+                .as_ref()
+                .and_then(|a| a.entry_program.as_deref()),
             Some("tx_assign_entry_u")
         );
     }
@@ -315,8 +345,8 @@ mod tests {
             .find(|p| p.status.role == "vdev_queue_io_done" && p.attach.is_some())
             .expect("the leaf-I/O point of vdev_queue_io_done");
         assert_eq!(
-            done.attach.as_ref().unwrap().entry_program,
-            "vdev_done_entry_u"
+            done.attach.as_ref().unwrap().entry_program.as_deref(),
+            Some("vdev_done_entry_u")
         );
     }
 
@@ -336,8 +366,8 @@ mod tests {
             format!("needs struct offsets: {}", case.offsets.source)
         );
         assert_eq!(
-            done[1].attach.as_ref().unwrap().entry_program,
-            "vdev_queue_done_entry_u"
+            done[1].attach.as_ref().unwrap().entry_program.as_deref(),
+            Some("vdev_queue_done_entry_u")
         );
         assert!(row(&plan, "vdev_queue_io").attach.is_some());
     }
@@ -398,7 +428,7 @@ mod tests {
                 .iter()
                 .filter(|p| p.status.group == "flush")
                 .map(|p| {
-                    let program = p.attach.as_ref().unwrap().entry_program.as_str();
+                    let program = p.attach.as_ref().unwrap().entry_program.as_deref().unwrap();
                     (p.status.role.as_str(), program)
                 })
                 .collect();
@@ -414,7 +444,7 @@ mod tests {
         let flush: Vec<&str> = plan_2_1
             .iter()
             .filter(|p| p.status.group == "flush")
-            .map(|p| p.attach.as_ref().unwrap().entry_program.as_str())
+            .map(|p| p.attach.as_ref().unwrap().entry_program.as_deref().unwrap())
             .collect();
         assert_eq!(flush, vec!["flush_entry_u"]);
         assert_eq!(
@@ -534,6 +564,6 @@ mod tests {
             "{lwb:?}"
         );
         assert!(plan.iter().all(|p| p.status.group != "flush"
-            || p.attach.as_ref().unwrap().entry_program == "flush_entry_k"));
+            || p.attach.as_ref().unwrap().entry_program.as_deref() == Some("flush_entry_k")));
     }
 }

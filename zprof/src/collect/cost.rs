@@ -6,10 +6,16 @@ use std::time::Instant;
 
 use aya::Ebpf;
 
-use crate::{collect::multi_link::MultiLinks, recording::ProgramCost};
+use std::os::fd::AsFd as _;
 
-/// Run count and run time of each program in `loaded` (BPF_STATS_RUN_TIME):
-/// from its multi-link copy where it has one, else from aya's.
+use crate::{
+    collect::multi_link::{MultiLinks, program_stats},
+    recording::ProgramCost,
+};
+
+/// Run count, run time (BPF_STATS_RUN_TIME) and skipped runs of each
+/// program in `loaded`: from its multi-link copy where it has one, else
+/// from aya's.
 pub fn program_costs(
     ebpf: &Ebpf,
     multi: Option<&MultiLinks>,
@@ -18,18 +24,15 @@ pub fn program_costs(
     loaded
         .iter()
         .filter_map(|name| {
-            if let Some((run_count, run_time_ns)) = multi.and_then(|m| m.run_stats(name)) {
-                return Some(ProgramCost {
-                    program: name.clone(),
-                    run_count,
-                    run_time_ns,
-                });
-            }
-            let info = ebpf.program(name)?.info().ok()?;
+            let stats = match multi.and_then(|m| m.run_stats(name)) {
+                Some(stats) => stats,
+                None => program_stats(ebpf.program(name)?.fd().ok()?.as_fd())?,
+            };
             Some(ProgramCost {
                 program: name.clone(),
-                run_count: info.run_count(),
-                run_time_ns: info.run_time().as_nanos() as u64,
+                run_count: stats.run_count,
+                run_time_ns: stats.run_time_ns,
+                missed: stats.missed,
             })
         })
         .collect()

@@ -99,6 +99,32 @@ struct KprobeMultiLinkAttr {
     cookies: u64,
 }
 
+/// A loaded program's counters, as the kernel keeps them.
+pub struct ProgramStats {
+    /// Runs (while BPF_ENABLE_STATS is on).
+    pub run_count: u64,
+    /// Their time, ns.
+    pub run_time_ns: u64,
+    /// Runs the kernel skipped (recursion_misses).
+    pub missed: u64,
+}
+
+/// The counters of the program behind `fd` (BPF_OBJ_GET_INFO_BY_FD).
+pub fn program_stats(fd: std::os::fd::BorrowedFd<'_>) -> Option<ProgramStats> {
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: size_of::<bpf_prog_info>() as u32,
+        info: &mut info as *mut _ as u64,
+    };
+    sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
+    Some(ProgramStats {
+        run_count: info.run_cnt,
+        run_time_ns: info.run_time_ns,
+        missed: info.recursion_misses,
+    })
+}
+
 /// The BPF_OBJ_GET_INFO_BY_FD part of `union bpf_attr`.
 #[repr(C)]
 struct InfoAttr {
@@ -297,16 +323,8 @@ impl MultiLinks {
 
     /// Run count and run time of program `name`, if it was loaded here (the
     /// kernel counts them while BPF_ENABLE_STATS is on).
-    pub fn run_stats(&self, name: &str) -> Option<(u64, u64)> {
-        let fd = self.programs.get(name)?;
-        let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
-        let mut attr = InfoAttr {
-            bpf_fd: fd.as_raw_fd() as u32,
-            info_len: size_of::<bpf_prog_info>() as u32,
-            info: &mut info as *mut _ as u64,
-        };
-        sys_bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
-        Some((info.run_cnt, info.run_time_ns))
+    pub fn run_stats(&self, name: &str) -> Option<ProgramStats> {
+        program_stats(self.programs.get(name)?.as_fd())
     }
 
     /// Whether a link was created: after one, an error is a real error, not a

@@ -1,22 +1,27 @@
 //! The per-second timeline of a recording: the workload's operations, ZIL
 //! commits, ARC outcomes and the reuse distances of its sync re-reads in
 //! each second, as differences of the cumulative histogram counts read at
-//! each tick.
+//! each tick; and per pool, its workload's operations, throttle waits and
+//! background copies (device removal, RAIDZ reflow) in each second.
 
 use std::collections::BTreeMap;
 
 use zprof_common::{Hist, HistKey, Stage, arc_read_class, miss_reuse_class};
 
-use crate::recording::{PoolSecond, TimelinePoint};
+use crate::{
+    recording::{PoolSecond, TimelinePoint},
+    zfs::names,
+};
 
 /// The stages a timeline point counts (only their rows are read each tick).
-pub const TIMELINE_STAGES: [u32; 6] = [
+pub const TIMELINE_STAGES: [u32; 7] = [
     Stage::WorkloadWrite as u32,
     Stage::WorkloadRead as u32,
     Stage::ZilCommit as u32,
     Stage::ArcRead as u32,
     Stage::ArcMissReuse as u32,
     Stage::TxWait as u32,
+    Stage::VdevDisk as u32,
 ];
 
 /// Per pool row key, the cumulative counts a [`PoolSecond`] is the
@@ -33,10 +38,19 @@ pub fn pool_totals(rows: &[(HistKey, Hist)]) -> PoolTotals {
                 pool.write_ops += hist.count;
                 pool.write_bytes += hist.bytes;
             }
+            Some(Stage::WorkloadRead) => pool.read_ops += hist.count,
             Some(Stage::TxWait) => {
                 pool.tx_waits += hist.count;
                 pool.tx_wait_ns += hist.total_ns;
             }
+            Some(Stage::VdevDisk) => match names::io_class_priority(key.class) {
+                names::PRIORITY_REMOVAL => {
+                    pool.removal_ios += hist.count;
+                    pool.removal_bytes += hist.bytes;
+                }
+                names::PRIORITY_SCRUB => pool.scrub_ios += hist.count,
+                _ => {}
+            },
             _ => {}
         }
     }
@@ -61,9 +75,13 @@ pub fn pool_seconds_since(
                 write_bytes: totals.write_bytes.saturating_sub(before.write_bytes),
                 tx_waits: totals.tx_waits.saturating_sub(before.tx_waits),
                 tx_wait_ns: totals.tx_wait_ns.saturating_sub(before.tx_wait_ns),
+                read_ops: totals.read_ops.saturating_sub(before.read_ops),
+                removal_ios: totals.removal_ios.saturating_sub(before.removal_ios),
+                removal_bytes: totals.removal_bytes.saturating_sub(before.removal_bytes),
+                scrub_ios: totals.scrub_ios.saturating_sub(before.scrub_ios),
             }
         })
-        .filter(|p| p.write_ops > 0 || p.tx_waits > 0)
+        .filter(|p| p.write_ops + p.read_ops + p.tx_waits + p.removal_ios + p.scrub_ios > 0)
         .collect()
 }
 

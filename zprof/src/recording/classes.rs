@@ -85,6 +85,9 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         }
         Stage::ChecksumCompute => names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
+        Stage::TxgWaitSynced if class == zprof_common::TXG_WAIT_IN_ZIL_COMMIT => {
+            "in zil commit".into()
+        }
         _ => String::new(),
     }
 }

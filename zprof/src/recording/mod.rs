@@ -276,6 +276,12 @@ pub struct ProgramCost {
     pub run_count: u64,
     /// Total time it ran, ns.
     pub run_time_ns: u64,
+    /// Times the kernel skipped it (bpf_prog_info's recursion_misses): its
+    /// probe fired while another tracing program was running on that CPU
+    /// (on a preemptible kernel, one its thread was preempted in). Each is
+    /// an event the stages do not count.
+    #[serde(default)]
+    pub missed: u64,
 }
 
 /// The traced target.
@@ -315,6 +321,10 @@ pub struct ProbeStatus {
     pub offset: u32,
     /// Entry only, or entry and return.
     pub returns: bool,
+    /// Whether a program runs at its entry (false: read at its return
+    /// only; recordings made before such points existed have them all).
+    #[serde(default = "yes")]
+    pub entry: bool,
     /// Whether it was attached.
     pub attached: bool,
     /// Why not, when it was not.
@@ -323,6 +333,10 @@ pub struct ProbeStatus {
     /// what a kernel static adds to its stage.
     #[serde(default)]
     pub note: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Loss and mismatch counters: nothing is lost silently.
@@ -473,6 +487,20 @@ pub struct PoolSecond {
     pub tx_waits: u64,
     /// Time in them, ns (of the calls that ended in this second).
     pub tx_wait_ns: u64,
+    /// Workload read operations on the pool (where its rows name it).
+    #[serde(default)]
+    pub read_ops: u64,
+    /// Leaf I/Os at the removal priority (a device removal's copies, or a
+    /// RAIDZ expansion's reflow) done in the second.
+    #[serde(default)]
+    pub removal_ios: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub removal_bytes: u64,
+    /// Leaf I/Os at the scrub priority (scrub, resilver; the scrub ZFS
+    /// starts when a RAIDZ expansion ends) done in the second.
+    #[serde(default)]
+    pub scrub_ios: u64,
 }
 
 /// One txg.
@@ -559,6 +587,8 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ArcRead => "arc_read",
         Stage::DdtLookup => "ddt_lookup",
         Stage::DdtSync => "ddt_sync",
+        Stage::DdtLogAppend => "ddt_log_append",
+        Stage::DdtLogFlush => "ddt_log_flush",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }

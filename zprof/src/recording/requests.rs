@@ -120,6 +120,7 @@ pub fn flag_names(flags: u32) -> Vec<String> {
         (request::FLAG_SYNC, "sync"),
         (request::FLAG_DIRECT, "direct"),
         (request::FLAG_PREFLUSH, "preflush"),
+        (request::FLAG_DIRECT_PATH, "direct-path"),
     ]
     .into_iter()
     .filter(|(bit, _)| flags & bit != 0)
@@ -447,6 +448,10 @@ mod tests {
         assert_eq!(
             flag_names(request::FLAG_SYNC | request::FLAG_DIRECT),
             ["sync", "direct"]
+        );
+        assert_eq!(
+            flag_names(request::FLAG_DIRECT | request::FLAG_DIRECT_PATH),
+            ["direct", "direct-path"]
         );
     }
 

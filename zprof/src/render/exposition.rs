@@ -271,6 +271,20 @@ const FAMILIES: &[Family] = &[
         false,
         "ddt_sync: the dedup table's changes written at txg sync",
     ),
+    family(
+        Stage::DdtLogAppend,
+        "ddt_log_append",
+        "class",
+        false,
+        "fast dedup: a txg's changed entries appended to the dedup log (inside ddt_sync)",
+    ),
+    family(
+        Stage::DdtLogFlush,
+        "ddt_log_flush",
+        "class",
+        false,
+        "fast dedup: logged entries flushed into the dedup table (inside ddt_sync)",
+    ),
     Family {
         stage: Stage::ArcMissReuse,
         name: "arc_miss_reuse_distance",

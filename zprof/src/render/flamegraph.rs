@@ -659,7 +659,8 @@ fn cpu_titles(rec: &Recording, target: &str) -> Titles {
 
 /// The stage-time view's titles.
 fn stage_titles(rec: &Recording, target: &str) -> Titles {
-    let lost: u64 = rec.losses.nonzero().iter().map(|(_, n)| n).sum();
+    let skipped: u64 = rec.bpf_programs.iter().map(|p| p.missed).sum();
+    let lost: u64 = rec.losses.nonzero().iter().map(|(_, n)| n).sum::<u64>() + skipped;
     Titles {
         title: format!("zprof stage time: {target}, {:.1} s", rec.duration_s),
         subtitle: format!(

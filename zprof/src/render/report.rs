@@ -88,6 +88,8 @@ fn label(stage: Stage) -> &'static str {
         Stage::ArcRead => "arc read",
         Stage::DdtLookup => "dedup lookup",
         Stage::DdtSync => "dedup table sync",
+        Stage::DdtLogAppend => "  log append (inside)",
+        Stage::DdtLogFlush => "  log flush (inside)",
         Stage::ArcMissReuse => "disk read reuse",
         Stage::ChecksumCompute => "checksum",
         Stage::ChecksumVerify => "checksum verify",
@@ -228,6 +230,20 @@ fn stage_note(stage: Stage, summary: &Summary, seconds: f64) -> String {
         }
         Stage::ZstdCompress | Stage::Lz4Compress => note.push_str("counted within compress"),
         Stage::ZilLogBlock => note.push_str("issue to written and flushed"),
+        Stage::DdtLogAppend => {
+            let _ = write!(
+                note,
+                "{} entries logged",
+                format_count(summary.bytes as f64)
+            );
+        }
+        Stage::DdtLogFlush => {
+            let _ = write!(
+                note,
+                "{} entries flushed",
+                format_count(summary.bytes as f64)
+            );
+        }
         Stage::VdevWaitTimed | Stage::VdevDiskTimed => {
             note.push_str("split where the leaf I/O starts")
         }
@@ -430,6 +446,15 @@ fn cost_per_program_line(recording: &Recording) -> Option<String> {
 /// counted: a flame graph's gaps belong in the report's footer too.
 fn losses_with_samples(recording: &Recording) -> Vec<(String, u64)> {
     let mut losses = recording.losses.nonzero();
+    for program in recording.bpf_programs.iter().filter(|p| p.missed > 0) {
+        losses.push((
+            format!(
+                "runs of {} the kernel skipped (another tracing program was running on that CPU: events not counted)",
+                program.program
+            ),
+            program.missed,
+        ));
+    }
     if let Some(cpu) = &recording.cpu {
         if cpu.stack_lost > 0 {
             losses.push((
@@ -597,17 +622,18 @@ fn render_requests(out: &mut String, report: &Report) {
     };
     let _ = writeln!(
         out,
-        "{:<5} {:<16} {:<28} {:>10} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "{:<5} {:<24} {:<24} {:>10} {:>9} {:>9} {:>8} {:>8} {:>8}",
         "REQ", "OP", who, "COUNT", "OPS/S", "MB/S", "P50", "P99", "MAX"
     );
     for row in &report.requests {
         let s = &row.summary;
         let _ = writeln!(
             out,
-            "{:<5} {:<16} {:<28} {:>10} {:>9} {:>9.1} {:>8} {:>8} {:>8}",
+            "{:<5} {:<24} {:<24} {:>10} {:>9} {:>9.1} {:>8} {:>8} {:>8}",
             row.layer,
-            truncate(&row.op, 16),
-            truncate(&row.who, 28),
+            // "write direct direct-path" fits.
+            truncate(&row.op, 24),
+            truncate(&row.who, 24),
             format_count(s.count as f64),
             format_count(row.per_second),
             row.bytes_per_second / 1e6,

@@ -58,8 +58,9 @@ pub struct ProbePoint {
     pub group: &'static str,
     /// Function name in zfs.ko / libzpool.
     pub function: &'static str,
-    /// eBPF program run at entry (without the `_k`/`_u` suffix).
-    pub entry: &'static str,
+    /// eBPF program run at entry (without the `_k`/`_u` suffix); `None`
+    /// for a point whose return alone says what the stage needs.
+    pub entry: Option<&'static str>,
     /// eBPF program run at return, if the duration is measured.
     pub ret: Option<&'static str>,
     /// Where this point applies.
@@ -76,7 +77,7 @@ pub struct ProbePoint {
 pub const GROUPS: &[(&str, &str)] = &[
     (
         "requests",
-        "file and zvol requests as the application sees them, per dataset, process and cgroup (kernel only)",
+        "file and zvol requests as the application sees them, per dataset, process and cgroup, and which took the Direct I/O path (kernel only)",
     ),
     (
         "workload",
@@ -110,7 +111,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
     (
         "dedup",
-        "ddt_lookup per deduped block and ddt_sync per txg: what dedup costs",
+        "ddt_lookup per deduped block and ddt_sync per txg, split with fast dedup (2.3 and later) into appending to the dedup log and flushing it: what dedup costs",
     ),
     (
         "pools",
@@ -135,10 +136,29 @@ const fn point(
     ProbePoint {
         group,
         function,
-        entry,
+        entry: Some(entry),
         ret,
         targets,
         role,
+        flush_mode: None,
+        kernel_gain: None,
+    }
+}
+
+/// A point timed by nothing but its return (what the function returns, or
+/// the end of a span an earlier point opened).
+const fn return_point(
+    group: &'static str,
+    function: &'static str,
+    ret: &'static str,
+) -> ProbePoint {
+    ProbePoint {
+        group,
+        function,
+        entry: None,
+        ret: Some(ret),
+        targets: Both,
+        role: Primary,
         flush_mode: None,
         kernel_gain: None,
     }
@@ -155,7 +175,7 @@ const fn flush_point(
     ProbePoint {
         group: "flush",
         function,
-        entry,
+        entry: Some(entry),
         ret,
         targets: Both,
         role,
@@ -176,7 +196,7 @@ const fn kernel_static(
     ProbePoint {
         group,
         function,
-        entry,
+        entry: Some(entry),
         ret: None,
         targets: Kernel,
         role,
@@ -218,7 +238,7 @@ const fn request_point(
     ProbePoint {
         group: "requests",
         function,
-        entry,
+        entry: Some(entry),
         ret,
         targets: Kernel,
         role,
@@ -247,6 +267,10 @@ pub const POINTS: &[ProbePoint] = &[
         Some("file_request_done"),
         Primary,
     ),
+    // Direct I/O (2.3 and later): the file requests that took ZFS's direct
+    // path, whatever they asked for.
+    request_point("dmu_write_uio_direct", "direct_path_entry", None, Primary),
+    request_point("dmu_read_uio_direct", "direct_path_entry", None, Primary),
     // A zvol's submit_bio (static): where a bio enters, in its submitter's context.
     request_point("zvol_submit_bio", "zvol_submit", None, NeedsRequestOffsets),
     // The kernel's own (not zfs.ko's): where any bio ends; only zvol bios are kept.
@@ -535,6 +559,18 @@ pub const POINTS: &[ProbePoint] = &[
         Both,
         Primary,
     ),
+    // Fast dedup's log (2.3 and later), inside ddt_sync: the txg's changes
+    // appended, then logged entries flushed into the table.
+    point(
+        "dedup",
+        "ddt_log_begin",
+        "ddt_log_begin_entry",
+        None,
+        Both,
+        Primary,
+    ),
+    return_point("dedup", "ddt_log_commit", "ddt_log_commit_return"),
+    return_point("dedup", "ddt_log_take_first", "ddt_log_take_return"),
     point(
         "txg",
         "txg_wait_synced",

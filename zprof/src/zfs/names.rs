@@ -64,7 +64,9 @@ const PRIORITY: &[&str] = &[
     "async read",
     "async write",
     "scrub",
-    "removal",
+    // ZIO_PRIORITY_REMOVAL: device removal's copies and, from 2.3, RAIDZ
+    // expansion's reflow (raidz_reflow_impl reads and writes at it).
+    "removal/reflow",
     "initialize",
     "trim",
     "rebuild",
@@ -117,6 +119,16 @@ fn io_class_of_any_leaf(class: u32) -> String {
         Some(name) => format!("{priority_name} ({name})"),
         None => format!("{priority_name} (type-{io_type})"),
     }
+}
+
+/// ZIO_PRIORITY_SCRUB: scrub and resilver reads.
+pub const PRIORITY_SCRUB: u32 = 4;
+/// ZIO_PRIORITY_REMOVAL: device removal's copies and RAIDZ expansion's reflow.
+pub const PRIORITY_REMOVAL: u32 = 5;
+
+/// The zio priority of an I/O class (the cache-device bit aside).
+pub fn io_class_priority(class: u32) -> u32 {
+    class & 0xff
 }
 
 /// Whether an I/O class is a write (io_type WRITE).

@@ -171,6 +171,12 @@ const BEHAVIOURS_2_2: &[&str] = &[
     "io_flags is 64 bits wide; ZIO_FLAG_IO_BYPASS is still bit 21",
 ];
 
+/// What 2.3 added that zprof shows, in 2.3 and every later series.
+const BEHAVIOURS_2_3_FEATURES: &[&str] = &[
+    "Direct I/O: a file request that reaches dmu_write_uio_direct or dmu_read_uio_direct is flagged direct-path (kernel), beside 'direct' when O_DIRECT was asked: direct=always takes the path for aligned requests, short or misaligned O_DIRECT ones go through the ARC",
+    "fast dedup: ddt_sync splits into appending the txg's changed entries to the dedup log (ddt_log_begin to ddt_log_commit) and flushing logged entries into the table (from ddt_log_take_first's first entry to ddt_sync's end)",
+];
+
 /// The release series zprof can interpret, oldest first.
 pub const SERIES: &[Series] = &[
     Series {
@@ -234,6 +240,8 @@ pub const SERIES: &[Series] = &[
             "zstd early abort (zstd-3 and up, blocks of 128K or more) runs an lz4 trial and a zstd-1 trial inside zfs_zstd_compress: both count in the zstd row, the lz4 trial is shown apart and not as an lz4 compression",
             "txg_wait_synced wraps txg_wait_synced_flags from 2.3.3, which is probed instead",
             "a single writer's log block is issued at once (no zfs_commit_timeout_pct wait, 10%, unless commits come in parallel bursts)",
+            BEHAVIOURS_2_3_FEATURES[0],
+            BEHAVIOURS_2_3_FEATURES[1],
         ],
     },
     Series {
@@ -252,6 +260,8 @@ pub const SERIES: &[Series] = &[
             "zio_t offsets moved again (zio_prop_t became bit fields): zprof ships the table of trixie-backports' libzpool 2.4.4; other 2.4 builds need --offsets",
             "dmu_write takes a dmu_flags_t, and vdev_ops_t's vdev_op_type moved 8 bytes on",
             "without a log vdev, log blocks go to a special vdev before the normal class, which then counts as a log device for large writes (zil_special_is_slog): zil_log_write's class says special vdev",
+            BEHAVIOURS_2_3_FEATURES[0],
+            BEHAVIOURS_2_3_FEATURES[1],
         ],
     },
 ];
@@ -294,6 +304,17 @@ pub const RELEASES: &[Release] = &[
             "trixie-backports' zfs-dkms on its Linux 6.17 in a qemu guest, against fio and zpool iostat -w",
         ),
     },
+];
+
+/// Functions a feature of a later release brought: on an older build the
+/// point says the release has no such feature, rather than that a function
+/// is missing. (Function as the catalogue names it, first release, feature.)
+pub const ADDED_IN: &[(&str, (u32, u32, u32), &str)] = &[
+    ("dmu_write_uio_direct", (2, 3, 0), "Direct I/O"),
+    ("dmu_read_uio_direct", (2, 3, 0), "Direct I/O"),
+    ("ddt_log_begin", (2, 3, 0), "fast dedup's log"),
+    ("ddt_log_commit", (2, 3, 0), "fast dedup's log"),
+    ("ddt_log_take_first", (2, 3, 0), "fast dedup's log"),
 ];
 
 /// Instructions at a function's start that a uprobe may be placed after. The
@@ -463,6 +484,20 @@ impl Interpretation {
                 .unwrap_or(candidates[0]),
             None => function,
         }
+    }
+
+    /// Why a build has no `function` when a later release brought it: the
+    /// feature it belongs to came after the traced version.
+    pub fn added_later(&self, function: &str) -> Option<String> {
+        let (_, since, feature) = ADDED_IN.iter().find(|(f, _, _)| *f == function)?;
+        let version = self.version.as_deref()?;
+        let parsed = parse_version(version)?;
+        (parsed < *since).then(|| {
+            format!(
+                "not in OpenZFS {version}: {feature} came in {}.{}",
+                since.0, since.1
+            )
+        })
     }
 
     /// Why `group` cannot be measured on this build, if it cannot.

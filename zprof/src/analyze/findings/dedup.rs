@@ -5,7 +5,7 @@ use zprof_common::Stage;
 
 use super::{Confidence, Finding, pct, stat};
 use crate::{
-    recording::Recording,
+    recording::{Recording, Summary},
     units::{format_count, format_ns},
 };
 
@@ -28,7 +28,7 @@ pub(super) fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Fi
         0.0
     };
     let per_second = lookup.count as f64 / (wall_ns / 1e9);
-    let evidence = vec![
+    let mut evidence = vec![
         format!(
             "{} dedup table lookups ({}/s: one per block written with dedup, and per block freed), p50 {}, p99 {}, max {}, {} in all",
             format_count(lookup.count as f64),
@@ -46,6 +46,13 @@ pub(super) fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Fi
             format_ns(table_sync.p99_ns)
         ),
     ];
+    let (append, flush) = (
+        stat(rec, Stage::DdtLogAppend, None),
+        stat(rec, Stage::DdtLogFlush, None),
+    );
+    if let Some(line) = log_split(&append, &flush, &table_sync) {
+        evidence.push(line);
+    }
     let slow_lookups = lookup.p99_ns > 20 * lookup.p50_ns.max(1);
     out.push(Finding {
         kind: "dedup".into(),
@@ -72,6 +79,27 @@ pub(super) fn dedup(rec: &Recording, wall_ns: f64, cpu_ns: f64, out: &mut Vec<Fi
             ("ddt_lookup_ns".into(), lookup.total_ns as f64),
             ("ddt_sync_ns".into(), table_sync.total_ns as f64),
             ("ddt_sync_share".into(), sync_share),
+            ("ddt_log_append_ns".into(), append.total_ns as f64),
+            ("ddt_log_flush_ns".into(), flush.total_ns as f64),
         ],
     });
+}
+
+/// Fast dedup's share of the table sync (2.3 and later): the txgs' changes
+/// appended to the log against logged entries flushed into the table. None
+/// for a table without a log (2.1, or a pool without the fast_dedup feature).
+fn log_split(append: &Summary, flush: &Summary, table_sync: &Summary) -> Option<String> {
+    if append.count + flush.count == 0 {
+        return None;
+    }
+    let of_sync = |ns: u64| pct(ns as f64 / table_sync.total_ns.max(1) as f64);
+    Some(format!(
+        "fast dedup's log: {} entries appended in {} ({} of the table sync), {} flushed into the table in {} ({})",
+        format_count(append.bytes as f64),
+        format_ns(append.total_ns),
+        of_sync(append.total_ns),
+        format_count(flush.bytes as f64),
+        format_ns(flush.total_ns),
+        of_sync(flush.total_ns)
+    ))
 }

@@ -16,7 +16,8 @@
 //! the families in a fixed order and ranks what they found; each family is a
 //! file of its own: `sync_writes` (and the SLOG what-if), `cpu`
 //! (compression, checksums), `writes` (amplification, the throttle), `reads`
-//! (and the cache what-if), `dedup` and `zvol`; `unsplit` says why a family
+//! (and the cache what-if), `dedup`, `zvol`, `direct_io` and `reflow` (RAIDZ
+//! expansion); `unsplit` says why a family
 //! cannot be split by pool. Findings are data: the text
 //! `zprof explain` prints is made in `render::findings`.
 
@@ -31,7 +32,9 @@ use crate::recording::{
 
 mod cpu;
 mod dedup;
+mod direct_io;
 mod reads;
+mod reflow;
 mod sync_writes;
 mod unsplit;
 mod writes;
@@ -197,7 +200,7 @@ struct Family {
 
 /// The families, in the order they push (the sort in [`explain`] is stable:
 /// findings of equal share keep it, so the text and JSON are the same run to run).
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 10] = [
     Family {
         run: sync_write_family,
         unsplit: |_| None,
@@ -228,6 +231,14 @@ const FAMILIES: [Family; 8] = [
     },
     Family {
         run: |r, _, o| zvol::zvol_blocks(r, o),
+        unsplit: |_| None,
+    },
+    Family {
+        run: |r, _, o| direct_io::direct_io(r, o),
+        unsplit: |_| None,
+    },
+    Family {
+        run: |r, _, o| reflow::reflow(r, o),
         unsplit: |_| None,
     },
 ];

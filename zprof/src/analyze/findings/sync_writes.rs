@@ -9,7 +9,7 @@ use super::{Confidence, ExplainOptions, Finding, pct, stat};
 use crate::{
     analyze::sync_path::{self, LogPlace, Prediction, SyncPath},
     recording::benchmark,
-    recording::{Recording, Summary},
+    recording::{Recording, Summary, pick, summarize},
     units::{format_count, format_ns},
     zfs::releases::{self, CommitTimeout, Interpretation},
 };
@@ -304,7 +304,30 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
             pct(path.stall_fraction())
         ));
     }
+    if let Some(line) = fell_back_line(rec, pool, commit) {
+        evidence.push(line);
+    }
     evidence
+}
+
+/// Commits that waited for a txg sync (their txg_wait_synced inside
+/// zil_commit): the log could not take them, or they created its chain;
+/// measured rather than inferred.
+fn fell_back_line(rec: &Recording, pool: &str, commit: &Summary) -> Option<String> {
+    let fell_back = summarize(
+        pick(rec, Stage::TxgWaitSynced, Some(pool), None)
+            .into_iter()
+            .filter(|h| h.class == zprof_common::TXG_WAIT_IN_ZIL_COMMIT),
+    );
+    (fell_back.count > 0).then(|| {
+        format!(
+            "{} txg-sync waits inside commits (the log could not take them: suspended, a block not allocated, a failed write; or they created the log chain anew): {} in all, max {}, {} of commit time",
+            format_count(fell_back.count as f64),
+            format_ns(fell_back.total_ns),
+            format_ns(fell_back.max_ns),
+            pct(fell_back.total_ns as f64 / commit.total_ns.max(1) as f64)
+        )
+    })
 }
 
 /// The benchmark's own figures for its sync-writing jobs on a pool: they
@@ -593,4 +616,35 @@ fn slog_limits(
         ));
     }
     missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guest's fsyncs while snapshots suspend the ZIL of a version-26
+    /// pool, on 2.4.4 (tests/data/README.md).
+    #[test]
+    fn txg_waits_inside_commits_are_named_with_their_time() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/guest-2.4.4-zil-fallback.json"
+        ));
+        let rec = Recording::parse(text, "guest zil fallback").unwrap();
+        let commit = summarize(pick(&rec, Stage::ZilCommit, Some("fb"), None));
+        let line = fell_back_line(&rec, "fb", &commit).expect("waits inside commits");
+        let waits = pick(
+            &rec,
+            Stage::TxgWaitSynced,
+            Some("fb"),
+            Some("in zil commit"),
+        );
+        assert_eq!(waits.len(), 1);
+        assert!(
+            line.starts_with(&format!("{} txg-sync waits inside commits", waits[0].count)),
+            "{line}"
+        );
+        // The other pool-less waits are not the commits'.
+        assert!(fell_back_line(&rec, "other", &commit).is_none());
+    }
 }

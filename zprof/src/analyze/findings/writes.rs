@@ -11,6 +11,7 @@ use crate::{
     analyze::phases::{ThrottlePhases, Waits, throttle_phases},
     recording::{Recording, Summary, pick, summarize},
     units::{format_bytes, format_count, format_ns},
+    zfs::names,
 };
 
 /// Finding 5: bytes written to leaf vdevs over bytes the workload wrote.
@@ -59,6 +60,12 @@ pub(super) fn write_amplification(
     };
     if let Some(seen) = top_vdevs_line(rec) {
         evidence.push(seen);
+    }
+    if leaf.copies > 0 {
+        evidence.push(format!(
+            "left out: {} written at the removal priority (a RAIDZ expansion's reflow or a device removal's copies), not the workload's",
+            format_bytes(leaf.copies as f64)
+        ));
     }
     if let Some((layout, small_blocks)) = raidz_layout(rec) {
         evidence.push(layout);
@@ -109,14 +116,19 @@ struct LeafWrites {
     has_commits: bool,
     /// Bytes of the sync-priority writes on leaves of log vdevs.
     zil_on_log_vdevs: u64,
+    /// Bytes a device removal or a RAIDZ reflow wrote (left out of `all`).
+    copies: u64,
 }
 
 impl LeafWrites {
     /// `None` when the leaf vdevs wrote nothing.
     fn of(rec: &Recording, wall_ns: f64) -> Option<LeafWrites> {
+        // A device removal's or RAIDZ reflow's copies are not the
+        // workload's writes (the reflow finding tells of them).
         let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
             .into_iter()
             .filter(|h| crate::zfs::names::io_class_is_write(h.class))
+            .filter(|h| names::io_class_priority(h.class) != names::PRIORITY_REMOVAL)
             .collect();
         let by_class =
             |name: &str| summarize(leaf.iter().copied().filter(|h| h.class_name == name));
@@ -128,7 +140,8 @@ impl LeafWrites {
         let disk_busy = summarize(
             pick(rec, Stage::VdevDisk, None, None)
                 .into_iter()
-                .filter(|h| crate::zfs::names::io_class_is_write(h.class)),
+                .filter(|h| crate::zfs::names::io_class_is_write(h.class))
+                .filter(|h| names::io_class_priority(h.class) != names::PRIORITY_REMOVAL),
         )
         .total_ns as f64
             / (wall_ns * vdevs.len().max(1) as f64);
@@ -145,8 +158,16 @@ impl LeafWrites {
                 .filter(|h| log_leaves.contains(&(h.pool.as_str(), h.vdev))),
         )
         .bytes;
+        let copies = summarize(
+            pick(rec, Stage::VdevTotal, None, None)
+                .into_iter()
+                .filter(|h| crate::zfs::names::io_class_is_write(h.class))
+                .filter(|h| names::io_class_priority(h.class) == names::PRIORITY_REMOVAL),
+        )
+        .bytes;
         Some(LeafWrites {
             zil_on_log_vdevs,
+            copies,
             zil: by_class("sync write"),
             txg: by_class("async write"),
             all,
