@@ -5,7 +5,8 @@
 # snapshots' difference cover the same I/Os (taken outside the recording, the
 # snapshots would also catch a txg sync that zprof missed). The ZIL's kstats
 # (DIR/zil-before.txt, zil-after.txt) count the log blocks written meanwhile,
-# the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses.
+# the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses. The
+# pool is synced before the second snapshot (see below).
 pool=$1 dir=$2
 shift 2
 zpool iostat -wp "$pool" > "$dir/iostat-before.txt" || exit 125
@@ -13,6 +14,12 @@ cat /proc/spl/kstat/zfs/zil > "$dir/zil-before.txt" || exit 125
 cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-before.txt" || exit 125
 "$@"
 rc=$?
+# The txg the command left dirty is written inside the recording, so zprof
+# detaches from an idle pool: under emulation, the kernel patching the code
+# of probed functions that another vCPU is running has oopsed (zio_done
+# calling address 0 at a detach on 6.1; three oopses in the 6.17 btf run of
+# one CI, two of them about when a section's recording ended).
+zpool sync "$pool" || exit 125
 zpool iostat -wp "$pool" > "$dir/iostat-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-after.txt" || exit 125

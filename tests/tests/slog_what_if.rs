@@ -251,6 +251,8 @@ struct Attempt {
     /// what its model gave the same writes and flushes.
     delivered: (f64, f64),
     modelled: (f64, f64),
+    /// What the prediction rested on, for a miss to be read from the ledger.
+    basis: String,
 }
 
 impl Attempt {
@@ -277,7 +279,7 @@ impl Attempt {
             self.modelled.0 / 1e3,
             self.modelled.1 / 1e3,
             self.steal * 100.0
-        )
+        ) + &format!("; {}", self.basis)
     }
 }
 
@@ -315,6 +317,7 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
         .map(|f| f[1].as_f64().unwrap())
         .unwrap();
     let (delivered, modelled) = log_device(&lab_with);
+    let basis = prediction_basis(&findings[0], what_if, case.log);
     Attempt {
         without,
         with,
@@ -323,7 +326,34 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
         steal,
         delivered,
         modelled,
+        basis,
     }
+}
+
+/// The run without the log device as the prediction saw it (the sync-write
+/// finding's parts of a commit and the writer's own time, us) and the
+/// prediction's commit and range: which part a miss came from.
+fn prediction_basis(sync_write: &Value, what_if: &Value, log: &str) -> String {
+    let figure = |finding: &Value, name: &str| {
+        finding["figures"]
+            .as_array()
+            .and_then(|all| all.iter().find(|f| f[0] == name))
+            .and_then(|f| f[1].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    let us = |name: &str| figure(sync_write, name) / 1e3;
+    format!(
+        "without log: commit {:.0} us (log write {:.0}, flush {:.0}, timeout {:.0}, other {:.0}), own time {:.0} us; predicted commit {:.0} us, range {:.0}-{:.0}/s",
+        us("commit_mean_ns"),
+        us("log_write_ns"),
+        us("flush_ns"),
+        us("timeout_ns"),
+        us("other_ns"),
+        us("cycle_ns"),
+        figure(what_if, &format!("predicted_commit_ns_{log}")) / 1e3,
+        figure(what_if, &format!("predicted_ops_low_{log}")),
+        figure(what_if, &format!("predicted_ops_high_{log}")),
+    )
 }
 
 /// The lab's log leaf as ZFS saw it (mean write, mean flush, ns) and what its

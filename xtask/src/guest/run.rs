@@ -143,6 +143,51 @@ pub fn trouble_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Where the first fatal line of `text` came and how the kernel got there:
+/// the test script's last step before it (its `== ` line) and the first call
+/// trace's frames, innermost first, without the unreliable `? ` ones. Under
+/// emulation an oops is rare and its console stays on the machine that ran
+/// it, so a CI failure must carry enough to tell one cause from another.
+pub fn oops_context(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let fatal = lines
+        .iter()
+        .position(|l| FATAL.iter().any(|f| l.contains(f)))?;
+    let step = lines[..fatal]
+        .iter()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("== "))
+        .unwrap_or("before the script's first step");
+    let frames: Vec<&str> = lines[fatal..]
+        .iter()
+        .skip_while(|l| !l.contains("Call Trace:"))
+        .skip(1)
+        .map(|l| without_timestamp(l).trim())
+        .take_while(|l| !l.starts_with("</TASK>") && !l.starts_with("RIP:"))
+        .filter(|l| !l.starts_with('?') && !l.starts_with('<'))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|frame| frame.split('/').next().unwrap_or(frame))
+        .take(MAX_FRAMES)
+        .collect();
+    let trace = if frames.is_empty() {
+        "no call trace".to_owned()
+    } else {
+        format!("call trace {}", frames.join(" < "))
+    };
+    Some(format!("during '{step}', {trace}"))
+}
+
+/// Frames of an oops's call trace kept in a failure's message.
+const MAX_FRAMES: usize = 14;
+
+/// A kernel line without its `[ seconds]` prefix.
+fn without_timestamp(line: &str) -> &str {
+    match line.trim_start().strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(line, |(_, after)| after),
+        None => line,
+    }
+}
+
 /// A [`BootFailure`] if the console shows the command never started.
 fn boot_failure(console: &Path, text: &str, what: &str) -> Option<anyhow::Error> {
     let reason = match reached(text) {
@@ -691,6 +736,32 @@ mod tests {
         let text = "guest: up after 2 s\n[ 3.1] WARNING: CPU: 1 PID: 7 at kernel/x.c:1\n[ 3.2] BUG: kernel NULL pointer dereference\nfio: done\n";
         assert_eq!(trouble_lines(text).len(), 2);
         assert!(trouble_lines("guest: zfs 2.1.11 loaded\nrecorded 5 BUGS fixed\n").is_empty());
+    }
+
+    /// The shape of the 6.1 guest's oops at serve's detach (CI of 16b56e3),
+    /// its frames shortened.
+    #[test]
+    fn an_oops_is_placed_in_its_step_with_its_frames() {
+        let text = "== rz1-off: raidz1, nolog (3.10 s)\n\
+            [  240.1] BUG: kernel NULL pointer dereference, address: 0000000000000000\n\
+            [  240.1] RIP: 0010:0x0\n\
+            [  240.1] Call Trace:\n\
+            [  240.1]  <TASK>\n\
+            [  240.1]  ? __die+0x20/0x70\n\
+            [  240.1]  zio_done+0x17c/0x1140 [zfs]\n\
+            [  240.1]  zio_execute+0x86/0x130 [zfs]\n\
+            [  240.1]  taskq_thread+0x28a/0x4b0 [spl]\n\
+            [  240.1]  </TASK>\n\
+            [  240.1]  kthread+0xd2/0x100\n";
+        assert_eq!(
+            oops_context(text).unwrap(),
+            "during 'rz1-off: raidz1, nolog (3.10 s)', call trace zio_done+0x17c < zio_execute+0x86 < taskq_thread+0x28a"
+        );
+        assert_eq!(
+            oops_context("[ 1.0] Kernel panic - not syncing: x\n").unwrap(),
+            "during 'before the script's first step', no call trace"
+        );
+        assert!(oops_context("== a (1 s)\nfio: done\n").is_none());
     }
 
     #[test]
