@@ -10,7 +10,9 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_releases, require_root, zprof_on_lab_with};
+use common::{
+    class_field, explain_json, figure, lab_releases, require_root, zprof_on_lab_with,
+};
 
 /// Random 4k reads of 8 MiB that the ARC holds after their first pass.
 const CACHED: &[&str] = &[
@@ -116,15 +118,7 @@ fn check(dir: &Path, lab: &Path, version: &str, name: &str, args: &[&str]) -> (f
     // reads for 56,739 hits on 2.3.2 in one run, 38,673 for 38,654 on 2.1.11
     // in another (the device's header and log blocks are read too).
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
-    let cache_rows = |class: &str| -> u64 {
-        rec["histograms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|h| h["stage"] == "vdev_disk" && h["class_name"] == class)
-            .map(|h| h["count"].as_u64().unwrap())
-            .sum()
-    };
+    let cache_rows = |class: &str| class_field(&rec, "vdev_disk", class, "count");
     let cache_reads =
         (cache_rows("sync read, cache device") + cache_rows("async read, cache device")) as f64;
     let leaf_reads: u64 = lab_json["jobs"]

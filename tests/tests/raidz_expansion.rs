@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 mod common;
-use common::{explain_json, figure, lab_releases, require_root, zprof_on_lab};
+use common::{class_field, explain_json, figure, lab_releases, require_root, zprof_on_lab};
 
 const EXPAND: &[&str] = &[
     "--layout",
@@ -30,15 +30,6 @@ const EXPAND: &[&str] = &[
 ];
 
 /// The sum of `field` over a recording's vdev_disk rows of one class.
-fn leaf_rows(rec: &Value, class: &str, field: &str) -> u64 {
-    rec["histograms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["stage"] == "vdev_disk" && h["class_name"] == class)
-        .map(|h| h[field].as_u64().unwrap())
-        .sum()
-}
 
 #[test]
 fn reflow_io_is_counted_and_named_with_its_cost_on_each_release() {
@@ -66,10 +57,10 @@ fn reflow_io_is_counted_and_named_with_its_cost_on_each_release() {
         let rec: Value =
             serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
         let (reads, writes) = (
-            leaf_rows(&rec, "removal/reflow (read)", "count"),
-            leaf_rows(&rec, "removal/reflow (write)", "count"),
+            class_field(&rec, "vdev_disk", "removal/reflow (read)", "count"),
+            class_field(&rec, "vdev_disk", "removal/reflow (write)", "count"),
         );
-        let read_bytes = leaf_rows(&rec, "removal/reflow (read)", "bytes");
+        let read_bytes = class_field(&rec, "vdev_disk", "removal/reflow (read)", "bytes");
         let totals = &lab["totals"];
         let reflow = &lab["jobs"][0]["reflow"];
         eprintln!(

@@ -14,23 +14,17 @@ use serde_json::Value;
 mod common;
 use common::ledger::{self, Attempts};
 use common::{
-    cache_dir, lab_releases, release_libzpool, require_root, stage_count, stderr, trial_releases,
+    cache_dir, class_field, lab_releases, release_libzpool, require_root, stage_count, stderr, trial_releases,
     zprof, zprof_on_lab,
 };
 
 /// Histograms of a stage by class name: (count, total ns).
+/// A class's count and total time.
 fn by_class(recording: &Value, stage: &str, class: &str) -> (u64, u64) {
-    recording["histograms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["stage"] == stage && h["class_name"] == class)
-        .fold((0, 0), |(n, t), h| {
-            (
-                n + h["count"].as_u64().unwrap(),
-                t + h["total_ns"].as_u64().unwrap(),
-            )
-        })
+    (
+        class_field(recording, stage, class, "count"),
+        class_field(recording, stage, class, "total_ns"),
+    )
 }
 
 fn probes_json(library: &Path, extra: &[&str]) -> Value {

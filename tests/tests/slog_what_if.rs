@@ -317,7 +317,7 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
         .map(|f| f[1].as_f64().unwrap())
         .unwrap();
     let (delivered, modelled) = log_device(&lab_with);
-    let basis = prediction_basis(&findings[0], what_if, case.log);
+    let basis = prediction_basis(&findings[0], what_if);
     Attempt {
         without,
         with,
@@ -333,11 +333,15 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
 /// The run without the log device as the prediction saw it (the sync-write
 /// finding's parts of a commit and the writer's own time, us) and the
 /// prediction's commit and range: which part a miss came from.
-fn prediction_basis(sync_write: &Value, what_if: &Value, log: &str) -> String {
-    let figure = |finding: &Value, name: &str| {
+fn prediction_basis(sync_write: &Value, what_if: &Value) -> String {
+    // The what-if's figures end in the device's name as the user gave it.
+    let figure = |finding: &Value, prefix: &str| {
         finding["figures"]
             .as_array()
-            .and_then(|all| all.iter().find(|f| f[0] == name))
+            .and_then(|all| {
+                all.iter()
+                    .find(|f| f[0].as_str().is_some_and(|n| n.starts_with(prefix)))
+            })
             .and_then(|f| f[1].as_f64())
             .unwrap_or(f64::NAN)
     };
@@ -350,9 +354,9 @@ fn prediction_basis(sync_write: &Value, what_if: &Value, log: &str) -> String {
         us("timeout_ns"),
         us("other_ns"),
         us("cycle_ns"),
-        figure(what_if, &format!("predicted_commit_ns_{log}")) / 1e3,
-        figure(what_if, &format!("predicted_ops_low_{log}")),
-        figure(what_if, &format!("predicted_ops_high_{log}")),
+        figure(what_if, "predicted_commit_ns_") / 1e3,
+        figure(what_if, "predicted_ops_low_"),
+        figure(what_if, "predicted_ops_high_"),
     )
 }
 

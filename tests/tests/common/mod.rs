@@ -160,6 +160,17 @@ pub fn stage_field(recording: &Value, stage: &str, field: &str) -> u64 {
         .sum()
 }
 
+/// A histogram field of one class of a stage, summed over pools and vdevs.
+pub fn class_field(recording: &Value, stage: &str, class: &str, field: &str) -> u64 {
+    recording["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == stage && h["class_name"] == class)
+        .map(|h| h[field].as_u64().unwrap())
+        .sum()
+}
+
 /// One OpenZFS release the suite runs on: its zprof-lab and its libzpool.
 #[derive(Debug, Clone)]
 pub struct LabRelease {

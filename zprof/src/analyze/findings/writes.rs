@@ -125,11 +125,10 @@ impl LeafWrites {
     fn of(rec: &Recording, wall_ns: f64) -> Option<LeafWrites> {
         // A device removal's or RAIDZ reflow's copies are not the
         // workload's writes (the reflow finding tells of them).
-        let leaf: Vec<_> = pick(rec, Stage::VdevTotal, None, None)
+        let (copy_rows, leaf): (Vec<_>, Vec<_>) = pick(rec, Stage::VdevTotal, None, None)
             .into_iter()
             .filter(|h| crate::zfs::names::io_class_is_write(h.class))
-            .filter(|h| names::io_class_priority(h.class) != names::PRIORITY_REMOVAL)
-            .collect();
+            .partition(|h| names::io_class_priority(h.class) == names::PRIORITY_REMOVAL);
         let by_class =
             |name: &str| summarize(leaf.iter().copied().filter(|h| h.class_name == name));
         let all = summarize(leaf.iter().copied());
@@ -158,13 +157,7 @@ impl LeafWrites {
                 .filter(|h| log_leaves.contains(&(h.pool.as_str(), h.vdev))),
         )
         .bytes;
-        let copies = summarize(
-            pick(rec, Stage::VdevTotal, None, None)
-                .into_iter()
-                .filter(|h| crate::zfs::names::io_class_is_write(h.class))
-                .filter(|h| names::io_class_priority(h.class) == names::PRIORITY_REMOVAL),
-        )
-        .bytes;
+        let copies = summarize(copy_rows).bytes;
         Some(LeafWrites {
             zil_on_log_vdevs,
             copies,
