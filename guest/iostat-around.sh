@@ -6,7 +6,8 @@
 # snapshots would also catch a txg sync that zprof missed). The ZIL's kstats
 # (DIR/zil-before.txt, zil-after.txt) count the log blocks written meanwhile,
 # the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses. The
-# pool is synced before the second snapshot (see below).
+# pool is synced before the second snapshot (see below), and its txgs kstat
+# kept (DIR/txgs.txt).
 pool=$1 dir=$2
 shift 2
 zpool iostat -wp "$pool" > "$dir/iostat-before.txt" || exit 125
@@ -20,6 +21,8 @@ rc=$?
 # calling address 0 at a detach on 6.1; three oopses in the 6.17 btf run of
 # one CI, two of them about when a section's recording ended).
 zpool sync "$pool" || exit 125
+# ZFS's own history of the txgs, which zprof's txg rows are checked against.
+cat /proc/spl/kstat/zfs/"$pool"/txgs > "$dir/txgs.txt" || exit 125
 zpool iostat -wp "$pool" > "$dir/iostat-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-after.txt" || exit 125

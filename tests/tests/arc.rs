@@ -10,9 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{
-    class_field, explain_json, figure, lab_releases, require_root, zprof_on_lab_with,
-};
+use common::{class_field, explain_json, figure, lab_releases, require_root, zprof_on_lab_with};
 
 /// Random 4k reads of 8 MiB that the ARC holds after their first pass.
 const CACHED: &[&str] = &[

@@ -188,6 +188,8 @@ fn every_libzpool_stage_attaches_on_each_release() {
             "vdev_queue_io_done",
             "zil_commit",
             "spa_sync",
+            "spa_txg_history_set",
+            "spa_txg_history_fini_io",
             "zio_compress_data",
             "zio_checksum_error",
             "dmu_write",

@@ -14,8 +14,8 @@ use serde_json::Value;
 mod common;
 use common::ledger::{self, Attempts};
 use common::{
-    cache_dir, class_field, lab_releases, release_libzpool, require_root, stage_count, stderr, trial_releases,
-    zprof, zprof_on_lab,
+    cache_dir, class_field, lab_releases, release_libzpool, require_root, stage_count, stderr,
+    trial_releases, zprof, zprof_on_lab,
 };
 
 /// Histograms of a stage by class name: (count, total ns).

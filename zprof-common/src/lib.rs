@@ -468,6 +468,39 @@ pub struct TxgEvent {
     pub pad: u32,
 }
 
+/// A txg's life as ZFS's txgs kstat keeps it (`spa_txg_history_*`), sent
+/// when its sync is done (spa_txg_history_fini_io returns). Times of the
+/// open and quiescing states are ZFS's own (gethrtime, the arguments it
+/// passes); the sync's are the programs' clock (bpf_ktime_get_ns), taken
+/// where ZFS takes its own. 0 where zprof was not attached yet.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxgHistoryEvent {
+    /// Pool (row key of its spa_t, as [`TxgEvent::pool`]).
+    pub pool: u64,
+    /// The txg.
+    pub txg: u64,
+    /// When it was born (opened), ZFS's clock.
+    pub birth: u64,
+    /// When it stopped being the open txg, ZFS's clock.
+    pub opened_until: u64,
+    /// When it was quiesced, ZFS's clock.
+    pub quiesced: u64,
+    /// The same moment on the programs' clock.
+    pub quiesced_seen_ns: u64,
+    /// When its spa_sync began, programs' clock (ZFS's wait-for-sync stamp
+    /// is taken just before).
+    pub sync_start_ns: u64,
+    /// When its history was closed (ZFS's synced stamp is taken inside).
+    pub synced_ns: u64,
+    /// Its dirty bytes when its sync began (txg_stat_t.ndirty);
+    /// [`DIRTY_UNKNOWN`] without the offset or the kstat (zfs_txg_history 0).
+    pub dirty_bytes: u64,
+}
+
+/// [`TxgHistoryEvent::dirty_bytes`] when it could not be read.
+pub const DIRTY_UNKNOWN: u64 = u64::MAX;
+
 /// Where a leaf vdev sits in its pool (value of the LEAF_PLACES map, keyed
 /// by the leaf's guid): its top-level vdev and that vdev's allocation class,
 /// read when the leaf is first seen and again when its top-level vdev
@@ -587,7 +620,15 @@ pub struct Offsets {
     pub vdev_ops: u32,
     /// vdev_ops_t.vdev_op_type (char[16]: "raidz", "mirror", "file"...).
     pub vdev_op_type: u32,
+    /// txg_stat_t.ndirty (the txg's dirty bytes as the txgs kstat shows
+    /// them); [`OFFSET_UNKNOWN`] where the source of the offsets lacks it
+    /// (a table made before zprof read it): the txg's dirty bytes are then
+    /// unknown, nothing else.
+    pub txg_stat_ndirty: u32,
 }
+
+/// An optional member's offset that the traced build's source did not give.
+pub const OFFSET_UNKNOWN: u32 = u32::MAX;
 
 /// Members the request layer reads (kernel target only: libzpool has no
 /// ZPL or zvol), set at load time like [`Offsets`]; `valid == 0` when the

@@ -42,6 +42,7 @@ mod pipeline;
 mod requests;
 mod stacks;
 mod txg;
+mod txg_history;
 mod vdev;
 mod workload;
 mod zil;

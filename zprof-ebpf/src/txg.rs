@@ -67,6 +67,7 @@ fn try_spa_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         return Ok(());
     };
     record(&stage_key(Stage::SpaSync, 0, entry.pool, 0), duration, 0, 0);
+    crate::txg_history::note_sync(entry.pool, entry.extra, entry.start_ns);
     let event = TxgEvent {
         pool: pool_row_key(entry.pool),
         txg: entry.extra,

@@ -78,7 +78,8 @@
 	F(objset, objset_t, os_spa) \
 	F(dmu_tx, dmu_tx_t, tx_pool) \
 	F(dmu_tx, dmu_tx_t, tx_txg) \
-	F(dmu_tx, dmu_tx_t, tx_objset)
+	F(dmu_tx, dmu_tx_t, tx_objset) \
+	F(txg_stat, txg_stat_t, ndirty)
 
 #define	ZPROF_STRUCTS(S) \
 	S(zio, zio_t) \
@@ -90,7 +91,8 @@
 	S(dsl_pool, dsl_pool_t) \
 	S(objset, objset_t) \
 	S(dmu_tx, dmu_tx_t) \
-	S(vdev_file, vdev_file_t)
+	S(vdev_file, vdev_file_t) \
+	S(txg_stat, txg_stat_t)
 
 #ifdef _KERNEL
 #include <linux/blk_types.h>

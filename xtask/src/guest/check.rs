@@ -394,6 +394,14 @@ fn check_config(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         Ok(text) => write!(line, "; {text}")?,
         Err(e) => bad.push(format!("{e:#}")),
     }
+    let pool = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("{} names no pool", dir.display()))?;
+    match super::check_txgs::compare_txgs(&rec, dir, pool, variant) {
+        Ok(text) => write!(line, "; {text}")?,
+        Err(e) => bad.push(format!("{e:#}")),
+    }
     match super::check_serve::check_places(&rec, dir, variant) {
         Ok(text) => write!(line, "; {text}")?,
         Err(e) => bad.push(format!("{e:#}")),

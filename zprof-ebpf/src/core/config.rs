@@ -49,6 +49,7 @@ pub static CONFIG: Config = Config {
         vdev_alloc_bias: 0,
         vdev_ops: 0,
         vdev_op_type: 0,
+        txg_stat_ndirty: zprof_common::OFFSET_UNKNOWN,
     },
     request: RequestOffsets {
         valid: 0,

@@ -272,6 +272,11 @@ pub struct ReportArgs {
     /// be split.
     #[arg(long = "pool", value_name = "NAME")]
     pub pools: Vec<String>,
+    /// One row per txg instead of the stage table: its dirty bytes and how
+    /// long it stayed open, quiescing, waiting and syncing (as the txgs
+    /// kstat shows them), beside spa_sync's time.
+    #[arg(long)]
+    pub txgs: bool,
 }
 
 /// `zprof explain`.

@@ -63,6 +63,14 @@ pub(super) fn print_report(
 
 pub(super) fn report_cmd(args: ReportArgs) -> anyhow::Result<i32> {
     let recording = super::common::load_pools(&args.file, &args.pools)?;
+    if args.txgs {
+        let text = match args.format {
+            Format::Table => crate::render::txgs::render_table(&recording),
+            Format::Json => crate::render::txgs::render_json(&recording)?,
+        };
+        write_stdout(&text)?;
+        return Ok(0);
+    }
     print_report(&recording, args.format, args.by.into())?;
     Ok(0)
 }

@@ -1,14 +1,25 @@
 //! The events the programs stream one by one through the EVENTS ring buffer
-//! (each txg synced, each request slower than `--slower-than`), drained into
+//! (each txg synced, each txg's life as the txgs kstat keeps it, each request
+//! slower than `--slower-than`), drained into
 //! the session as they come so the buffer does not fill; slow requests
 //! beyond [`MAX_SLOW_REQUESTS`] are counted rather than kept.
 
 use std::collections::BTreeMap;
 
 use aya::maps::{MapData, RingBuf};
-use zprof_common::{SlowRequest, TxgEvent};
+use zprof_common::{DIRTY_UNKNOWN, SlowRequest, TxgEvent, TxgHistoryEvent};
 
-use crate::{collect::pools::pool_label, recording::TxgRecord};
+use crate::{
+    collect::pools::pool_label,
+    recording::{TxgLife, TxgRecord},
+};
+
+// The drain tells the kinds of record apart by their sizes.
+const _: () = assert!(
+    size_of::<SlowRequest>() != size_of::<TxgEvent>()
+        && size_of::<SlowRequest>() != size_of::<TxgHistoryEvent>()
+        && size_of::<TxgEvent>() != size_of::<TxgHistoryEvent>()
+);
 
 /// Slow requests kept in a recording; more are counted, not kept.
 pub const MAX_SLOW_REQUESTS: usize = 10_000;
@@ -18,6 +29,8 @@ pub struct EventLog {
     ring: RingBuf<MapData>,
     /// Txgs synced, as streamed.
     pub txgs: Vec<TxgEvent>,
+    /// Their lives, as streamed when each one's history closed.
+    pub txg_lives: Vec<TxgHistoryEvent>,
     /// Requests slower than `--slower-than`, as streamed (at most [`MAX_SLOW_REQUESTS`]).
     pub slow_requests: Vec<SlowRequest>,
     /// Slow requests beyond [`MAX_SLOW_REQUESTS`], counted.
@@ -30,6 +43,7 @@ impl EventLog {
         EventLog {
             ring,
             txgs: Vec::new(),
+            txg_lives: Vec::new(),
             slow_requests: Vec::new(),
             slow_requests_dropped: 0,
         }
@@ -37,9 +51,13 @@ impl EventLog {
 
     /// Moves pending events from the ring buffer into the log.
     pub fn drain(&mut self) {
-        // Two kinds of record, told apart by their sizes.
         while let Some(item) = self.ring.next() {
-            if item.len() == std::mem::size_of::<SlowRequest>() {
+            if item.len() == size_of::<TxgHistoryEvent>() {
+                // SAFETY: a record of exactly this size is one.
+                let event =
+                    unsafe { std::ptr::read_unaligned(item.as_ptr() as *const TxgHistoryEvent) };
+                self.txg_lives.push(event);
+            } else if item.len() == std::mem::size_of::<SlowRequest>() {
                 // SAFETY: a record of exactly a SlowRequest's size is one.
                 let event =
                     unsafe { std::ptr::read_unaligned(item.as_ptr() as *const SlowRequest) };
@@ -60,6 +78,7 @@ impl EventLog {
     /// so their memory stays flat however long they run.
     pub fn forget_drained(&mut self) {
         self.txgs.clear();
+        self.txg_lives.clear();
         self.slow_requests.clear();
     }
 }
@@ -68,9 +87,12 @@ impl EventLog {
 /// start on the programs' clock) and named by pool, sorted.
 pub fn txg_records(
     txgs: &[TxgEvent],
+    lives: &[TxgHistoryEvent],
     names: &BTreeMap<u64, String>,
     started_ktime_ns: u64,
 ) -> Vec<TxgRecord> {
+    let life_of: BTreeMap<(u64, u64), TxgLife> =
+        lives.iter().map(|e| ((e.pool, e.txg), life(e))).collect();
     let mut records: Vec<TxgRecord> = txgs
         .iter()
         .map(|e| TxgRecord {
@@ -78,8 +100,74 @@ pub fn txg_records(
             txg: e.txg,
             start_offset_ns: e.start_ns.saturating_sub(started_ktime_ns),
             duration_ns: e.duration_ns,
+            life: life_of.get(&(e.pool, e.txg)).cloned().unwrap_or_default(),
         })
         .collect();
     records.sort_by_key(|t| (t.pool.clone(), t.txg));
     records
+}
+
+/// A txg's states as the kstat times them, from the stamps zprof saw: each
+/// state's time needs both of its ends (a stamp before zprof attached is 0).
+/// The open and quiescing times are differences of ZFS's own stamps, the
+/// wait and the sync of the programs' clock; a wait is never measured
+/// across the two clocks.
+fn life(e: &TxgHistoryEvent) -> TxgLife {
+    let between = |from: u64, to: u64| (from != 0 && to >= from).then(|| to - from);
+    TxgLife {
+        open_ns: between(e.birth, e.opened_until),
+        quiesce_ns: between(e.opened_until, e.quiesced),
+        wait_ns: between(e.quiesced_seen_ns, e.sync_start_ns),
+        sync_ns: between(e.sync_start_ns, e.synced_ns),
+        dirty_bytes: (e.dirty_bytes != DIRTY_UNKNOWN).then_some(e.dirty_bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stamps of a txg born before zprof attached: its open time needs
+    /// its birth, the rest is there; the dirty bytes are kept only when read.
+    #[test]
+    fn a_state_is_timed_only_with_both_of_its_stamps() {
+        let event = TxgHistoryEvent {
+            pool: 1,
+            txg: 9,
+            birth: 0,
+            opened_until: 5_000,
+            quiesced: 5_300,
+            quiesced_seen_ns: 70_000,
+            sync_start_ns: 70_400,
+            synced_ns: 90_400,
+            dirty_bytes: DIRTY_UNKNOWN,
+        };
+        assert_eq!(
+            life(&event),
+            TxgLife {
+                open_ns: None,
+                quiesce_ns: Some(300),
+                wait_ns: Some(400),
+                sync_ns: Some(20_000),
+                dirty_bytes: None,
+            }
+        );
+        let records = txg_records(
+            &[TxgEvent {
+                pool: 1,
+                txg: 9,
+                start_ns: 70_400,
+                duration_ns: 19_000,
+                ..Default::default()
+            }],
+            &[TxgHistoryEvent {
+                dirty_bytes: 4096,
+                ..event
+            }],
+            &BTreeMap::from([(1, "tank".to_owned())]),
+            400,
+        );
+        assert_eq!(records[0].life.dirty_bytes, Some(4096));
+        assert_eq!(records[0].start_offset_ns, 70_000);
+    }
 }

@@ -471,7 +471,12 @@ impl Session {
             in_flight,
             losses::unmatched_by_stage(&self.ebpf)?,
         );
-        let txgs = events::txg_records(&self.events.txgs, &names, self.started_ktime_ns);
+        let txgs = events::txg_records(
+            &self.events.txgs,
+            &self.events.txg_lives,
+            &names,
+            self.started_ktime_ns,
+        );
         let (cpu, offcpu) = self.stack_profiles()?;
         let mut recording = Recording {
             command,

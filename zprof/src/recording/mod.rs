@@ -514,6 +514,38 @@ pub struct TxgRecord {
     pub start_offset_ns: u64,
     /// spa_sync duration, ns.
     pub duration_ns: u64,
+    /// Its life as ZFS's txgs kstat keeps it (otime, qtime, wtime, stime
+    /// and ndirty), where zprof saw it: none of it for a txg born or synced
+    /// outside the recording, or a recording made before zprof read it.
+    #[serde(default, flatten, skip_serializing_if = "TxgLife::is_empty")]
+    pub life: TxgLife,
+}
+
+/// A txg's states, timed as the txgs kstat times them, and its dirty bytes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TxgLife {
+    /// Open: from its birth until the next txg opened (otime), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_ns: Option<u64>,
+    /// Quiescing: until its writers' transactions were all done (qtime), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiesce_ns: Option<u64>,
+    /// Waiting for the previous txg's sync to end (wtime), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ns: Option<u64>,
+    /// Syncing (stime: spa_sync and the pool's stats around it), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_ns: Option<u64>,
+    /// Dirty bytes when its sync began (ndirty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_bytes: Option<u64>,
+}
+
+impl TxgLife {
+    /// Whether nothing of the txg's life was seen.
+    pub fn is_empty(&self) -> bool {
+        *self == TxgLife::default()
+    }
 }
 
 /// Workload throughput in one second.

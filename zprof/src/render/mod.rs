@@ -1,5 +1,5 @@
-//! Renderers: recordings and findings as the report table, flame graphs and
-//! the Prometheus exposition.
+//! Renderers: recordings and findings as the report table, the txg table,
+//! flame graphs and the Prometheus exposition.
 
 pub mod compare;
 pub mod exposition;
@@ -8,3 +8,4 @@ pub mod flamegraph;
 pub mod report;
 pub mod top;
 pub mod top_vdevs;
+pub mod txgs;

@@ -108,7 +108,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "cache flushes: zio_flush calls, or each leaf flush from issue to completion where they run on a taskq",
     ),
     ("zil", "zil_commit: the fsync / O_SYNC path"),
-    ("txg", "spa_sync per txg and time spent in txg_wait_synced"),
+    (
+        "txg",
+        "spa_sync per txg, each txg's open, quiescing and sync times and dirty bytes (as the txgs kstat keeps them), and time spent in txg_wait_synced",
+    ),
     (
         "dedup",
         "ddt_lookup per deduped block and ddt_sync per txg, split with fast dedup (2.3 and later) into appending to the dedup log and flushing it: what dedup costs",
@@ -539,6 +542,34 @@ pub const POINTS: &[ProbePoint] = &[
         "spa_sync",
         "spa_sync_entry",
         Some("spa_sync_return"),
+        Both,
+        Primary,
+    ),
+    // Each txg's life as the txgs kstat keeps it (txg_history): its birth
+    // and quiesced stamps as ZFS passes them (a few calls per txg), and the
+    // close of its history after spa_sync, where its dirty bytes are read
+    // (txg_stat_t, with the offsets; without them the times only).
+    point(
+        "txg",
+        "spa_txg_history_add",
+        "txg_born_entry",
+        None,
+        Both,
+        Primary,
+    ),
+    point(
+        "txg",
+        "spa_txg_history_set",
+        "txg_state_entry",
+        None,
+        Both,
+        Primary,
+    ),
+    point(
+        "txg",
+        "spa_txg_history_fini_io",
+        "txg_synced_entry",
+        Some("txg_synced_return"),
         Both,
         Primary,
     ),

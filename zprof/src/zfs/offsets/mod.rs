@@ -20,7 +20,7 @@ pub mod kbuild;
 use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
-use zprof_common::{Offsets, RequestOffsets};
+use zprof_common::{OFFSET_UNKNOWN, Offsets, RequestOffsets};
 
 /// Tables shipped with zprof, generated from real headers.
 const BUILTIN_TABLES: &[(&str, &str)] = &[
@@ -282,12 +282,37 @@ const NEEDED: [(&str, &str); 23] = [
     ("vdev_ops", "vdev_op_type"),
 ];
 
+/// Members zprof reads where the source has them and does without
+/// otherwise (a table made before it read them): only what each gives is
+/// lost. In `Offsets` field order after [`NEEDED`]'s.
+const OPTIONAL: [(&str, &str); 1] = [("txg_stat", "ndirty")];
+
+/// Every struct [`NEEDED`] and [`OPTIONAL`] name, once (what a BTF reader
+/// looks for).
+fn structs_read() -> Vec<&'static str> {
+    let mut structs: Vec<&str> = NEEDED
+        .iter()
+        .chain(&OPTIONAL)
+        .map(|(structure, _)| *structure)
+        .collect();
+    structs.sort_unstable();
+    structs.dedup();
+    structs
+}
+
 /// Builds `Offsets` (and the values by name) from a lookup; names the first
-/// member it cannot find.
+/// needed member it cannot find.
 fn build(
     lookup: impl Fn(&str, &str) -> Option<u32>,
 ) -> Result<(Offsets, BTreeMap<String, u32>), String> {
-    let (values, named) = look_up_all(&NEEDED, lookup)?;
+    let (values, mut named) = look_up_all(&NEEDED, &lookup)?;
+    let [txg_stat_ndirty] = OPTIONAL.map(|(structure, member)| {
+        let found = lookup(structure, member);
+        if let Some(value) = found {
+            named.insert(format!("{structure}.{member}"), value);
+        }
+        found.unwrap_or(OFFSET_UNKNOWN)
+    });
     let [
         zio_type,
         zio_priority,
@@ -338,6 +363,7 @@ fn build(
         vdev_alloc_bias,
         vdev_ops,
         vdev_op_type,
+        txg_stat_ndirty,
     };
     Ok((offsets, named))
 }
@@ -537,10 +563,7 @@ fn from_btf(module_btf: &Path, vmlinux_btf: &Path) -> Result<FoundOffsets, Strin
     };
     let base = std::fs::read(vmlinux_btf)
         .map_err(|e| format!("cannot read {}: {e}", vmlinux_btf.display()))?;
-    // Every struct a member of NEEDED is in, from the one list.
-    let mut structs: Vec<&str> = NEEDED.iter().map(|(structure, _)| *structure).collect();
-    structs.sort_unstable();
-    structs.dedup();
+    let structs = structs_read();
     let found = btf::struct_offsets(&split, Some(&base), &structs)
         .map_err(|e| format!("module BTF {}: {e}", module_btf.display()))?;
     let (offsets, values) = build(|s, m| found.get(s).and_then(|members| members.get(m)).copied())

@@ -1,0 +1,190 @@
+//! zprof's txg rows against ZFS's own txgs kstat (/proc/spl/kstat/zfs/POOL/txgs,
+//! read by iostat-around.sh once the section's pool is synced, inside the
+//! recording): for every txg both have, the dirty bytes are the kstat's
+//! (with offsets; without them zprof must say it has none), the open and
+//! quiescing times are the kstat's to the nanosecond (both are differences
+//! of the stamps ZFS passes), and the wait and sync times, which zprof takes
+//! on its own clock beside ZFS's stamps, are within [`TIME_SHARE`] or
+//! [`TIME_SLACK_NS`], whichever is larger.
+
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::{Context as _, anyhow, ensure};
+use serde_json::Value;
+
+use super::Variant;
+
+/// Relative closeness of the wait and sync times.
+const TIME_SHARE: f64 = 0.01;
+/// Absolute closeness of the wait and sync times: zprof's stamps are taken
+/// by a probe each, next to ZFS's (a probe hit costs microseconds, tens of
+/// them under emulation).
+const TIME_SLACK_NS: u64 = 200_000;
+
+/// One row of the txgs kstat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KstatTxg {
+    ndirty: u64,
+    otime: u64,
+    qtime: u64,
+    wtime: u64,
+    stime: u64,
+}
+
+/// The kstat's rows by txg: the line after its header (`txg birth state
+/// ndirty nread nwritten reads writes otime qtime wtime stime`).
+fn parse_kstat(text: &str) -> anyhow::Result<BTreeMap<u64, KstatTxg>> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("txg "));
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or_else(|| anyhow!("no header line starting with 'txg'"))?
+        .split_whitespace()
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| anyhow!("no column {name} in {header:?}"))
+    };
+    let at = [
+        column("txg")?,
+        column("ndirty")?,
+        column("otime")?,
+        column("qtime")?,
+        column("wtime")?,
+        column("stime")?,
+    ];
+    let mut rows = BTreeMap::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let value = |i: usize| -> anyhow::Result<u64> {
+            fields
+                .get(at[i])
+                .ok_or_else(|| anyhow!("short line {line:?}"))?
+                .parse()
+                .with_context(|| format!("line {line:?}"))
+        };
+        rows.insert(
+            value(0)?,
+            KstatTxg {
+                ndirty: value(1)?,
+                otime: value(2)?,
+                qtime: value(3)?,
+                wtime: value(4)?,
+                stime: value(5)?,
+            },
+        );
+    }
+    Ok(rows)
+}
+
+/// Whether a time zprof took on its own clock is close to the kstat's.
+fn close(ours: u64, theirs: u64) -> bool {
+    ours.abs_diff(theirs) <= TIME_SLACK_NS.max((theirs as f64 * TIME_SHARE) as u64)
+}
+
+/// Compares the recording's rows of `pool` with `dir/txgs.txt`.
+pub fn compare_txgs(
+    rec: &Value,
+    dir: &Path,
+    pool: &str,
+    variant: Variant,
+) -> anyhow::Result<String> {
+    let path = dir.join("txgs.txt");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let kstat = parse_kstat(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let ours: Vec<&Value> = rec["txgs"]
+        .as_array()
+        .ok_or_else(|| anyhow!("the recording has no txgs"))?
+        .iter()
+        .filter(|t| t["pool"] == pool && t["sync_ns"].is_u64())
+        .collect();
+    let mut bad = Vec::new();
+    let mut compared = 0;
+    let mut worst = (0u64, 0u64);
+    for txg in &ours {
+        let number = txg["txg"].as_u64().unwrap_or(0);
+        // A txg whose sync the kstat has not stamped (it keeps the last
+        // zfs_txg_history) is not compared.
+        let Some(row) = kstat.get(&number).filter(|r| r.stime > 0) else {
+            continue;
+        };
+        compared += 1;
+        let field = |name: &str| txg[name].as_u64();
+        match (variant, field("dirty_bytes")) {
+            (Variant::Nobtf, None) => {}
+            (Variant::Nobtf, Some(d)) => {
+                bad.push(format!("txg {number}: dirty {d} without offsets"))
+            }
+            (_, Some(d)) if d == row.ndirty => {}
+            (_, d) => bad.push(format!(
+                "txg {number}: dirty {d:?}, the kstat's {}",
+                row.ndirty
+            )),
+        }
+        for (name, theirs) in [("open_ns", row.otime), ("quiesce_ns", row.qtime)] {
+            if let Some(ours) = field(name).filter(|&v| v != theirs) {
+                bad.push(format!("txg {number}: {name} {ours}, the kstat's {theirs}"));
+            }
+        }
+        for (name, theirs) in [("wait_ns", row.wtime), ("sync_ns", row.stime)] {
+            let Some(ours) = field(name) else {
+                bad.push(format!("txg {number}: no {name}"));
+                continue;
+            };
+            worst = worst.max((ours.abs_diff(theirs), theirs));
+            if !close(ours, theirs) {
+                bad.push(format!("txg {number}: {name} {ours}, the kstat's {theirs}"));
+            }
+        }
+    }
+    ensure!(
+        compared >= 2,
+        "only {compared} of zprof's {} txgs of {pool} are in the txgs kstat",
+        ours.len()
+    );
+    ensure!(bad.is_empty(), "txgs against the kstat: {}", bad.join("; "));
+    Ok(format!(
+        "{compared} txgs equal the txgs kstat (dirty{} open and quiesce times; wait and sync at most {} us off, of {} us)",
+        if variant == Variant::Nobtf {
+            " unknown without offsets,"
+        } else {
+            ","
+        },
+        worst.0 / 1000,
+        worst.1 / 1000
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header and a row of the 6.17-2.4.4 guest's rz1-off section.
+    #[test]
+    fn kstat_rows_are_read_by_their_header() {
+        let text = "txg      birth            state ndirty       nread        nwritten     reads    writes   otime        qtime        wtime        stime       \n\
+                    14       35476116875      C     67911680     0            93577216     0        1327     5198863871   53330        399148       471690330   \n";
+        let rows = parse_kstat(text).unwrap();
+        assert_eq!(
+            rows[&14],
+            KstatTxg {
+                ndirty: 67911680,
+                otime: 5198863871,
+                qtime: 53330,
+                wtime: 399148,
+                stime: 471690330
+            }
+        );
+        assert!(parse_kstat("nothing\n").is_err());
+    }
+
+    #[test]
+    fn times_are_close_by_share_or_slack() {
+        assert!(close(18_765_432 + 150_000, 18_765_432));
+        assert!(close(100_000_000 + 900_000, 100_000_000));
+        assert!(!close(100_000_000 + 1_100_000, 100_000_000));
+        assert!(!close(44_567 + 250_000, 44_567));
+    }
+}
