@@ -22,7 +22,7 @@ use aya_ebpf::{
 use zprof_common::{DIRTY_UNKNOWN, OFFSET_UNKNOWN, TxgHistoryEvent, counter};
 
 use crate::core::{
-    config::{CONFIG, config_u32},
+    config::{CONFIG, config_u32, offsets_valid},
     memory::{arg, read_or},
     pools::pool_row_key,
     programs::{entry_programs, return_programs},
@@ -155,7 +155,9 @@ fn try_txg_synced_entry(ctx: &ProbeContext) -> Result<(), u32> {
 #[inline(always)]
 fn dirty_bytes(ts: u64) -> u64 {
     let offset = config_u32(&CONFIG.offsets.txg_stat_ndirty);
-    if ts == 0 || offset == OFFSET_UNKNOWN {
+    // Without offsets the member's slot holds 0, not OFFSET_UNKNOWN: the
+    // txg_stat_t's first bytes would pass for its dirty bytes.
+    if ts == 0 || !offsets_valid() || offset == OFFSET_UNKNOWN {
         return DIRTY_UNKNOWN;
     }
     read_or::<u64>(ts + offset as u64, DIRTY_UNKNOWN)

@@ -18,8 +18,9 @@ use super::Variant;
 const TIME_SHARE: f64 = 0.01;
 /// Absolute closeness of the wait and sync times: zprof's stamps are taken
 /// by a probe each, next to ZFS's (a probe hit costs microseconds, tens of
-/// them under emulation).
-const TIME_SLACK_NS: u64 = 200_000;
+/// them under emulation: up to 115 us apart in the 6.17 guest here, where a
+/// txg taken for another is milliseconds to seconds off).
+const TIME_SLACK_NS: u64 = 500_000;
 
 /// One row of the txgs kstat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,9 +183,9 @@ mod tests {
 
     #[test]
     fn times_are_close_by_share_or_slack() {
-        assert!(close(18_765_432 + 150_000, 18_765_432));
+        assert!(close(18_765_432 + 450_000, 18_765_432));
         assert!(close(100_000_000 + 900_000, 100_000_000));
         assert!(!close(100_000_000 + 1_100_000, 100_000_000));
-        assert!(!close(44_567 + 250_000, 44_567));
+        assert!(!close(44_567 + 550_000, 44_567));
     }
 }

@@ -278,6 +278,9 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     if let Some(p) = &phases {
         evidence.extend(phase_lines(p));
     }
+    let dirty = dirty_lines(rec);
+    let dirty_known = !dirty.is_empty();
+    evidence.extend(dirty);
     if synced.count > 0 {
         evidence.push(format!(
             "txg_wait_synced: {} calls, p50 {}",
@@ -306,7 +309,7 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         share,
         confidence: Confidence::High,
         evidence,
-        missing: throttle_missing(phases.is_none() && wait.count > 0),
+        missing: throttle_missing(phases.is_none() && wait.count > 0, dirty_known),
         action: if job_waits > 0 || slow {
             "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
         } else {
@@ -320,8 +323,36 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     });
 }
 
-fn throttle_missing(phases_unknown: bool) -> Vec<String> {
-    let mut missing = vec!["dirty data amounts are not traced".to_owned()];
+/// Each pool's dirty data per txg, as the txgs kstat counts it (the bytes a
+/// txg carried into its sync), where the recording has them.
+fn dirty_lines(rec: &Recording) -> Vec<String> {
+    let mut per_pool: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for txg in &rec.txgs {
+        if let Some(dirty) = txg.life.dirty_bytes {
+            per_pool.entry(txg.pool.as_str()).or_default().push(dirty);
+        }
+    }
+    per_pool
+        .into_iter()
+        .map(|(pool, dirty)| {
+            let max = dirty.iter().copied().max().unwrap_or(0);
+            let mean = dirty.iter().sum::<u64>() as f64 / dirty.len() as f64;
+            format!(
+                "pool {pool}: dirty data per txg at its sync, max {}, mean {} over {} txgs (zprof report --txgs lists them)",
+                crate::units::format_bytes(max as f64),
+                crate::units::format_bytes(mean),
+                dirty.len()
+            )
+        })
+        .collect()
+}
+
+fn throttle_missing(phases_unknown: bool, dirty_known: bool) -> Vec<String> {
+    let mut missing = vec![if dirty_known {
+        "zfs_dirty_data_max is not read, so the dirty data is not set against the throttle's thresholds (zfs_delay_min_dirty_percent, zfs_dirty_data_sync_percent)".to_owned()
+    } else {
+        "dirty data amounts are not traced (a recording made before zprof read txg histories, or offsets without txg_stat_t.ndirty)".to_owned()
+    }];
     if phases_unknown {
         missing.push("which phase the waits fell in (a job's layout writes, or the job): the benchmark did not say when its jobs ran (zprof run reads it from zprof-lab's JSON, and from fio's where it prints job_start)".into());
     }
@@ -356,4 +387,35 @@ fn phase_lines(phases: &ThrottlePhases) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 6.17-2.4.4 guest's two pools recorded at once (tests/data/README.md):
+    /// each pool gets its own dirty line, from its own txgs.
+    #[test]
+    fn dirty_data_is_told_per_pool_from_its_txgs() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/guest-2.4.4-two-pools.json"
+        ));
+        let rec = Recording::parse(text, "guest two pools").unwrap();
+        let lines = dirty_lines(&rec);
+        for pool in ["tpa", "tpb"] {
+            let txgs = rec
+                .txgs
+                .iter()
+                .filter(|t| t.pool == pool && t.life.dirty_bytes.is_some())
+                .count();
+            let line = lines
+                .iter()
+                .find(|l| l.starts_with(&format!("pool {pool}: ")))
+                .unwrap_or_else(|| panic!("no line for {pool}: {lines:?}"));
+            assert!(line.contains(&format!("over {txgs} txgs")), "{line}");
+        }
+        let missing = throttle_missing(false, true);
+        assert!(missing[0].starts_with("zfs_dirty_data_max is not read"));
+    }
 }

@@ -496,35 +496,15 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
         )));
     };
     let cached = kbuild::cache_path(build_id);
-    // A cached table that no longer serves (written by a zprof that read
-    // fewer members) is compiled again and replaced.
-    let mut stale = String::new();
-    if cached.is_file() {
-        match from_file(
-            &cached,
-            Some(build_id),
-            "zfs.ko",
-            "remove it and run `zprof offsets` again",
-        ) {
-            Ok(found) if found.request_missing.is_none() => {
-                return Ok(FoundOffsets {
-                    source: format!("headers, cached: {}", found.source),
-                    ..found
-                });
-            }
-            Ok(found) => {
-                stale = format!(
-                    " (replacing the cached table, made before the request layer: {})",
-                    found.request_missing.unwrap_or_default()
-                )
-            }
-            Err(e) => stale = format!(" (replacing the cached table, unusable: {e})"),
-        }
-    }
+    let (stale, older) = match read_cached(&cached, build_id) {
+        Cached::Serves(found) => return Ok(found),
+        Cached::Older(found, why) => (why, Some(found)),
+        Cached::Stale(why) => (why, None),
+    };
     let compiled = kbuild::BuildInputs::locate(sources.zfs_version, None, sources.kernel_release)
         .and_then(|inputs| kbuild::compile(&inputs, Some(build_id)));
-    Ok(match compiled {
-        Ok(table) => {
+    Ok(match (compiled, older) {
+        (Ok(table), _) => {
             let offsets = match from_table(&table) {
                 Ok(offsets) => offsets,
                 Err(e) => {
@@ -546,11 +526,61 @@ pub fn for_kernel(sources: &KernelSources) -> Result<FoundOffsets, String> {
             )
             .with_request(|s, m| table.member(s, m))
         }
-        Err(why) => FoundOffsets::none(format!(
+        // The older table still serves all but what it lacks.
+        (Err(why), Some(found)) => FoundOffsets {
+            source: format!(
+                "{}{stale}; it could not be compiled again here ({why}), so it is used as it is",
+                found.source
+            ),
+            ..found
+        },
+        (Err(why), None) => FoundOffsets::none(format!(
             "{no_btf}{stale}; no table for its build {build_id} in {}; and none can be compiled here: {why}. Run `zprof offsets --module zfs.ko -o FILE` where its dkms tree and kernel headers are, then pass --offsets FILE",
             kbuild::cache_dir().display()
         )),
     })
+}
+
+/// What the table cached for a module build is worth.
+enum Cached {
+    /// It gives every member zprof reads.
+    Serves(FoundOffsets),
+    /// It lacks an optional member (a table from before zprof read it): to
+    /// be compiled again, and used as it is if that fails.
+    Older(FoundOffsets, String),
+    /// Absent, unusable, or without the request layer: to be compiled again.
+    Stale(String),
+}
+
+/// Reads the table cached at `cached` for module build `build_id`.
+fn read_cached(cached: &Path, build_id: &str) -> Cached {
+    if !cached.is_file() {
+        return Cached::Stale(String::new());
+    }
+    match from_file(
+        cached,
+        Some(build_id),
+        "zfs.ko",
+        "remove it and run `zprof offsets` again",
+    ) {
+        Ok(found) if found.request_missing.is_some() => Cached::Stale(format!(
+            " (replacing the cached table, made before the request layer: {})",
+            found.request_missing.unwrap_or_default()
+        )),
+        Ok(found) => {
+            let found = FoundOffsets {
+                source: format!("headers, cached: {}", found.source),
+                ..found
+            };
+            if found.offsets.txg_stat_ndirty == OFFSET_UNKNOWN {
+                let why = " (the cached table was made before zprof read txg_stat.ndirty)";
+                Cached::Older(found, why.into())
+            } else {
+                Cached::Serves(found)
+            }
+        }
+        Err(e) => Cached::Stale(format!(" (replacing the cached table, unusable: {e})")),
+    }
 }
 
 /// Offsets from the module's BTF, or why there are none.
