@@ -253,6 +253,9 @@ struct Attempt {
     modelled: (f64, f64),
     /// What the prediction rested on, for a miss to be read from the ledger.
     basis: String,
+    /// The host's cold wake-up just before the run without a log device
+    /// (`common::cold_wakeup_us`).
+    wakeup_us: f64,
 }
 
 impl Attempt {
@@ -279,11 +282,15 @@ impl Attempt {
             self.modelled.0 / 1e3,
             self.modelled.1 / 1e3,
             self.steal * 100.0
-        ) + &format!("; {}", self.basis)
+        ) + &format!(
+            "; {}; the host woke a thread in {:.0} us after an idle 8 ms",
+            self.basis, self.wakeup_us
+        )
     }
 }
 
 fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
+    let wakeup_us = common::cold_wakeup_us();
     let load = case.loaded.then(CpuLoad::start);
     let (without, _) = fsync_run(dir, lab, case, 0);
     let steal = HostSteal::start();
@@ -327,6 +334,7 @@ fn attempt(dir: &Path, lab: &Path, case: &Case) -> Attempt {
         delivered,
         modelled,
         basis,
+        wakeup_us,
     }
 }
 

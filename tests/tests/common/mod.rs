@@ -333,6 +333,39 @@ pub fn non_number_word(text: &str) -> Option<&str> {
         })
 }
 
+/// How long this host takes to run a thread woken after both CPUs idled
+/// through an hdd-like wait (8 ms), in microseconds: the median of 40 wake-ups
+/// of a thread blocked on a channel by one that slept. A run without a log
+/// device pays such a wake-up at each of its hand-offs; a run with one keeps
+/// its CPUs warm. Hosts differ here (a VM's idle vCPU may be descheduled),
+/// which a timing model fitted on another host cannot know.
+pub fn cold_wakeup_us() -> f64 {
+    use std::{
+        sync::mpsc,
+        time::{Duration, Instant},
+    };
+    let (wake, woken) = mpsc::channel::<Instant>();
+    let (report, reported) = mpsc::channel::<Duration>();
+    let waiter = std::thread::spawn(move || {
+        for sent in woken {
+            if report.send(sent.elapsed()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut samples: Vec<Duration> = (0..40)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(8));
+            wake.send(Instant::now()).unwrap();
+            reported.recv().unwrap()
+        })
+        .collect();
+    drop(wake);
+    waiter.join().unwrap();
+    samples.sort();
+    samples[samples.len() / 2].as_secs_f64() * 1e6
+}
+
 /// The share of CPU time the hypervisor took from this VM (steal) since
 /// `start`: a timing test's miss on a host that was taken away is told apart
 /// from the model's own.

@@ -28,20 +28,6 @@ use crate::{
     zfs::{elf, releases},
 };
 
-/// Records how attaching one of a point's programs went: attached once each
-/// of its programs is, or the reason the first one failed.
-fn note_attached(status: &mut ProbeStatus, result: anyhow::Result<()>) {
-    match result {
-        Ok(()) => status.attached = status.reason.is_none(),
-        Err(e) => {
-            // The whole verifier log, which the one-line reason points to.
-            log::debug!("{}: {e:#}", status.role);
-            status.attached = false;
-            status.reason = Some(format!("attach failed: {}", short_error(&e)));
-        }
-    }
-}
-
 /// The multi-link loader, when wanted and available: multi links need a copy
 /// of the programs relocated against aya's maps.
 ///
@@ -82,54 +68,43 @@ impl ProbeAttacher<'_> {
     /// Attaches every point the plan attaches; returns each point's status,
     /// attached or with the reason it is not.
     pub fn attach_planned(&mut self, plan: Vec<PlannedPoint>) -> Vec<ProbeStatus> {
-        // Every return program before any entry program. Attached entry
-        // first, a call that began between the two was closed by a later
-        // call's return: in one guest run the first txg's row said txg 12
-        // synced in 980 ms, where the kstat had 2.4 ms for it (the span of
-        // txg 12's entry closed by txg 13's return, which was counted as a
-        // nested entry). A span's end attached first is at worst a return
-        // without its entry, which is counted. Spans across two functions
-        // (a dedup log's begin and commit) are covered the same way.
-        let mut points: Vec<(ProbeStatus, Option<(Attachment, u64)>)> = plan
-            .into_iter()
+        plan.into_iter()
             .map(|planned| match planned.attach {
-                Some(attachment) => {
-                    let mut status = planned.status;
-                    let location = self.location(&attachment, &mut status);
-                    (status, Some((attachment, location)))
-                }
-                None => (planned.status, None),
+                Some(attachment) => self.attach_point(planned.status, &attachment),
+                None => planned.status,
             })
-            .collect();
-        for (status, attach) in &mut points {
-            if let Some((attachment, location)) = attach {
-                let attached = attachment.return_program.as_ref().map_or(Ok(()), |ret| {
-                    self.attach_program(ret, attachment.function, *location, true)
-                });
-                note_attached(status, attached);
-            }
-        }
-        for (status, attach) in &mut points {
-            if let Some((attachment, location)) =
-                attach.as_ref().filter(|_| status.reason.is_none())
-            {
-                let attached = attachment.entry_program.as_ref().map_or(Ok(()), |entry| {
-                    self.attach_program(entry, attachment.function, *location, false)
-                });
-                note_attached(status, attached);
-            }
-        }
-        points.into_iter().map(|(status, _)| status).collect()
+            .collect()
     }
 
-    /// Where a point's programs go: the kernel function's address, or the
-    /// uprobe's offset in the library (which may note something in `status`).
-    fn location(&self, attachment: &Attachment, status: &mut ProbeStatus) -> u64 {
-        if self.kernel {
+    /// Attaches one point's entry program, then its return program.
+    fn attach_point(&mut self, mut status: ProbeStatus, attachment: &Attachment) -> ProbeStatus {
+        let location = if self.kernel {
             attachment.start
         } else {
-            uprobe_location(self.object, attachment.function, attachment.start, status)
+            uprobe_location(
+                self.object,
+                attachment.function,
+                attachment.start,
+                &mut status,
+            )
+        };
+        let entry = match &attachment.entry_program {
+            Some(entry) => self.attach_program(entry, attachment.function, location, false),
+            None => Ok(()),
+        };
+        let result = entry.and_then(|()| match &attachment.return_program {
+            Some(ret) => self.attach_program(ret, attachment.function, location, true),
+            None => Ok(()),
+        });
+        match result {
+            Ok(()) => status.attached = true,
+            Err(e) => {
+                // The whole verifier log, which the one-line reason points to.
+                log::debug!("{}: {e:#}", status.role);
+                status.reason = Some(format!("attach failed: {}", short_error(&e)))
+            }
         }
+        status
     }
 
     /// Attaches program `name` on a multi link, or on aya's perf-event probe
