@@ -20,9 +20,12 @@ pub fn render_table(rec: &Recording) -> String {
     for txg in &rec.txgs {
         text.push_str(&row(txg));
     }
-    if rec.txgs.iter().any(|t| t.life.is_empty()) {
+    let unseen = |l: &crate::recording::TxgLife| {
+        [l.open_ns, l.quiesce_ns, l.wait_ns, l.sync_ns].contains(&None)
+    };
+    if rec.txgs.iter().any(|t| unseen(&t.life)) {
         text.push_str(
-            "-: not seen (a txg born before zprof attached; a recording made before zprof read txg histories)\n",
+            "-: not seen (a txg born before zprof attached has no open, wait or sync time; a recording made before zprof read txg histories has none)\n",
         );
     }
     if rec
