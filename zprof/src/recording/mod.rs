@@ -869,6 +869,13 @@ impl Recording {
             self.bpf_programs.iter().map(|p| p.run_time_ns),
         )?;
         bounded_sum("txg durations", self.txgs.iter().map(|t| t.duration_ns))?;
+        let life =
+            |f: fn(&TxgLife) -> Option<u64>| self.txgs.iter().filter_map(move |t| f(&t.life));
+        bounded_sum("txg open times", life(|l| l.open_ns))?;
+        bounded_sum("txg quiescing times", life(|l| l.quiesce_ns))?;
+        bounded_sum("txg wait times", life(|l| l.wait_ns))?;
+        bounded_sum("txg sync times", life(|l| l.sync_ns))?;
+        bounded_sum("txg dirty bytes", life(|l| l.dirty_bytes))?;
         if let Some(offcpu) = &self.offcpu {
             bounded_sum(
                 "off-CPU time",
@@ -1494,6 +1501,27 @@ mod tests {
         let text = serde_json::to_string(&recording(vec![h])).unwrap();
         let err = Recording::parse(&text, "bad.json").unwrap_err().to_string();
         assert!(err.contains("buckets sum to 2, count says 5"), "{err}");
+    }
+
+    /// CI's fuzzing found a recording whose txgs' dirty bytes overflowed the
+    /// throttle finding's sum: such a recording is refused at load.
+    #[test]
+    fn wrapped_txg_figures_are_rejected() {
+        let mut rec = recording(vec![]);
+        let txg = |n| TxgRecord {
+            pool: "tank".into(),
+            txg: n,
+            start_offset_ns: 0,
+            duration_ns: 1_000,
+            life: TxgLife {
+                dirty_bytes: Some(u64::MAX / 2 + 1),
+                ..TxgLife::default()
+            },
+        };
+        rec.txgs = vec![txg(5), txg(6)];
+        let text = serde_json::to_string(&rec).unwrap();
+        let err = Recording::parse(&text, "bad.json").unwrap_err().to_string();
+        assert!(err.contains("txg dirty bytes add up beyond"), "{err}");
     }
 
     #[test]
