@@ -393,8 +393,12 @@ pub mod counter {
     /// A zil_commit found every slot of its pool's window taken (more
     /// concurrent commits than `COMMIT_SLOTS`): timed whole, its parts not.
     pub const COMMIT_SLOTS_FULL: u32 = 20;
+    /// A request's end was never seen (its end program was skipped: the
+    /// kernel runs one BPF program at a time per CPU), found when the next
+    /// request of its thread or bio address replaced the stale start.
+    pub const REQUEST_END_MISSED: u32 = 21;
     /// Number of counters.
-    pub const COUNT: u32 = 21;
+    pub const COUNT: u32 = 22;
 }
 
 /// Slots of the eBPF side's WRITERS array: a writing thread keeps its

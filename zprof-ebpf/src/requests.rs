@@ -24,7 +24,7 @@
 //! difference of the thread's running totals, kept by `core::timed`).
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_ANY, BPF_NOEXIST},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes,
@@ -49,6 +49,7 @@ use crate::core::{
     memory::{arg, read_or},
     programs::run,
     record::{EVENTS, ZERO, atomic_add},
+    spans::begun_while_attaching,
     timed::{current_waits, slow_tracking},
     tracked::wanted,
 };
@@ -167,11 +168,28 @@ fn start(id: u64, bytes: u64, key: RequestKey) -> Result<(), u32> {
         key,
         waits_at_start,
     };
-    // EEXIST cannot happen for a bio in flight or a thread in one call;
-    // anything else is a full map.
-    REQUEST_STARTS
+    if REQUEST_STARTS
         .insert(&id, &value, BPF_NOEXIST as u64)
-        .map_err(|_| counter::REQUEST_START_FULL)
+        .is_ok()
+    {
+        return Ok(());
+    }
+    // A thread is in one call at a time and a bio in flight is one request:
+    // a start already there is stale, its request's end never seen (the
+    // kernel skipped the end's program while another ran on that CPU). The
+    // new request takes its place; the lost end is counted. Anything else is
+    // a full map.
+    // One begun while zprof attached may have ended before its end's
+    // program was attached, and is no loss (see `ATTACHED_NS`).
+    let Some(stale) = (unsafe { REQUEST_STARTS.get(&id) }) else {
+        return Err(counter::REQUEST_START_FULL);
+    };
+    let unseen_end = !begun_while_attaching(stale.start_ns);
+    match REQUEST_STARTS.insert(&id, &value, BPF_ANY as u64) {
+        Ok(()) if unseen_end => Err(counter::REQUEST_END_MISSED),
+        Ok(()) => Ok(()),
+        Err(_) => Err(counter::REQUEST_START_FULL),
+    }
 }
 
 /// Ends the request `id` if it was started; `end_without_start_is_loss`

@@ -261,19 +261,70 @@ pub fn check_requests(dir: &Path, variant: Variant) -> anyhow::Result<String> {
         Ok(line) => found.figures.push(line),
         Err(e) => found.bad.push(format!("{e:#}")),
     }
-    let losses = &rec["losses"];
-    for counter in [
-        "request_folded",
-        "request_start_full",
-        "request_end_without_start",
-        "name_map_full",
-    ] {
-        if losses[counter].as_u64().unwrap_or(0) > 0 {
-            found.bad.push(format!("{counter}: {}", losses[counter]));
-        }
-    }
+    check_losses(&rec, &mut found);
     ensure!(found.bad.is_empty(), "{}", found.bad.join("; "));
     Ok(found.figures.join("; "))
+}
+
+/// No request lost but to runs of its programs the kernel skipped (it runs
+/// one BPF program at a time per CPU: a bio_endio in an interrupt during
+/// another program's run is skipped), each counted in the recording.
+fn check_losses(rec: &Value, found: &mut Found) {
+    let losses = &rec["losses"];
+    let loss = |counter: &str| losses[counter].as_u64().unwrap_or(0);
+    for counter in ["request_folded", "request_start_full", "name_map_full"] {
+        if loss(counter) > 0 {
+            found.bad.push(format!("{counter}: {}", loss(counter)));
+        }
+    }
+    let (starts, ends) = (
+        skipped_runs(rec, START_PROGRAMS),
+        skipped_runs(rec, END_PROGRAMS),
+    );
+    for (counter, skipped) in [
+        ("request_end_without_start", starts),
+        ("request_end_missed", ends),
+    ] {
+        if loss(counter) > skipped {
+            found.bad.push(format!(
+                "{counter}: {}, more than the {skipped} runs of its programs the kernel skipped",
+                loss(counter)
+            ));
+        }
+    }
+    if starts + ends > 0 {
+        found.figures.push(format!(
+            "request programs skipped by the kernel: {starts} starts, {ends} ends (request_end_missed {}, request_end_without_start {})",
+            loss("request_end_missed"),
+            loss("request_end_without_start")
+        ));
+    }
+}
+
+/// The request layer's start programs, and its end programs.
+const START_PROGRAMS: &[&str] = &[
+    "file_read_start_k",
+    "file_write_start_k",
+    "file_fsync_start_k",
+    "zvol_submit_k",
+];
+const END_PROGRAMS: &[&str] = &["file_request_done_k", "zvol_bio_done_k"];
+
+/// Runs of `programs` the kernel skipped, as the recording counts them: each
+/// can be a request missing from zprof's rows.
+fn skipped_runs(rec: &Value, programs: &[&str]) -> u64 {
+    rec["bpf_programs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| programs.iter().any(|name| p["program"] == *name))
+        .map(|p| p["missed"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Requests zprof may lack against fio's counts for skipped program runs.
+fn skipped_request_runs(rec: &Value) -> u64 {
+    skipped_runs(rec, START_PROGRAMS) + skipped_runs(rec, END_PROGRAMS)
 }
 
 /// What the request checks found: what is wrong, and the figures measured.
@@ -314,9 +365,12 @@ fn check_point(
             && has_sync_flag(r) == p.sync
             && (!with_offsets || r["dataset"] == job.dataset)
     });
-    if count.abs_diff(expected) > 2 {
+    // Within 2 (fio's time-based end), and short by at most the request
+    // programs' skipped runs.
+    let skipped = skipped_request_runs(rec);
+    if count > expected + 2 || count + 2 + skipped < expected {
         found.bad.push(format!(
-            "{} {direction}: zprof counted {count} {op} requests, fio {expected}",
+            "{} {direction}: zprof counted {count} {op} requests, fio {expected} (request program runs skipped: {skipped})",
             job.name
         ));
     }
@@ -364,7 +418,9 @@ fn check_split(
     let (by_name, _) = zprof_rows(rec, |r| {
         r["comm"] == process && (with_offsets || r["layer"] == "file")
     });
-    if by_name.abs_diff(expected) > 4 {
+    let skipped = skipped_request_runs(rec);
+    let off = |ours: u64| ours > expected + 4 || ours + 4 + skipped < expected;
+    if off(by_name) {
         found.bad.push(format!(
             "process {process}: zprof's rows add up to {by_name}, fio's jobs to {expected}"
         ));
@@ -372,7 +428,7 @@ fn check_split(
     let (by_cgroup, _) = zprof_rows(rec, |r| {
         r["cgroup"] == cgroup && (with_offsets || r["layer"] == "file")
     });
-    if by_cgroup.abs_diff(expected) > 4 {
+    if off(by_cgroup) {
         found.bad.push(format!(
             "cgroup {cgroup}: zprof's rows add up to {by_cgroup}, fio-{}'s jobs to {expected}",
             &cgroup[1..]
@@ -883,5 +939,33 @@ mod tests {
             rmw_figures_agree(right_bytes, right_reads * 2.0, rmw_counters()).is_err(),
             "block reads counted twice"
         );
+    }
+
+    /// The 6.17-2.4.4 btf guest's requests run of 2026-12-07 (a flake): the
+    /// kernel skipped 3 runs of zvol_bio_done_k, and 3 later bios at the
+    /// same addresses found those stale starts. Counted as ends missed they
+    /// pass; more ends missed than skipped runs do not.
+    #[test]
+    fn ends_missed_pass_only_where_the_kernel_skipped_as_many_runs() {
+        let rec = |missed_ends: u64| {
+            serde_json::json!({
+                "losses": {"request_end_missed": missed_ends},
+                "bpf_programs": [
+                    {"program": "zvol_bio_done_k", "missed": 3},
+                    {"program": "vdev_stat_entry_k", "missed": 5},
+                ],
+            })
+        };
+        let mut found = Found::default();
+        check_losses(&rec(3), &mut found);
+        assert!(found.bad.is_empty(), "{:?}", found.bad);
+        assert!(
+            found.figures[0].contains("0 starts, 3 ends"),
+            "{:?}",
+            found.figures
+        );
+        let mut found = Found::default();
+        check_losses(&rec(4), &mut found);
+        assert_eq!(found.bad.len(), 1, "{:?}", found.bad);
     }
 }

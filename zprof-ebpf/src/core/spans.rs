@@ -5,10 +5,10 @@
 //! thread also say which timed stages it is in (`timed::timed_stage`).
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_ANY, BPF_NOEXIST},
     helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::HashMap,
+    maps::{Array, HashMap},
 };
 use zprof_common::{InFlight, InFlightKey, Stage, counter};
 
@@ -17,6 +17,22 @@ use super::counters::count_unmatched;
 /// Calls in flight: start time and what the entry probe learnt.
 #[map]
 pub static INFLIGHT: HashMap<InFlightKey, InFlight> = HashMap::with_max_entries(16384, 0);
+
+/// When user space had attached every program (bpf_ktime_get_ns's clock;
+/// 0 while it is attaching). A span begun before then may have ended
+/// unseen, its end's program not yet attached: a later start under its key
+/// replaces it rather than counting as nested (a spa_sync run between the
+/// attaching of its entry and of its return left its start, and the next
+/// txg's spa_sync was timed from it: 980 ms where ZFS's kstat said 2.4 ms).
+#[map]
+pub static ATTACHED_NS: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Whether a span begun at `start_ns` began while programs were attached.
+#[inline(always)]
+pub fn begun_while_attaching(start_ns: u64) -> bool {
+    let attached = ATTACHED_NS.get(0).copied().unwrap_or(0);
+    attached == 0 || start_ns < attached
+}
 
 /// The current thread's id (the kernel's pid).
 #[inline(always)]
@@ -62,9 +78,24 @@ pub fn enter(
     };
     match INFLIGHT.insert(&key, &value, BPF_NOEXIST as u64) {
         Ok(()) => Ok(()),
-        Err(-17) => Err(counter::NESTED_ENTRY), // EEXIST
+        Err(-17) => replace_stale(&key, &value), // EEXIST
         Err(_) => Err(counter::ENTRY_MAP_FULL),
     }
+}
+
+/// A start found under `key`: one begun while zprof attached may be stale
+/// (see [`ATTACHED_NS`]) and gives way; any other is an outer call of the
+/// same function still running, and this inner one is not timed.
+#[inline(always)]
+fn replace_stale(key: &InFlightKey, value: &InFlight) -> Result<(), u32> {
+    let stale =
+        unsafe { INFLIGHT.get(key) }.is_some_and(|open| begun_while_attaching(open.start_ns));
+    if !stale {
+        return Err(counter::NESTED_ENTRY);
+    }
+    INFLIGHT
+        .insert(key, value, BPF_ANY as u64)
+        .map_err(|_| counter::ENTRY_MAP_FULL)
 }
 
 /// Ends a call started by `enter`; returns what the entry saw and the duration.

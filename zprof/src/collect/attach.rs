@@ -50,6 +50,18 @@ pub fn multi_links(ebpf: &Ebpf, kernel: bool) -> Option<MultiLinks> {
         .ok()
 }
 
+/// Tells the programs that every one of them is attached: a span or request
+/// begun before now may have ended unseen, and gives way to a later start
+/// under its key (see ATTACHED_NS on the eBPF side).
+pub fn mark_attached(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    let mut attached: Array<_, u64> = Array::try_from(
+        ebpf.map_mut("ATTACHED_NS")
+            .ok_or_else(|| anyhow!("ATTACHED_NS missing"))?,
+    )?;
+    attached.set(0, super::clock::monotonic_ns(), 0)?;
+    Ok(())
+}
+
 /// Attaches planned points to one target.
 pub struct ProbeAttacher<'a> {
     /// The loaded object (aya's probes and the maps).

@@ -74,6 +74,7 @@ pub fn losses(
         request_folded: c[counter::REQUEST_FOLDED as usize],
         request_start_full: c[counter::REQUEST_START_FULL as usize],
         request_end_without_start: c[counter::REQUEST_END_WITHOUT_START as usize],
+        request_end_missed: c[counter::REQUEST_END_MISSED as usize],
         requests_in_flight_at_end: in_flight_at_end.requests,
         name_map_full: c[counter::NAME_MAP_FULL as usize],
         commit_slots_full: c[counter::COMMIT_SLOTS_FULL as usize],
@@ -90,7 +91,7 @@ pub fn losses(
 }
 
 /// The loss counters `serve` exports, by the names of [`Losses`]' fields.
-const LOSS_COUNTERS: [(u32, &str); 13] = [
+const LOSS_COUNTERS: [(u32, &str); 14] = [
     (counter::ENTRY_MAP_FULL, "entry_map_full"),
     (counter::RETURN_WITHOUT_ENTRY, "return_without_entry"),
     (counter::HIST_MAP_FULL, "hist_map_full"),
@@ -107,6 +108,7 @@ const LOSS_COUNTERS: [(u32, &str); 13] = [
         "request_end_without_start",
     ),
     (counter::COMMIT_SLOTS_FULL, "commit_slots_full"),
+    (counter::REQUEST_END_MISSED, "request_end_missed"),
 ];
 
 /// The loss counters `serve` exports, named.

@@ -144,6 +144,7 @@ impl Session {
         .attach_planned(plan);
         attach::require_an_attached_probe(&probes, &target.object)?;
         let drainer = attach_other_programs(&mut ebpf, options, &cpus, &mut loaded)?;
+        attach::mark_attached(&mut ebpf)?;
         log::debug!(
             "attached {} probe points in {:?}",
             probes.iter().filter(|p| p.attached).count(),

@@ -371,6 +371,10 @@ pub struct Losses {
     /// File requests that returned without a start.
     #[serde(default)]
     pub request_end_without_start: u64,
+    /// Requests whose end was never seen (the kernel skipped its program):
+    /// not counted in any row.
+    #[serde(default)]
+    pub request_end_missed: u64,
     /// Requests still in progress when zprof detached.
     #[serde(default)]
     pub requests_in_flight_at_end: u64,
@@ -422,6 +426,10 @@ impl Losses {
             (
                 "file requests ended without a start".to_owned(),
                 self.request_end_without_start,
+            ),
+            (
+                "requests whose end was skipped by the kernel (not counted)".to_owned(),
+                self.request_end_missed,
             ),
             (
                 "requests in flight at detach".to_owned(),
