@@ -86,9 +86,51 @@ fn each_txg_has_its_dirty_bytes_and_state_times_on_each_release() {
             (1.0..=1.0 + METADATA_SHARE).contains(&share),
             "{name}: dirty {dirty} for {written} bytes written ({share:.4})"
         );
+        let job_txgs: Vec<&Value> = txgs
+            .iter()
+            .copied()
+            .filter(|t| (first..=last).contains(&t["txg"].as_u64().unwrap()))
+            .collect();
+        phases_cover_the_syncs(&job_txgs, &name);
         report_shows_the_rows(&recording, rec["txgs"].as_array().unwrap().len(), &name);
         std::fs::remove_dir_all(dir).unwrap();
     }
+}
+
+/// Share of a job's sync time the phases may leave to spa_sync's own work.
+const OTHER_SHARE: f64 = 0.05;
+
+/// Every sync of the job is split, its phases within its spa_sync, the
+/// write-out the largest of them (the job's data), and over the job's syncs
+/// the phases cover all but [`OTHER_SHARE`] of the sync time.
+fn phases_cover_the_syncs(txgs: &[&Value], name: &str) {
+    let (mut sync_ns, mut phases_ns) = (0u64, 0u64);
+    for txg in txgs {
+        let split = &txg["sync"];
+        assert!(
+            split["passes"].as_u64().unwrap_or(0) >= 1,
+            "{name}: no split sync: {txg}"
+        );
+        let phases = split["phases_ns"].as_object().unwrap();
+        let total: u64 = phases.values().map(|v| v.as_u64().unwrap()).sum();
+        let duration = txg["duration_ns"].as_u64().unwrap();
+        assert!(
+            total <= duration,
+            "{name}: phases {total} ns beyond the sync's {duration}: {txg}"
+        );
+        sync_ns += duration;
+        phases_ns += total;
+    }
+    let other = 1.0 - phases_ns as f64 / sync_ns as f64;
+    eprintln!(
+        "{name}: the job's syncs {sync_ns} ns, the phases {phases_ns} ns ({:.1}% other)",
+        other * 100.0
+    );
+    assert!(
+        other <= OTHER_SHARE,
+        "{name}: the phases cover {phases_ns} of the job's {sync_ns} ns of sync ({:.1}% left out)",
+        other * 100.0
+    );
 }
 
 /// `report --txgs` in JSON gives the recording's rows, and the table a line
@@ -106,9 +148,17 @@ fn report_shows_the_rows(recording: &std::path::Path, rows: usize, name: &str) {
     let json: Value = serde_json::from_str(&report("json")).unwrap();
     assert_eq!(json.as_array().unwrap().len(), rows, "{name}");
     let table = report("table");
+    let (life, phases) = table
+        .split_once("\nsync phases")
+        .unwrap_or_else(|| panic!("{name}: no sync phases:\n{table}"));
     assert_eq!(
-        table.lines().filter(|l| l.starts_with("zlab-")).count(),
+        life.lines().filter(|l| l.starts_with("zlab-")).count(),
         rows,
         "{name}:\n{table}"
     );
+    assert!(
+        phases.lines().any(|l| l.starts_with("zlab-")),
+        "{name}: no txg in the sync phases:\n{table}"
+    );
+    eprintln!("{name}:\n{table}");
 }

@@ -470,6 +470,92 @@ pub struct TxgEvent {
     pub tgid: u32,
     /// Padding, always 0.
     pub pad: u32,
+    /// Where the sync's time went (see [`sync_phase`]).
+    pub phases: SyncPhases,
+}
+
+/// The phases of a txg's sync: the functions spa_sync calls on its own
+/// thread, each timed from its entry to its return. A phase function called
+/// inside another (bpobj_iterate inside dsl_scan_sync) counts in the outer
+/// one, so the phases never overlap and their sum is at most the sync.
+pub mod sync_phase {
+    /// dsl_pool_sync's first call: the txg's dirty data written out.
+    pub const WRITE_OUT: usize = 0;
+    /// dsl_pool_sync in the passes after the first (what the first pass's
+    /// writes dirtied: block pointers, space maps of the MOS).
+    pub const LATER_PASSES: usize = 1;
+    /// Freeing blocks: bplist_iterate and bpobj_iterate called by spa_sync
+    /// itself (spa_sync_frees, the deferred frees).
+    pub const FREES: usize = 2;
+    /// ddt_sync: the dedup table.
+    pub const DEDUP: usize = 3;
+    /// brt_sync: the block-cloning table (2.2 and later).
+    pub const CLONES: usize = 4;
+    /// dsl_scan_sync: scrub, resilver and async destroys.
+    pub const SCAN: usize = 5;
+    /// svr_sync: a device removal's copying.
+    pub const REMOVAL: usize = 6;
+    /// Metaslabs: spa_flush_metaslabs (log space maps), vdev_sync
+    /// (metaslab_sync) and vdev_sync_done (metaslab_sync_done).
+    pub const METASLABS: usize = 7;
+    /// vdev_config_sync: the uberblock and the labels, with their flushes.
+    pub const LABELS: usize = 8;
+    /// dsl_pool_sync_done: after the uberblock, the ZIL's cleanup and the
+    /// dirty data accounting.
+    pub const DONE: usize = 9;
+    /// Number of phases.
+    pub const COUNT: usize = 10;
+    /// The phases' names in reports and recordings, by index.
+    pub const NAMES: [&str; COUNT] = [
+        "write_out",
+        "later_passes",
+        "frees",
+        "dedup",
+        "clones",
+        "scan",
+        "removal",
+        "metaslabs",
+        "labels",
+        "done",
+    ];
+    /// No phase open ([`super::SyncPhases::open`]).
+    pub const NONE: u32 = u32::MAX;
+}
+
+/// A sync's phases so far, on its thread (and in its [`TxgEvent`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncPhases {
+    /// Time in each phase (ns), by [`sync_phase`] index.
+    pub ns: [u64; sync_phase::COUNT],
+    /// When the open phase began (programs' clock).
+    pub open_start_ns: u64,
+    /// The open phase, or [`sync_phase::NONE`].
+    pub open: u32,
+    /// Phase functions entered inside the open phase, not yet returned.
+    pub nested: u32,
+    /// dsl_pool_sync calls: the sync's passes.
+    pub passes: u32,
+    /// Blocks the sync thread itself read (zio_read on it: indirect blocks,
+    /// space maps it had to wait for).
+    pub reads: u32,
+    /// Their bytes.
+    pub read_bytes: u64,
+}
+
+impl SyncPhases {
+    /// A sync just begun: no phase open, nothing timed.
+    pub const fn idle() -> SyncPhases {
+        SyncPhases {
+            ns: [0; sync_phase::COUNT],
+            open_start_ns: 0,
+            open: sync_phase::NONE,
+            nested: 0,
+            passes: 0,
+            reads: 0,
+            read_bytes: 0,
+        }
+    }
 }
 
 /// A txg's life as ZFS's txgs kstat keeps it (`spa_txg_history_*`), sent
@@ -1051,6 +1137,7 @@ mod pod {
     unsafe impl aya::Pod for super::InFlight {}
     unsafe impl aya::Pod for super::InFlightKey {}
     unsafe impl aya::Pod for super::TxgEvent {}
+    unsafe impl aya::Pod for super::SyncPhases {}
     unsafe impl aya::Pod for super::PoolName {}
     unsafe impl aya::Pod for super::LeafPlace {}
     unsafe impl aya::Pod for super::GonePool {}

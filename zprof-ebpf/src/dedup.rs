@@ -38,6 +38,7 @@ fn try_ddt_sync_entry(ctx: &ProbeContext) -> Result<(), u32> {
     if !wanted(false) {
         return Ok(());
     }
+    crate::sync_phases::dedup_begins();
     enter(Stage::DdtSync, thread_id(), 0, 0, arg(ctx, 0), 0)
 }
 
@@ -52,6 +53,7 @@ fn try_ddt_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         record(&key, duration, flush.bytes, 0);
     }
     leave_and_record(Stage::DdtSync, 0);
+    crate::sync_phases::dedup_ends();
     Ok(())
 }
 

@@ -41,6 +41,7 @@ mod offcpu;
 mod pipeline;
 mod requests;
 mod stacks;
+mod sync_phases;
 mod txg;
 mod txg_history;
 mod vdev;

@@ -54,7 +54,7 @@ fn try_spa_sync_entry(ctx: &ProbeContext) -> Result<(), u32> {
     let entered = enter(Stage::SpaSync, thread_id(), 0, 0, spa, txg);
     internal_begin();
     next_sync_generation();
-    entered
+    entered.and(crate::sync_phases::sync_begins())
 }
 
 #[inline(always)]
@@ -63,6 +63,7 @@ fn try_spa_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         return Ok(());
     }
     internal_end();
+    let phases = crate::sync_phases::sync_ends();
     let Some((entry, duration)) = leave(Stage::SpaSync, thread_id()) else {
         return Ok(());
     };
@@ -75,6 +76,7 @@ fn try_spa_sync_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         duration_ns: duration,
         tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
         pad: 0,
+        phases,
     };
     EVENTS
         .output::<TxgEvent>(&event, 0)

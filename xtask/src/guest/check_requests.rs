@@ -32,7 +32,7 @@ use super::{
     Variant,
     results::{
         Pow2, case_prefix, histograms, kstat_delta, percentile_bucket, pow2_of_zprof_bucket,
-        read_json,
+        read_json, skipped_runs,
     },
 };
 
@@ -309,18 +309,6 @@ const START_PROGRAMS: &[&str] = &[
     "zvol_submit_k",
 ];
 const END_PROGRAMS: &[&str] = &["file_request_done_k", "zvol_bio_done_k"];
-
-/// Runs of `programs` the kernel skipped, as the recording counts them: each
-/// can be a request missing from zprof's rows.
-fn skipped_runs(rec: &Value, programs: &[&str]) -> u64 {
-    rec["bpf_programs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| programs.iter().any(|name| p["program"] == *name))
-        .map(|p| p["missed"].as_u64().unwrap_or(0))
-        .sum()
-}
 
 /// Requests zprof may lack against fio's counts for skipped program runs.
 fn skipped_request_runs(rec: &Value) -> u64 {

@@ -113,6 +113,20 @@ pub(super) fn kstat_values(dir: &Path, kstat: &str, stats: &[&str]) -> anyhow::R
     ))
 }
 
+/// Runs of `programs` the kernel skipped, as the recording counts them
+/// (bpf_prog_info's recursion_misses: it runs one BPF program at a time per
+/// CPU, so a probe hit in an interrupt during another program's run is
+/// skipped): each can be an event missing from zprof's rows.
+pub(super) fn skipped_runs(rec: &Value, programs: &[&str]) -> u64 {
+    rec["bpf_programs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| programs.iter().any(|name| p["program"] == *name))
+        .map(|p| p["missed"].as_u64().unwrap_or(0))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

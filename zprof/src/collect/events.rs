@@ -7,11 +7,12 @@
 use std::collections::BTreeMap;
 
 use aya::maps::{MapData, RingBuf};
-use zprof_common::{DIRTY_UNKNOWN, SlowRequest, TxgEvent, TxgHistoryEvent};
+use zprof_common::{DIRTY_UNKNOWN, SlowRequest, SyncPhases, TxgEvent, TxgHistoryEvent, sync_phase};
 
 use crate::{
     collect::pools::pool_label,
-    recording::{TxgLife, TxgRecord},
+    recording::{ProbeStatus, SyncSplit, TxgLife, TxgRecord},
+    zfs::{catalogue::SYNC_PHASE_FUNCTIONS, releases::ADDED_LATER},
 };
 
 // The drain tells the kinds of record apart by their sizes.
@@ -83,13 +84,58 @@ impl EventLog {
     }
 }
 
+/// Which phases of a sync the attached probes measure (see
+/// [`SYNC_PHASE_FUNCTIONS`]): a phase is measured where one of its
+/// functions is attached, or where the release has none of them.
+pub fn measured_sync_phases(probes: &[ProbeStatus]) -> [bool; sync_phase::COUNT] {
+    let mut attached = [false; sync_phase::COUNT];
+    let mut known = [false; sync_phase::COUNT];
+    let mut absent_by_release = [true; sync_phase::COUNT];
+    for (role, phases) in SYNC_PHASE_FUNCTIONS {
+        let status = probes
+            .iter()
+            .find(|p| p.role == *role || p.function == *role);
+        for &phase in *phases {
+            known[phase] |= status.is_some();
+            let Some(status) = status else { continue };
+            attached[phase] |= status.attached;
+            let added_later = status
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(ADDED_LATER));
+            absent_by_release[phase] &= !status.attached && added_later;
+        }
+    }
+    std::array::from_fn(|i| attached[i] || (known[i] && absent_by_release[i]))
+}
+
+/// A sync's phases as the recording keeps them: none where zprof did not
+/// see the whole sync (a phase still open at its end, no pass seen).
+fn sync_split(p: &SyncPhases, measured: &[bool; sync_phase::COUNT]) -> Option<SyncSplit> {
+    if p.passes == 0 || p.open != sync_phase::NONE || p.nested != 0 {
+        return None;
+    }
+    let phases_ns = (0..sync_phase::COUNT)
+        .filter(|&i| measured[i])
+        .map(|i| (sync_phase::NAMES[i].to_owned(), p.ns[i]))
+        .collect();
+    Some(SyncSplit {
+        phases_ns,
+        passes: p.passes,
+        reads: p.reads as u64,
+        read_bytes: p.read_bytes,
+    })
+}
+
 /// The txgs drained, placed in time from `started_ktime_ns` (the session's
-/// start on the programs' clock) and named by pool, sorted.
+/// start on the programs' clock) and named by pool, sorted; their syncs
+/// split into the `measured` phases.
 pub fn txg_records(
     txgs: &[TxgEvent],
     lives: &[TxgHistoryEvent],
     names: &BTreeMap<u64, String>,
     started_ktime_ns: u64,
+    measured: &[bool; sync_phase::COUNT],
 ) -> Vec<TxgRecord> {
     let life_of: BTreeMap<(u64, u64), TxgLife> =
         lives.iter().map(|e| ((e.pool, e.txg), life(e))).collect();
@@ -101,6 +147,7 @@ pub fn txg_records(
             start_offset_ns: e.start_ns.saturating_sub(started_ktime_ns),
             duration_ns: e.duration_ns,
             life: life_of.get(&(e.pool, e.txg)).cloned().unwrap_or_default(),
+            sync: sync_split(&e.phases, measured),
         })
         .collect();
     records.sort_by_key(|t| (t.pool.clone(), t.txg));
@@ -188,6 +235,7 @@ mod tests {
             }],
             &BTreeMap::from([(1, "tank".to_owned())]),
             400,
+            &[true; sync_phase::COUNT],
         );
         assert_eq!(records[0].life.dirty_bytes, Some(4096));
         assert_eq!(records[0].start_offset_ns, 70_000);

@@ -477,6 +477,7 @@ impl Session {
             &self.events.txg_lives,
             &names,
             self.started_ktime_ns,
+            &events::measured_sync_phases(&self.probes),
         );
         let (cpu, offcpu) = self.stack_profiles()?;
         let mut recording = Recording {

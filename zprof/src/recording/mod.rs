@@ -527,6 +527,39 @@ pub struct TxgRecord {
     /// outside the recording, or a recording made before zprof read it.
     #[serde(default, flatten, skip_serializing_if = "TxgLife::is_empty")]
     pub life: TxgLife,
+    /// Where its sync's time went, where zprof saw the whole sync (none for
+    /// a sync begun before zprof attached, or a recording made before zprof
+    /// split syncs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<SyncSplit>,
+}
+
+/// A txg's sync split into its phases (`zprof_common::sync_phase`): the
+/// functions spa_sync calls on its own thread, timed without overlap. What
+/// none of them covers (spa_sync's own work, its wait for the previous
+/// txg's frees) is the sync's duration less their sum.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyncSplit {
+    /// Time per phase, ns, by the phase's name: only phases zprof measured
+    /// on this build (a phase whose functions could not be attached is
+    /// absent, not 0).
+    pub phases_ns: BTreeMap<String, u64>,
+    /// Sync passes (dsl_pool_sync calls).
+    pub passes: u32,
+    /// Blocks the sync thread read itself (indirect blocks, space maps): it
+    /// waited for each.
+    pub reads: u64,
+    /// Their bytes on disk.
+    pub read_bytes: u64,
+}
+
+impl SyncSplit {
+    /// The phases' time, ns.
+    pub fn phases_total_ns(&self) -> u64 {
+        self.phases_ns
+            .values()
+            .fold(0u64, |sum, ns| sum.saturating_add(*ns))
+    }
 }
 
 /// A txg's states, timed as the txgs kstat times them, and its dirty bytes.
@@ -884,6 +917,13 @@ impl Recording {
         bounded_sum("txg wait times", life(|l| l.wait_ns))?;
         bounded_sum("txg sync times", life(|l| l.sync_ns))?;
         bounded_sum("txg dirty bytes", life(|l| l.dirty_bytes))?;
+        let splits = || self.txgs.iter().filter_map(|t| t.sync.as_ref());
+        bounded_sum(
+            "txg sync phases",
+            splits().flat_map(|s| s.phases_ns.values().copied()),
+        )?;
+        bounded_sum("txg sync reads", splits().map(|s| s.reads))?;
+        bounded_sum("txg sync read bytes", splits().map(|s| s.read_bytes))?;
         if let Some(offcpu) = &self.offcpu {
             bounded_sum(
                 "off-CPU time",
@@ -1525,6 +1565,7 @@ mod tests {
                 dirty_bytes: Some(u64::MAX / 2 + 1),
                 ..TxgLife::default()
             },
+            sync: None,
         };
         rec.txgs = vec![txg(5), txg(6)];
         let text = serde_json::to_string(&rec).unwrap();

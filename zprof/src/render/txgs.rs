@@ -1,10 +1,13 @@
 //! `zprof report --txgs`: one row per txg, as ZFS's txgs kstat shows it
 //! (/proc/spl/kstat/zfs/POOL/txgs: dirty bytes, and how long the txg stayed
 //! open, quiescing, waiting and syncing) beside spa_sync's own time, for
-//! every txg of the recording and every pool.
+//! every txg of the recording and every pool; then where each sync's time
+//! went, phase by phase.
+
+use zprof_common::sync_phase;
 
 use crate::{
-    recording::{Recording, TxgRecord},
+    recording::{Recording, SyncSplit, TxgRecord},
     units::{format_bytes, format_ns},
 };
 
@@ -35,7 +38,75 @@ pub fn render_table(rec: &Recording) -> String {
     {
         text.push_str("dirty -: the offsets give no txg_stat_t.ndirty, or zfs_txg_history is 0 (the txgs kstat is off)\n");
     }
+    text + &phases_table(rec)
+}
+
+/// Column headings of the phases, by `sync_phase` index.
+const PHASE_HEADINGS: [&str; sync_phase::COUNT] = [
+    "write", "passes2+", "frees", "dedup", "clones", "scan", "removal", "metaslab", "labels",
+    "done",
+];
+
+/// Where each sync's time went: a row per txg whose whole sync zprof saw.
+fn phases_table(rec: &Recording) -> String {
+    let split: Vec<(&TxgRecord, &SyncSplit)> = rec
+        .txgs
+        .iter()
+        .filter_map(|t| t.sync.as_ref().map(|s| (t, s)))
+        .collect();
+    if split.is_empty() {
+        return "\nsync phases: none (no sync was seen whole, or the recording predates them)\n"
+            .to_owned();
+    }
+    let mut text = format!(
+        "\nsync phases (each spa_sync's time; other: spa_sync's own work and waits between phases)\n{:<16} {:>10} {:>6}",
+        "pool", "txg", "passes"
+    );
+    for heading in PHASE_HEADINGS.iter().chain(&["other", "spa_sync"]) {
+        text.push_str(&format!(" {heading:>9}"));
+    }
+    text.push_str(&format!(" {:>12}\n", "sync reads"));
+    for (txg, sync) in &split {
+        text.push_str(&phase_row(txg, sync));
+    }
+    if split
+        .iter()
+        .any(|(_, s)| s.phases_ns.len() < sync_phase::COUNT)
+    {
+        text.push_str(
+            "-: not measured on this build (none of the phase's functions could be attached)\n",
+        );
+    }
     text
+}
+
+/// A phase's time; 0 plainly (a phase the sync never entered).
+fn phase_time(ns: u64) -> String {
+    if ns == 0 {
+        "0".to_owned()
+    } else {
+        format_ns(ns)
+    }
+}
+
+fn phase_row(txg: &TxgRecord, sync: &SyncSplit) -> String {
+    let mut row = format!("{:<16} {:>10} {:>6}", txg.pool, txg.txg, sync.passes);
+    for name in sync_phase::NAMES {
+        let cell = sync
+            .phases_ns
+            .get(name)
+            .map_or_else(|| "-".to_owned(), |ns| phase_time(*ns));
+        row.push_str(&format!(" {cell:>9}"));
+    }
+    let other = txg.duration_ns.saturating_sub(sync.phases_total_ns());
+    row.push_str(&format!(
+        " {:>9} {:>9}",
+        format_ns(other),
+        format_ns(txg.duration_ns)
+    ));
+    let reads = format!("{} {}", sync.reads, format_bytes(sync.read_bytes as f64));
+    row.push_str(&format!(" {reads:>12}\n"));
+    row
 }
 
 fn row(txg: &TxgRecord) -> String {

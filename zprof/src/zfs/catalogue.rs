@@ -110,7 +110,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ("zil", "zil_commit: the fsync / O_SYNC path"),
     (
         "txg",
-        "spa_sync per txg, each txg's open, quiescing and sync times and dirty bytes (as the txgs kstat keeps them), and time spent in txg_wait_synced",
+        "spa_sync per txg split into its phases (writing out, later passes, frees, dedup, clones, scan, removal, metaslabs, labels, cleanup; the blocks the sync read itself), each txg's open, quiescing and sync times and dirty bytes (as the txgs kstat keeps them), and time spent in txg_wait_synced",
     ),
     (
         "dedup",
@@ -146,6 +146,41 @@ const fn point(
         flush_mode: None,
         kernel_gain: None,
     }
+}
+
+/// The functions that time each phase of a txg's sync, by their role (as
+/// OpenZFS 2.1 names them): a phase is measured where one of them is
+/// attached, or where the release has none of them (no block cloning
+/// before 2.2: that phase is 0).
+pub const SYNC_PHASE_FUNCTIONS: &[(&str, &[usize])] = {
+    use zprof_common::sync_phase::*;
+    &[
+        ("dsl_pool_sync", &[WRITE_OUT, LATER_PASSES]),
+        ("bplist_iterate", &[FREES]),
+        ("bpobj_iterate", &[FREES]),
+        ("ddt_sync", &[DEDUP]),
+        ("brt_sync", &[CLONES]),
+        ("dsl_scan_sync", &[SCAN]),
+        ("svr_sync", &[REMOVAL]),
+        ("spa_flush_metaslabs", &[METASLABS]),
+        ("vdev_sync", &[METASLABS]),
+        ("vdev_sync_done", &[METASLABS]),
+        ("vdev_config_sync", &[LABELS]),
+        ("dsl_pool_sync_done", &[DONE]),
+    ]
+};
+
+/// A phase of a txg's sync (see zprof-ebpf's sync_phases): `entry` opens
+/// the phase, the shared return program closes it.
+const fn sync_phase_point(function: &'static str, entry: &'static str) -> ProbePoint {
+    point(
+        "txg",
+        function,
+        entry,
+        Some("sync_phase_return"),
+        Both,
+        Primary,
+    )
 }
 
 /// A point timed by nothing but its return (what the function returns, or
@@ -545,6 +580,20 @@ pub const POINTS: &[ProbePoint] = &[
         Both,
         Primary,
     ),
+    // Where each sync's time goes: the functions spa_sync calls on its own
+    // thread, a phase each (zprof_common::sync_phase; ddt_sync's programs
+    // above time the dedup phase too). One return program ends them all.
+    sync_phase_point("dsl_pool_sync", "sync_pool_entry"),
+    sync_phase_point("bplist_iterate", "sync_frees_entry"),
+    sync_phase_point("bpobj_iterate", "sync_frees_entry"),
+    sync_phase_point("brt_sync", "sync_clones_entry"),
+    sync_phase_point("dsl_scan_sync", "sync_scan_entry"),
+    sync_phase_point("svr_sync", "sync_removal_entry"),
+    sync_phase_point("spa_flush_metaslabs", "sync_metaslabs_entry"),
+    sync_phase_point("vdev_sync", "sync_metaslabs_entry"),
+    sync_phase_point("vdev_sync_done", "sync_metaslabs_entry"),
+    sync_phase_point("vdev_config_sync", "sync_labels_entry"),
+    sync_phase_point("dsl_pool_sync_done", "sync_done_entry"),
     // Each txg's life as the txgs kstat keeps it (txg_history): its birth
     // and quiesced stamps as ZFS passes them (a few calls per txg), and the
     // close of its history after spa_sync, where its dirty bytes are read

@@ -306,12 +306,16 @@ pub const RELEASES: &[Release] = &[
     },
 ];
 
+/// How the reason of a point absent for a later release's feature begins.
+pub const ADDED_LATER: &str = "not in OpenZFS";
+
 /// Functions a feature of a later release brought: on an older build the
 /// point says the release has no such feature, rather than that a function
 /// is missing. (Function as the catalogue names it, first release, feature.)
 pub const ADDED_IN: &[(&str, (u32, u32, u32), &str)] = &[
     ("dmu_write_uio_direct", (2, 3, 0), "Direct I/O"),
     ("dmu_read_uio_direct", (2, 3, 0), "Direct I/O"),
+    ("brt_sync", (2, 2, 0), "block cloning"),
     ("ddt_log_begin", (2, 3, 0), "fast dedup's log"),
     ("ddt_log_commit", (2, 3, 0), "fast dedup's log"),
     ("ddt_log_take_first", (2, 3, 0), "fast dedup's log"),
@@ -487,14 +491,15 @@ impl Interpretation {
     }
 
     /// Why a build has no `function` when a later release brought it: the
-    /// feature it belongs to came after the traced version.
+    /// feature it belongs to came after the traced version (the reason
+    /// begins with [`ADDED_LATER`]).
     pub fn added_later(&self, function: &str) -> Option<String> {
         let (_, since, feature) = ADDED_IN.iter().find(|(f, _, _)| *f == function)?;
         let version = self.version.as_deref()?;
         let parsed = parse_version(version)?;
         (parsed < *since).then(|| {
             format!(
-                "not in OpenZFS {version}: {feature} came in {}.{}",
+                "{ADDED_LATER} {version}: {feature} came in {}.{}",
                 since.0, since.1
             )
         })

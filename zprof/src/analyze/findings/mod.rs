@@ -15,7 +15,8 @@
 //! This file holds the finding type, the options, and [`explain`], which runs
 //! the families in a fixed order and ranks what they found; each family is a
 //! file of its own: `sync_writes` (and the SLOG what-if), `cpu`
-//! (compression, checksums), `writes` (amplification, the throttle), `reads`
+//! (compression, checksums), `writes` (amplification, the throttle),
+//! `txg_sync` (where the syncs' time goes, phase by phase), `reads`
 //! (and the cache what-if), `dedup`, `zvol`, `direct_io` and `reflow` (RAIDZ
 //! expansion); `unsplit` says why a family
 //! cannot be split by pool. Findings are data: the text
@@ -36,6 +37,7 @@ mod direct_io;
 mod reads;
 mod reflow;
 mod sync_writes;
+mod txg_sync;
 mod unsplit;
 mod writes;
 mod zvol;
@@ -200,7 +202,7 @@ struct Family {
 
 /// The families, in the order they push (the sort in [`explain`] is stable:
 /// findings of equal share keep it, so the text and JSON are the same run to run).
-const FAMILIES: [Family; 10] = [
+const FAMILIES: [Family; 11] = [
     Family {
         run: sync_write_family,
         unsplit: |_| None,
@@ -219,6 +221,10 @@ const FAMILIES: [Family; 10] = [
     },
     Family {
         run: |r, c, o| writes::throttle(r, c.time.workload_ns, o),
+        unsplit: |_| None,
+    },
+    Family {
+        run: |r, c, o| txg_sync::txg_sync(r, c.time.wall_ns, o),
         unsplit: |_| None,
     },
     Family {

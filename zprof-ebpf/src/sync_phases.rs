@@ -1,0 +1,180 @@
+//! Where a txg's sync spends its time: the functions spa_sync calls on its
+//! own thread (writing out the dirty data, the later passes, frees, dedup,
+//! block cloning, scan, device removal, metaslabs, the labels, the cleanup
+//! after the uberblock; see `zprof_common::sync_phase`), each timed from
+//! entry to return into the sync thread's [`SyncPhases`], which spa_sync's
+//! return sends with the txg. All are global functions, present in every
+//! kernel's kallsyms and exported by libzpool from 2.1 on (brt_sync from
+//! 2.2); they run a few times per txg, so the cost is nothing next to the
+//! sync. The reads the sync thread issued itself (zio_read on it) are
+//! counted with their bytes: the blocks a sync had to wait for.
+
+use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
+    macros::map,
+    maps::HashMap,
+    programs::{ProbeContext, RetProbeContext},
+};
+use zprof_common::{SyncPhases, counter, sync_phase};
+
+use crate::core::{
+    programs::{entry_programs, return_programs},
+    spans::thread_id,
+};
+
+entry_programs! {
+    sync_pool_entry_k, sync_pool_entry_u => try_pool_sync_entry;
+    sync_frees_entry_k, sync_frees_entry_u => try_frees_entry;
+    sync_clones_entry_k, sync_clones_entry_u => try_clones_entry;
+    sync_scan_entry_k, sync_scan_entry_u => try_scan_entry;
+    sync_removal_entry_k, sync_removal_entry_u => try_removal_entry;
+    sync_metaslabs_entry_k, sync_metaslabs_entry_u => try_metaslabs_entry;
+    sync_labels_entry_k, sync_labels_entry_u => try_labels_entry;
+    sync_done_entry_k, sync_done_entry_u => try_done_entry;
+}
+
+return_programs! {
+    sync_phase_return_k, sync_phase_return_u => try_phase_return;
+}
+
+/// The phases of each sync in progress, by its thread.
+#[map]
+static SYNCING: HashMap<u64, SyncPhases> = HashMap::with_max_entries(256, 0);
+
+/// spa_sync's entry: the thread's sync begins, no phase open.
+#[inline(always)]
+pub fn sync_begins() -> Result<(), u32> {
+    SYNCING
+        .insert(&thread_id(), &SyncPhases::idle(), 0)
+        .map_err(|_| counter::ENTRY_MAP_FULL)
+}
+
+/// spa_sync's return: the thread's phases, and the sync is over. A phase
+/// still open (its return skipped) is left out.
+#[inline(always)]
+pub fn sync_ends() -> SyncPhases {
+    let thread = thread_id();
+    let phases = unsafe { SYNCING.get(&thread) }
+        .copied()
+        .unwrap_or_else(SyncPhases::idle);
+    let _ = SYNCING.remove(&thread);
+    phases
+}
+
+/// A block read issued on a sync thread (zio_read's program).
+#[inline(always)]
+pub fn note_sync_read(physical_bytes: u64) {
+    if let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) {
+        unsafe {
+            (*phases).reads += 1;
+            (*phases).read_bytes += physical_bytes;
+        }
+    }
+}
+
+/// A phase function's entry on a sync thread: it opens `phase` unless one
+/// is open (then it is inside that one, and counts there).
+#[inline(always)]
+fn begin(phase: usize) -> Result<(), u32> {
+    let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) else {
+        return Ok(());
+    };
+    let phases = unsafe { &mut *phases };
+    if phases.open != sync_phase::NONE {
+        phases.nested += 1;
+        return Ok(());
+    }
+    phases.open = phase as u32;
+    phases.open_start_ns = unsafe { bpf_ktime_get_ns() };
+    Ok(())
+}
+
+/// dsl_pool_sync: the first pass writes the dirty data out, later passes
+/// what that dirtied.
+#[inline(always)]
+fn try_pool_sync_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) else {
+        return Ok(());
+    };
+    let passes = unsafe {
+        (*phases).passes += 1;
+        (*phases).passes
+    };
+    begin(if passes == 1 {
+        sync_phase::WRITE_OUT
+    } else {
+        sync_phase::LATER_PASSES
+    })
+}
+
+#[inline(always)]
+fn try_frees_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::FREES)
+}
+
+#[inline(always)]
+fn try_clones_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::CLONES)
+}
+
+#[inline(always)]
+fn try_scan_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::SCAN)
+}
+
+#[inline(always)]
+fn try_removal_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::REMOVAL)
+}
+
+#[inline(always)]
+fn try_metaslabs_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::METASLABS)
+}
+
+#[inline(always)]
+fn try_labels_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::LABELS)
+}
+
+#[inline(always)]
+fn try_done_entry(_ctx: &ProbeContext) -> Result<(), u32> {
+    begin(sync_phase::DONE)
+}
+
+/// ddt_sync's entry and return (the dedup stage's programs call these).
+#[inline(always)]
+pub fn dedup_begins() {
+    let _ = begin(sync_phase::DEDUP);
+}
+
+#[inline(always)]
+pub fn dedup_ends() {
+    end()
+}
+
+/// Any phase function's return: closes the open phase unless a phase
+/// function inside it returns.
+#[inline(always)]
+fn try_phase_return(_ctx: &RetProbeContext) -> Result<(), u32> {
+    end();
+    Ok(())
+}
+
+#[inline(always)]
+fn end() {
+    let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) else {
+        return;
+    };
+    let phases = unsafe { &mut *phases };
+    if phases.nested > 0 {
+        phases.nested -= 1;
+        return;
+    }
+    let open = phases.open as usize;
+    if open < sync_phase::COUNT {
+        let now = unsafe { bpf_ktime_get_ns() };
+        phases.ns[open] += now.saturating_sub(phases.open_start_ns);
+    }
+    phases.open = sync_phase::NONE;
+}

@@ -1,0 +1,285 @@
+//! Where a pool's txg syncs spend their time, phase by phase (writing out
+//! the dirty data, the later passes, frees, dedup, block cloning, scan,
+//! device removal, metaslabs, the labels, the cleanup after the uberblock),
+//! and what to change for the phase that dominates. Per pool: the families
+//! run on each pool's part of the recording.
+
+use zprof_common::sync_phase;
+
+use super::{Confidence, Finding};
+use crate::{
+    recording::{Recording, SyncSplit, TxgRecord},
+    units::{format_bytes, format_ns, pct},
+};
+
+/// Syncs worth a finding: the pool synced this share of the recording, or
+/// one sync took this long (zfs_txg_timeout's default is 5 s).
+const BUSY_SHARE: f64 = 0.2;
+const SLOW_SYNC_NS: u64 = 1_000_000_000;
+
+/// The phase the time went to, as a finding's words: what it is, and what
+/// to change where it dominates.
+fn phase_words(phase: &str) -> (&'static str, &'static str) {
+    match phase {
+        "write_out" => (
+            "writing out the txg's dirty data",
+            "The disks set the pace of the sync: more or faster vdevs; for streaming writes a larger recordsize (fewer, larger blocks); zfs_dirty_data_max only moves where writers get throttled.",
+        ),
+        "later_passes" => (
+            "sync passes after the first (metadata the first pass dirtied)",
+            "Many small blocks or datasets dirty metadata that takes more passes: larger blocks, fewer datasets written at once, or a special vdev for metadata.",
+        ),
+        "frees" => (
+            "freeing blocks (deleted files, destroyed snapshots)",
+            "Frees of a large delete or destroy: they end when it does; zfs_async_block_max_blocks spreads them over more txgs.",
+        ),
+        "dedup" => (
+            "updating the dedup table",
+            "Dedup's table writes: dedup off where the ratio does not pay, a dedup vdev, or fast dedup (2.3 and later).",
+        ),
+        "clones" => (
+            "updating the block-cloning table",
+            "Block cloning's table updates (copies made with clone): they end with the copying.",
+        ),
+        "scan" => (
+            "scrub, resilver or async destroy work",
+            "A scrub or resilver shares the syncs: run scrubs off-peak, or lower zfs_scan_vdev_limit.",
+        ),
+        "removal" => (
+            "copying a removed device's data",
+            "A device removal is copying: it ends when the copy does.",
+        ),
+        "metaslabs" => (
+            "metaslab space maps (metaslab_sync, log space map flushes)",
+            "Space map work grows with fragmentation and fullness: free space, or a special vdev for metadata.",
+        ),
+        "labels" => (
+            "writing the uberblock and labels, with their cache flushes",
+            "The label writes end in cache flushes, which wait for all the disks hold in their write caches: on disks with write caches this is the txg's data reaching the media, so the disks set the pace (more or faster vdevs); a device whose flush alone is slow holds up every txg.",
+        ),
+        "done" => (
+            "the cleanup after the uberblock (the ZIL's, the dirty accounting)",
+            "No action: cleanup after each sync.",
+        ),
+        _ => (
+            "spa_sync's own work between the traced phases",
+            "Time outside the traced phases (spa_sync's wait for the previous txg's frees, its configuration work): a flame graph (zprof flamegraph --kind cpu) shows which.",
+        ),
+    }
+}
+
+/// Finding: the pool's syncs, phase by phase.
+pub(super) fn txg_sync(rec: &Recording, wall_ns: f64, out: &mut Vec<Finding>) {
+    let split: Vec<(&TxgRecord, &SyncSplit)> = rec
+        .txgs
+        .iter()
+        .filter_map(|t| t.sync.as_ref().map(|s| (t, s)))
+        .collect();
+    let Some(slowest) = split.iter().max_by_key(|(t, _)| t.duration_ns) else {
+        return;
+    };
+    let sync_ns: u64 = split.iter().map(|(t, _)| t.duration_ns).sum();
+    let share = sync_ns as f64 / wall_ns;
+    if share < BUSY_SHARE && slowest.0.duration_ns < SLOW_SYNC_NS {
+        return;
+    }
+    let totals = phase_totals(&split);
+    let (dominant, dominant_ns) = totals
+        .iter()
+        .max_by_key(|(_, ns)| *ns)
+        .cloned()
+        .unwrap_or_default();
+    let (what, action) = phase_words(&dominant);
+    let mut evidence = vec![format!(
+        "{} txgs synced whole in {} ({} of the recording); slowest txg {}: {}, {} of it {}",
+        split.len(),
+        format_ns(sync_ns),
+        pct(share),
+        slowest.0.txg,
+        format_ns(slowest.0.duration_ns),
+        pct(slowest_share(slowest, &dominant)),
+        what
+    )];
+    evidence.push(format!(
+        "across the syncs: {}",
+        phase_list(&totals, sync_ns)
+    ));
+    evidence.extend(write_rate(&split));
+    evidence.extend(sync_reads(&split));
+    out.push(Finding {
+        kind: "txg_sync_phases".into(),
+        pool: String::new(),
+        pools: Vec::new(),
+        title: format!(
+            "txg syncs spend {} of their time {what}",
+            pct(dominant_ns as f64 / sync_ns.max(1) as f64)
+        ),
+        share,
+        confidence: Confidence::High,
+        evidence,
+        missing: missing(&split),
+        action: action.to_owned(),
+        figures: totals
+            .iter()
+            .map(|(name, ns)| (format!("sync_{name}_ns"), *ns as f64))
+            .chain([("sync_ns".to_owned(), sync_ns as f64)])
+            .collect(),
+    });
+}
+
+/// Time per phase over the syncs, and the rest ("other"), largest first.
+fn phase_totals(split: &[(&TxgRecord, &SyncSplit)]) -> Vec<(String, u64)> {
+    let mut totals: Vec<(String, u64)> = sync_phase::NAMES
+        .iter()
+        .map(|name| {
+            let ns = split
+                .iter()
+                .filter_map(|(_, s)| s.phases_ns.get(*name))
+                .sum();
+            ((*name).to_owned(), ns)
+        })
+        .collect();
+    let other = split
+        .iter()
+        .map(|(t, s)| t.duration_ns.saturating_sub(s.phases_total_ns()))
+        .sum();
+    totals.push(("other".to_owned(), other));
+    totals.sort_by_key(|(_, ns)| std::cmp::Reverse(*ns));
+    totals
+}
+
+fn slowest_share((txg, split): &(&TxgRecord, &SyncSplit), phase: &str) -> f64 {
+    let ns = match split.phases_ns.get(phase) {
+        Some(ns) => *ns,
+        None => txg.duration_ns.saturating_sub(split.phases_total_ns()),
+    };
+    ns as f64 / txg.duration_ns.max(1) as f64
+}
+
+/// "write_out 1.2s (80%), metaslabs ..." for the phases that took time.
+fn phase_list(totals: &[(String, u64)], sync_ns: u64) -> String {
+    totals
+        .iter()
+        .filter(|(_, ns)| *ns > 0)
+        .map(|(name, ns)| {
+            format!(
+                "{name} {} ({})",
+                format_ns(*ns),
+                pct(*ns as f64 / sync_ns.max(1) as f64)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The rate the pool synced its dirty data at, where the dirty bytes are
+/// known: the txgs' dirty bytes over their whole syncs (the rate the pool
+/// can take writes at), and over their write-out phase alone (which ends
+/// when the writes are in the disks' write caches, where they have them).
+fn write_rate(split: &[(&TxgRecord, &SyncSplit)]) -> Option<String> {
+    let (mut bytes, mut sync_ns, mut write_ns) = (0u64, 0u64, 0u64);
+    for (txg, sync) in split {
+        let (Some(dirty), Some(write)) = (txg.life.dirty_bytes, sync.phases_ns.get("write_out"))
+        else {
+            continue;
+        };
+        bytes = bytes.saturating_add(dirty);
+        sync_ns = sync_ns.saturating_add(txg.duration_ns);
+        write_ns = write_ns.saturating_add(*write);
+    }
+    let rate = |ns: u64| format_bytes(bytes as f64 / (ns as f64 / 1e9));
+    (write_ns > 0 && bytes > 0).then(|| {
+        format!(
+            "the syncs wrote {} of dirty data at {}/s (their write-out phases alone at {}/s)",
+            format_bytes(bytes as f64),
+            rate(sync_ns),
+            rate(write_ns)
+        )
+    })
+}
+
+/// The blocks the sync thread read itself: each a wait inside the sync.
+fn sync_reads(split: &[(&TxgRecord, &SyncSplit)]) -> Option<String> {
+    let reads: u64 = split.iter().map(|(_, s)| s.reads).sum();
+    let bytes: u64 = split.iter().map(|(_, s)| s.read_bytes).sum();
+    let txgs = split.iter().filter(|(_, s)| s.reads > 0).count();
+    (reads > 0).then(|| {
+        format!(
+            "the sync thread read {reads} blocks ({}) itself, in {txgs} txgs: indirect blocks or space maps not in the ARC, each read waited for",
+            format_bytes(bytes as f64)
+        )
+    })
+}
+
+fn missing(split: &[(&TxgRecord, &SyncSplit)]) -> Vec<String> {
+    let unmeasured: Vec<&str> = sync_phase::NAMES
+        .iter()
+        .copied()
+        .filter(|name| split.iter().all(|(_, s)| !s.phases_ns.contains_key(*name)))
+        .collect();
+    let mut missing = vec![
+        "the bytes each sync wrote (the txgs kstat's nwritten) are not read: the write rate is the dirty bytes over the write-out time".to_owned(),
+    ];
+    if !unmeasured.is_empty() {
+        missing.push(format!(
+            "phases not measured on this build (their functions could not be attached): {}",
+            unmeasured.join(", ")
+        ));
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::findings::{ExplainOptions, explain};
+
+    fn recording(file: &str) -> Recording {
+        let path = format!("{}/../tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        Recording::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
+    }
+
+    /// A 4k random-write job throttled on a raidz1 of emulated HDDs with a
+    /// 32 MiB dirty limit (tests/data/README.md): the syncs took most of the
+    /// recording, and their largest phase is the labels' cache flushes,
+    /// which wait for the disks' write caches to drain.
+    #[test]
+    fn a_throttled_pools_syncs_are_split_and_the_largest_phase_named() {
+        let rec = recording("lab-2.1.11-throttled-phases.json");
+        let findings = explain(&rec, &ExplainOptions::default());
+        let found = findings
+            .iter()
+            .find(|f| f.kind == "txg_sync_phases")
+            .expect("a sync finding");
+        assert!(found.pool.starts_with("zlab-"), "{found:#?}");
+        assert!(found.title.contains("uberblock and labels"), "{found:#?}");
+        let figure = |name: &str| found.figures.iter().find(|(n, _)| n == name).unwrap().1;
+        let phases: f64 = sync_phase::NAMES
+            .iter()
+            .map(|n| figure(&format!("sync_{n}_ns")))
+            .sum::<f64>()
+            + figure("sync_other_ns");
+        assert_eq!(
+            phases,
+            figure("sync_ns"),
+            "phases and other add up to the syncs"
+        );
+        let sync_ns: u64 = rec.txgs.iter().map(|t| t.duration_ns).sum();
+        assert_eq!(figure("sync_ns"), sync_ns as f64, "every txg was split");
+        assert!(
+            found
+                .evidence
+                .iter()
+                .any(|e| e.starts_with("the syncs wrote")),
+            "{found:#?}"
+        );
+    }
+
+    /// A recording made before syncs were split has no such finding.
+    #[test]
+    fn no_finding_without_split_syncs() {
+        let rec = recording("guest-2.4.4-two-pools.json");
+        let findings = explain(&rec, &ExplainOptions::default());
+        assert!(findings.iter().all(|f| f.kind != "txg_sync_phases"));
+    }
+}
