@@ -145,9 +145,16 @@ pub fn compare_txgs(
         "only {compared} of zprof's {} txgs of {pool} are in the txgs kstat",
         ours.len()
     );
+    let phases = match sync_phases(&ours) {
+        Ok(line) => line,
+        Err(e) => {
+            bad.push(format!("{e:#}"));
+            String::new()
+        }
+    };
     ensure!(bad.is_empty(), "txgs against the kstat: {}", bad.join("; "));
     Ok(format!(
-        "{compared} txgs equal the txgs kstat (dirty{} open and quiesce times; wait and sync at most {} us off, of {} us)",
+        "{compared} txgs equal the txgs kstat (dirty{} open and quiesce times; wait and sync at most {} us off, of {} us); {phases}",
         if variant == Variant::Nobtf {
             " unknown without offsets,"
         } else {
@@ -155,6 +162,33 @@ pub fn compare_txgs(
         },
         worst.0 / 1000,
         worst.1 / 1000
+    ))
+}
+
+/// Every txg born while zprof was attached has its sync split into phases,
+/// whose sum is within its spa_sync; returns how much of the syncs' time
+/// the phases cover.
+fn sync_phases(txgs: &[&Value]) -> anyhow::Result<String> {
+    let (mut sync_ns, mut phases_ns, mut split) = (0u64, 0u64, 0usize);
+    for txg in txgs {
+        let number = txg["txg"].as_u64().unwrap_or(0);
+        let Some(phases) = txg["sync"]["phases_ns"].as_object() else {
+            anyhow::bail!("txg {number}: its sync is not split into phases");
+        };
+        let total: u64 = phases.values().filter_map(Value::as_u64).sum();
+        let duration = txg["duration_ns"].as_u64().unwrap_or(0);
+        ensure!(
+            total <= duration,
+            "txg {number}: phases {total} ns, beyond its spa_sync's {duration} ns"
+        );
+        sync_ns += duration;
+        phases_ns += total;
+        split += 1;
+    }
+    Ok(format!(
+        "{split} syncs split into phases, covering {:.1}% of their {} us",
+        100.0 * phases_ns as f64 / sync_ns.max(1) as f64,
+        sync_ns / 1000
     ))
 }
 

@@ -46,6 +46,7 @@ use crate::{
         offsets::FoundOffsets,
         releases,
         target::{Target, TargetKind},
+        tunables::{LibraryTunables, Tunable},
     },
 };
 
@@ -99,6 +100,10 @@ pub struct Session {
     /// How long after its export a pool's rows stay in the live views
     /// (`None`: for ever, as a recording keeps them).
     forget_pools_after: Option<Duration>,
+    /// Where a libzpool keeps the throttle's tunables (empty on the kernel).
+    library_tunables: LibraryTunables,
+    /// The tunables as last read.
+    tunables: Vec<(&'static Tunable, f64)>,
 }
 
 impl Session {
@@ -159,6 +164,10 @@ impl Session {
         }
         let mut loaded: Vec<String> = loaded.into_iter().collect();
         loaded.sort();
+        let library_tunables = match kernel {
+            true => LibraryTunables::default(),
+            false => LibraryTunables::locate(Path::new(&target.object)),
+        };
         Ok(Session {
             ebpf,
             multi,
@@ -184,6 +193,8 @@ impl Session {
             drainer,
             pools_forgotten: 0,
             forget_pools_after: None,
+            library_tunables,
+            tunables: Vec::new(),
         })
     }
 
@@ -192,16 +203,43 @@ impl Session {
     /// ends before the first drain still has its map (after its exec and its
     /// libraries' loading) to name its stacks with.
     pub fn refresh_traced_maps(&mut self) {
+        self.refresh_tunables();
         let Some(drainer) = self.drainer.as_ref().filter(|_| self.filtered) else {
             return;
         };
-        let Some(map) = self.ebpf.map("TRACKED") else {
-            return;
+        drainer.refresh_now(self.traced_pids());
+    }
+
+    /// The processes the pid filter follows (none without one).
+    fn traced_pids(&self) -> Vec<u32> {
+        let Some(map) = self.ebpf.map("TRACKED").filter(|_| self.filtered) else {
+            return Vec::new();
         };
         let Ok(tracked) = BpfHashMap::<_, u32, u32>::try_from(map) else {
-            return;
+            return Vec::new();
         };
-        drainer.refresh_now(tracked.keys().filter_map(Result::ok).collect());
+        tracked.keys().filter_map(Result::ok).collect()
+    }
+
+    /// Reads the throttle's tunables where the traced ZFS keeps them: the
+    /// module's parameters, or a traced libzpool process's globals. The last
+    /// read stays (a lab sets its dirty limit once it has started; a command
+    /// gone at the end can no longer be read).
+    fn refresh_tunables(&mut self) {
+        let read = match self.target.kind {
+            TargetKind::Kernel => {
+                crate::zfs::tunables::read_tunables(Path::new("/sys/module/zfs/parameters"))
+            }
+            TargetKind::Libzpool => self
+                .traced_pids()
+                .into_iter()
+                .map(|pid| self.library_tunables.read(pid))
+                .find(|read| !read.is_empty())
+                .unwrap_or_default(),
+        };
+        if !read.is_empty() {
+            self.tunables = read;
+        }
     }
 
     /// Drains the stack maps one last time and builds the CPU and off-CPU profiles.
@@ -255,6 +293,7 @@ impl Session {
     /// Records one timeline point: the workload's counts since the last call.
     pub fn tick(&mut self) -> anyhow::Result<()> {
         self.drain_events();
+        self.refresh_tunables();
         let rows = self.timeline_rows()?;
         let totals = timeline::totals(&rows);
         let second = self.timeline.len() as u32 + 1;
@@ -345,7 +384,7 @@ impl Session {
                 TargetKind::Kernel => {
                     crate::zfs::tunables::read_tunables(Path::new("/sys/module/zfs/parameters"))
                 }
-                TargetKind::Libzpool => Vec::new(),
+                TargetKind::Libzpool => self.tunables.clone(),
             },
         };
         Ok(crate::recording::live::Scrape {
@@ -425,6 +464,7 @@ impl Session {
             slow_requests: Vec::new(),
             slow_requests_dropped: 0,
             vdevs: Vec::new(),
+            tunables: BTreeMap::new(),
         }
     }
 
@@ -497,6 +537,11 @@ impl Session {
             slow_requests: requests.slow,
             slow_requests_dropped: self.events.slow_requests_dropped,
             vdevs,
+            tunables: self
+                .tunables
+                .iter()
+                .map(|(t, v)| (t.parameter.to_owned(), *v))
+                .collect(),
             ..self.bare_recording(duration.as_secs_f64())
         };
         let uprobe_multi = self.multi.as_ref().is_some_and(|m| m.proven());

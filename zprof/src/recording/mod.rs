@@ -99,6 +99,11 @@ pub struct Recording {
     /// class, as read from ZFS's vdev tree. Absent in older recordings.
     #[serde(default)]
     pub vdevs: Vec<VdevRecord>,
+    /// The write throttle's tunables as read from the traced ZFS (the
+    /// module's parameters, or the libzpool process's globals), by name;
+    /// those not read are absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tunables: BTreeMap<String, f64>,
 }
 
 /// A leaf vdev's place in its pool, read from ZFS's own vdev tree.
@@ -792,6 +797,7 @@ impl Recording {
             slow_requests: vec![],
             slow_requests_dropped: 0,
             vdevs: vec![],
+            tunables: BTreeMap::new(),
         }
     }
 

@@ -108,6 +108,39 @@ pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
     })
 }
 
+/// Where named data objects (global variables) of a library lie once it is
+/// loaded: their addresses relative to the load address of the mapping at
+/// file offset 0, and their sizes in bytes. Those absent are left out.
+pub fn data_symbols(path: &Path, names: &[&str]) -> Result<HashMap<String, (u64, u64)>, ElfError> {
+    let data = std::fs::read(path).map_err(|source| ElfError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
+        path: path.display().to_string(),
+        source,
+    })?;
+    // The segment mapped from file offset 0 is where the loader puts the
+    // library's base (its address is normally 0 in a shared library).
+    let base = file
+        .segments()
+        .find(|s| s.file_range().0 == 0)
+        .map_or(0, |s| s.address());
+    let mut found = HashMap::new();
+    for symbol in file.dynamic_symbols().chain(file.symbols()) {
+        if symbol.kind() != SymbolKind::Data || symbol.is_undefined() {
+            continue;
+        }
+        let Ok(name) = symbol.name() else { continue };
+        if names.contains(&name) {
+            found
+                .entry(name.to_owned())
+                .or_insert((symbol.address().wrapping_sub(base), symbol.size()));
+        }
+    }
+    Ok(found)
+}
+
 /// The GNU build-id of an ELF file's bytes (a library, a kernel module), lower-case hex.
 pub fn build_id(data: &[u8]) -> Option<String> {
     build_id_of(&object::File::parse(data).ok()?)

@@ -218,7 +218,7 @@ fn missing(split: &[(&TxgRecord, &SyncSplit)]) -> Vec<String> {
         .filter(|name| split.iter().all(|(_, s)| !s.phases_ns.contains_key(*name)))
         .collect();
     let mut missing = vec![
-        "the bytes each sync wrote (the txgs kstat's nwritten) are not read: the write rate is the dirty bytes over the write-out time".to_owned(),
+        "the bytes each sync wrote (the txgs kstat's nwritten) are not read: the write rate is the dirty bytes over the sync time".to_owned(),
     ];
     if !unmeasured.is_empty() {
         missing.push(format!(

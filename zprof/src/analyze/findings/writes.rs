@@ -281,6 +281,9 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     let dirty = dirty_lines(rec);
     let dirty_known = !dirty.is_empty();
     evidence.extend(dirty);
+    if wait.count > 0 {
+        evidence.extend(sync_rate_line(rec));
+    }
     if synced.count > 0 {
         evidence.push(format!(
             "txg_wait_synced: {} calls, p50 {}",
@@ -309,7 +312,11 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         share,
         confidence: Confidence::High,
         evidence,
-        missing: throttle_missing(phases.is_none() && wait.count > 0, dirty_known),
+        missing: throttle_missing(
+            phases.is_none() && wait.count > 0,
+            dirty_known,
+            rec.tunables.contains_key("zfs_dirty_data_max"),
+        ),
         action: if job_waits > 0 || slow {
             "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
         } else {
@@ -332,13 +339,18 @@ fn dirty_lines(rec: &Recording) -> Vec<String> {
             per_pool.entry(txg.pool.as_str()).or_default().push(dirty);
         }
     }
+    let limits = DirtyLimits::of(rec);
     per_pool
         .into_iter()
         .map(|(pool, dirty)| {
             let max = dirty.iter().copied().max().unwrap_or(0);
             let mean = dirty.iter().sum::<u64>() as f64 / dirty.len() as f64;
+            let against = limits
+                .as_ref()
+                .map(|l| l.against(max))
+                .unwrap_or_default();
             format!(
-                "pool {pool}: dirty data per txg at its sync, max {}, mean {} over {} txgs (zprof report --txgs lists them)",
+                "pool {pool}: dirty data per txg at its sync, max {}{against}, mean {} over {} txgs (zprof report --txgs lists them)",
                 crate::units::format_bytes(max as f64),
                 crate::units::format_bytes(mean),
                 dirty.len()
@@ -347,12 +359,82 @@ fn dirty_lines(rec: &Recording) -> Vec<String> {
         .collect()
 }
 
-fn throttle_missing(phases_unknown: bool, dirty_known: bool) -> Vec<String> {
-    let mut missing = vec![if dirty_known {
-        "zfs_dirty_data_max is not read, so the dirty data is not set against the throttle's thresholds (zfs_delay_min_dirty_percent, zfs_dirty_data_sync_percent)".to_owned()
-    } else {
-        "dirty data amounts are not traced (a recording made before zprof read txg histories, or offsets without txg_stat_t.ndirty)".to_owned()
-    }];
+/// The rate arithmetic of a throttled pool: the rate its syncs retired
+/// dirty data at (dirty bytes over spa_sync time), and what the workload's
+/// bytes became as dirty data, so the rate the workload got is the one the
+/// disks allowed. Needs the txgs' dirty bytes and the workload's writes.
+fn sync_rate_line(rec: &Recording) -> Option<String> {
+    let (mut dirty, mut sync_ns) = (0f64, 0f64);
+    for txg in rec.txgs.iter().filter(|t| t.sync.is_some()) {
+        if let Some(bytes) = txg.life.dirty_bytes {
+            dirty += bytes as f64;
+            sync_ns += txg.duration_ns as f64;
+        }
+    }
+    let written = stat(rec, Stage::WorkloadWrite, None).bytes as f64;
+    if dirty == 0.0 || sync_ns == 0.0 || written == 0.0 {
+        return None;
+    }
+    Some(format!(
+        "the syncs retired {} of dirty data at {}/s; the workload's {} written became {:.1}x as much dirty data (whole blocks for partial writes, parity, padding, metadata), so its {}/s over the recording is what the disks allowed: the disks, not the throttle, set the rate",
+        format_bytes(dirty),
+        format_bytes(dirty / (sync_ns / 1e9)),
+        format_bytes(written),
+        dirty / written,
+        format_bytes(written / rec.duration_s)
+    ))
+}
+
+/// The write throttle's thresholds, from the tunables the recording read
+/// (a percentage it could not read is OpenZFS's default, and says so).
+struct DirtyLimits {
+    max: f64,
+    /// (tunable, its percentage, whether it was read).
+    percents: Vec<(&'static str, f64, bool)>,
+}
+
+impl DirtyLimits {
+    fn of(rec: &Recording) -> Option<DirtyLimits> {
+        let max = *rec.tunables.get("zfs_dirty_data_max")?;
+        let percents = crate::zfs::tunables::DEFAULT_PERCENTS
+            .iter()
+            .map(|(name, default)| match rec.tunables.get(*name) {
+                Some(read) => (*name, *read, true),
+                None => (*name, *default as f64, false),
+            })
+            .collect();
+        Some(DirtyLimits { max, percents })
+    }
+
+    /// "(43% of zfs_dirty_data_max 64 MiB; ...)" for `dirty` bytes.
+    fn against(&self, dirty: u64) -> String {
+        let thresholds: Vec<String> = self
+            .percents
+            .iter()
+            .map(|(name, percent, read)| {
+                format!(
+                    "{name} {percent:.0}%{} = {}",
+                    if *read { "" } else { " (default, not read)" },
+                    crate::units::format_bytes(self.max * percent / 100.0)
+                )
+            })
+            .collect();
+        format!(
+            " ({:.0}% of zfs_dirty_data_max {}; {})",
+            100.0 * dirty as f64 / self.max.max(1.0),
+            crate::units::format_bytes(self.max),
+            thresholds.join(", ")
+        )
+    }
+}
+
+fn throttle_missing(phases_unknown: bool, dirty_known: bool, limits_known: bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    if !dirty_known {
+        missing.push("dirty data amounts are not traced (a recording made before zprof read txg histories, or offsets without txg_stat_t.ndirty)".to_owned());
+    } else if !limits_known {
+        missing.push("zfs_dirty_data_max was not read, so the dirty data is not set against the throttle's thresholds (zfs_delay_min_dirty_percent, zfs_dirty_data_sync_percent)".to_owned());
+    }
     if phases_unknown {
         missing.push("which phase the waits fell in (a job's layout writes, or the job): the benchmark did not say when its jobs ran (zprof run reads it from zprof-lab's JSON, and from fio's where it prints job_start)".into());
     }
@@ -415,7 +497,26 @@ mod tests {
                 .unwrap_or_else(|| panic!("no line for {pool}: {lines:?}"));
             assert!(line.contains(&format!("over {txgs} txgs")), "{line}");
         }
-        let missing = throttle_missing(false, true);
-        assert!(missing[0].starts_with("zfs_dirty_data_max is not read"));
+        let missing = throttle_missing(false, true, false);
+        assert!(missing[0].starts_with("zfs_dirty_data_max was not read"));
+        assert!(throttle_missing(false, true, true).is_empty());
+    }
+
+    /// A lab job throttled under a 32 MiB dirty limit (tests/data/README.md):
+    /// the dirty data is set against the limit and the throttle's thresholds
+    /// read from the lab process.
+    #[test]
+    fn dirty_data_is_set_against_the_limits_read() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-throttled-phases.json"
+        ));
+        let rec = Recording::parse(text, "throttled").unwrap();
+        assert_eq!(rec.tunables["zfs_dirty_data_max"], 32.0 * 1024.0 * 1024.0);
+        let lines = dirty_lines(&rec);
+        assert!(
+            lines[0].contains("of zfs_dirty_data_max 32.0 MiB; zfs_delay_min_dirty_percent 60% = 19.2 MiB, zfs_dirty_data_sync_percent 20% = 6.4 MiB)"),
+            "{lines:?}"
+        );
     }
 }
