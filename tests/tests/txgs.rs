@@ -162,3 +162,63 @@ fn report_shows_the_rows(recording: &std::path::Path, rows: usize, name: &str) {
     );
     eprintln!("{name}:\n{table}");
 }
+
+/// A 4k random-write job on a raidz1 of emulated HDDs under a 32 MiB dirty
+/// limit: writers are throttled, and the throttle finding's rate arithmetic
+/// (the job's bytes over its syncs' time) gives the rate the lab measured
+/// (its bytes over its run and its job-end sync) within [`RATE_SHARE`]; the
+/// sync finding names the pool's largest phase.
+#[test]
+fn a_throttled_jobs_rate_is_the_one_its_syncs_allowed_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let dir = common::scratch("zprof-throttle", &release.version);
+        let recording = dir.join("rec.json");
+        let lab = zprof_on_lab("run", &release.lab, &dir, &recording, THROTTLED_JOB);
+        let name = format!("OpenZFS {}", release.version);
+        let findings = common::explain_json(&recording, &[]);
+        let throttle = findings
+            .iter()
+            .find(|f| f["kind"] == "throttle")
+            .unwrap_or_else(|| panic!("{name}: no throttle finding: {findings:#?}"));
+        let took = common::figure(throttle, "pool_write_rate_bytes");
+        // The lab's rate until the job's data is on disk: its bytes over its
+        // run and its job-end sync (the syncs the finding counts include
+        // that last one; bw_bytes stops at the last write, 6-9% higher).
+        let job = &lab["jobs"][0];
+        let seconds =
+            (job["runtime_ms"].as_f64().unwrap() + job["sync_ms"].as_f64().unwrap()) / 1e3;
+        let got = job["write"]["io_bytes"].as_f64().unwrap() / seconds;
+        eprintln!(
+            "{name}: the pool took the job's writes at {:.2} MiB/s, the lab measured {:.2} MiB/s to its job-end sync ({:.2} MiB/s to its last write)",
+            took / 1048576.0,
+            got / 1048576.0,
+            job["write"]["bw_bytes"].as_f64().unwrap() / 1048576.0
+        );
+        assert!(
+            (took / got - 1.0).abs() <= RATE_SHARE,
+            "{name}: {took} B/s from the syncs, {got} B/s measured by the lab: {throttle:#}"
+        );
+        let sync = findings
+            .iter()
+            .find(|f| f["kind"] == "txg_sync_phases")
+            .unwrap_or_else(|| panic!("{name}: no sync finding: {findings:#?}"));
+        assert_eq!(sync["pool"], lab["pools"][0]["name"], "{name}: {sync:#}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// The throttled job (see above).
+const THROTTLED_JOB: &[&str] = &[
+    "--layout",
+    "raidz1:4",
+    "--vdev-model",
+    "hdd",
+    "--dirty-data-max",
+    "32m",
+    "--job",
+    "name=w,rw=randwrite,bs=4k,size=1g,runtime=6",
+];
+
+/// How close the rate the syncs allowed is to the lab's measured rate.
+const RATE_SHARE: f64 = 0.10;

@@ -93,7 +93,7 @@ impl JobSeconds {
 }
 
 /// Each job's name and window, in seconds since the recording began.
-fn job_windows(rec: &Recording) -> Option<Vec<(String, [f64; 2])>> {
+pub(crate) fn job_windows(rec: &Recording) -> Option<Vec<(String, [f64; 2])>> {
     let started = rec.started_unix_ms as f64;
     let jobs: Vec<(String, [f64; 2])> = rec
         .benchmark

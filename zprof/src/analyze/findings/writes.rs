@@ -281,9 +281,12 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     let dirty = dirty_lines(rec);
     let dirty_known = !dirty.is_empty();
     evidence.extend(dirty);
-    if wait.count > 0 {
-        evidence.extend(sync_rate_line(rec));
-    }
+    let rates = if wait.count > 0 {
+        sync_rate_lines(rec)
+    } else {
+        Vec::new()
+    };
+    evidence.extend(rates.iter().map(|(line, _)| line.clone()));
     if synced.count > 0 {
         evidence.push(format!(
             "txg_wait_synced: {} calls, p50 {}",
@@ -322,11 +325,14 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
         } else {
             "No action needed.".into()
         },
-        figures: vec![
+        figures: [
             ("tx_wait_ns".into(), wait.total_ns as f64),
             ("job_tx_wait_ns".into(), job_ns as f64),
             ("spa_sync_max_ns".into(), sync.max_ns as f64),
-        ],
+        ]
+        .into_iter()
+        .chain(rates.first().map(|(_, took)| ("pool_write_rate_bytes".into(), *took)))
+        .collect(),
     });
 }
 
@@ -360,29 +366,95 @@ fn dirty_lines(rec: &Recording) -> Vec<String> {
 }
 
 /// The rate arithmetic of a throttled pool: the rate its syncs retired
-/// dirty data at (dirty bytes over spa_sync time), and what the workload's
-/// bytes became as dirty data, so the rate the workload got is the one the
-/// disks allowed. Needs the txgs' dirty bytes and the workload's writes.
-fn sync_rate_line(rec: &Recording) -> Option<String> {
+/// dirty data at (dirty bytes over spa_sync time), what the workload's bytes
+/// became as dirty data, and so the rate the pool took the workload's
+/// writes at (its bytes over the syncs' time) beside the rate it got. Per
+/// writing job where the benchmark says when each ran (the syncs begun in
+/// its window), else over the recording. Needs the txgs' dirty bytes.
+fn sync_rate_lines(rec: &Recording) -> Vec<(String, f64)> {
+    let jobs = crate::analyze::phases::job_windows(rec).unwrap_or_default();
+    let bench_jobs = rec
+        .benchmark
+        .as_ref()
+        .map(|b| b.jobs.as_slice())
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    for (name, window) in &jobs {
+        let Some(write) = bench_jobs
+            .iter()
+            .find(|j| &j.name == name)
+            .and_then(|j| j.write.as_ref())
+        else {
+            continue;
+        };
+        let span = window[1] - window[0];
+        let offered = Offered {
+            bytes: write.bytes as f64,
+            got: write.bw_bytes,
+            span_s: span,
+        };
+        let in_window = |t: &&crate::recording::TxgRecord| {
+            let at = t.start_offset_ns as f64 / 1e9;
+            at >= window[0] && at < window[1]
+        };
+        lines.extend(rate_line(rec, in_window, &offered, &format!("job {name}")));
+    }
+    if jobs.is_empty() {
+        let bytes = stat(rec, Stage::WorkloadWrite, None).bytes as f64;
+        let offered = Offered {
+            bytes,
+            got: bytes / rec.duration_s,
+            span_s: rec.duration_s,
+        };
+        lines.extend(rate_line(rec, |_| true, &offered, "the workload"));
+    }
+    lines
+}
+
+/// What a job wrote, the rate it got and over how long.
+struct Offered {
+    bytes: f64,
+    got: f64,
+    span_s: f64,
+}
+
+/// The arithmetic over the txgs `keep` accepts; the line and the rate the
+/// pool took the writes at.
+fn rate_line(
+    rec: &Recording,
+    keep: impl Fn(&&crate::recording::TxgRecord) -> bool,
+    offered: &Offered,
+    who: &str,
+) -> Option<(String, f64)> {
     let (mut dirty, mut sync_ns) = (0f64, 0f64);
-    for txg in rec.txgs.iter().filter(|t| t.sync.is_some()) {
+    for txg in rec.txgs.iter().filter(|t| t.sync.is_some()).filter(keep) {
         if let Some(bytes) = txg.life.dirty_bytes {
             dirty += bytes as f64;
             sync_ns += txg.duration_ns as f64;
         }
     }
-    let written = stat(rec, Stage::WorkloadWrite, None).bytes as f64;
-    if dirty == 0.0 || sync_ns == 0.0 || written == 0.0 {
+    if dirty == 0.0 || sync_ns == 0.0 || offered.bytes == 0.0 {
         return None;
     }
-    Some(format!(
-        "the syncs retired {} of dirty data at {}/s; the workload's {} written became {:.1}x as much dirty data (whole blocks for partial writes, parity, padding, metadata), so its {}/s over the recording is what the disks allowed: the disks, not the throttle, set the rate",
+    let sync_s = sync_ns / 1e9;
+    let took = offered.bytes / sync_s;
+    let busy = sync_s / offered.span_s;
+    let verdict = if busy >= 0.8 {
+        "the syncs ran back to back: the disks, not the throttle, set the rate"
+    } else {
+        "the syncs left the pool idle between txgs: writers were held back while the disks had room"
+    };
+    let line = format!(
+        "{who}: its syncs retired {} of dirty data at {}/s ({} of its time syncing); its {} written became {:.1}x as much dirty data (whole blocks for partial writes, parity, padding, metadata), so the pool took its writes at {}/s and it got {}/s: {verdict}",
         format_bytes(dirty),
-        format_bytes(dirty / (sync_ns / 1e9)),
-        format_bytes(written),
-        dirty / written,
-        format_bytes(written / rec.duration_s)
-    ))
+        format_bytes(dirty / sync_s),
+        pct(busy),
+        format_bytes(offered.bytes),
+        dirty / offered.bytes,
+        format_bytes(took),
+        format_bytes(offered.got),
+    );
+    Some((line, took))
 }
 
 /// The write throttle's thresholds, from the tunables the recording read
