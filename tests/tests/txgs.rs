@@ -4,8 +4,10 @@
 //! its spa_sync's (ZFS stamps the sync around it); the txgs born while
 //! attached have their open, quiescing, wait and sync times; the job's txgs
 //! follow one another; their dirty bytes hold the job's bytes and at most 5% more (indirect blocks and dnodes are
-//! dirtied too: 1.022 on 2.1.11 here); and `report --txgs` shows the same
-//! rows. Needs root.
+//! dirtied too: 1.022 on 2.1.11 here); the bytes their syncs wrote are the
+//! lab's own count of its leaves' writes; their syncs are split into phases
+//! that cover all but 5% of them; and `report --txgs` shows the same rows.
+//! A throttled job's rate is the one its syncs allowed. Needs root.
 
 use serde_json::Value;
 
@@ -92,6 +94,17 @@ fn each_txg_has_its_dirty_bytes_and_state_times_on_each_release() {
             .filter(|t| (first..=last).contains(&t["txg"].as_u64().unwrap()))
             .collect();
         phases_cover_the_syncs(&job_txgs, &name);
+        let nwritten: u64 = job_txgs
+            .iter()
+            .map(|t| {
+                life(t, "written_bytes").unwrap_or_else(|| panic!("{name}: no bytes written: {t}"))
+            })
+            .sum();
+        // The lab counts its leaves' writes over the job's txgs as the
+        // kstat does (the root vdev's stats): the same bytes.
+        let leaves = job["leaf_write_bytes"].as_u64().unwrap();
+        eprintln!("{name}: the job's txgs wrote {nwritten} bytes, the lab's leaves {leaves}");
+        assert_eq!(nwritten, leaves, "{name}: bytes written by the job's txgs");
         report_shows_the_rows(&recording, rec["txgs"].as_array().unwrap().len(), &name);
         std::fs::remove_dir_all(dir).unwrap();
     }

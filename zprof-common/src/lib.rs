@@ -174,6 +174,10 @@ pub enum Stage {
     /// truncation or checkpoint and its swap included). `bytes` = entries
     /// flushed.
     DdtLogFlush = 33,
+    /// A phase of a txg's sync (inside spa_sync; class = its
+    /// [`sync_phase`] index), timed once per sync that entered it: where
+    /// the syncs' time goes, as histograms (serve exports them).
+    SyncPhase = 34,
 }
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
@@ -229,7 +233,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 33] = [
+    pub const ALL: [Stage; 34] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -259,6 +263,7 @@ impl Stage {
         Stage::SyncWriteCycle,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
+        Stage::SyncPhase,
         Stage::DdtSync,
         Stage::DdtLogAppend,
         Stage::DdtLogFlush,
@@ -541,11 +546,13 @@ pub struct SyncPhases {
     pub reads: u32,
     /// Their bytes.
     pub read_bytes: u64,
+    /// The pool syncing (spa_t address).
+    pub pool: u64,
 }
 
 impl SyncPhases {
-    /// A sync just begun: no phase open, nothing timed.
-    pub const fn idle() -> SyncPhases {
+    /// A sync of `pool` just begun: no phase open, nothing timed.
+    pub const fn idle(pool: u64) -> SyncPhases {
         SyncPhases {
             ns: [0; sync_phase::COUNT],
             open_start_ns: 0,
@@ -554,6 +561,7 @@ impl SyncPhases {
             passes: 0,
             reads: 0,
             read_bytes: 0,
+            pool,
         }
     }
 }
@@ -586,6 +594,14 @@ pub struct TxgHistoryEvent {
     /// Its dirty bytes when its sync began (txg_stat_t.ndirty);
     /// [`DIRTY_UNKNOWN`] without the offset or the kstat (zfs_txg_history 0).
     pub dirty_bytes: u64,
+    /// Bytes read, bytes written, reads and writes of its sync, as the
+    /// kstat's nread, nwritten, reads and writes (the pool's root vdev stats
+    /// at the sync's end less those at its start); [`DIRTY_UNKNOWN`] each
+    /// where they could not be read.
+    pub io: [u64; 4],
+    /// While its history is closed: the txg_stat_t's address, until the
+    /// end stats are read (then 0).
+    pub txg_stat: u64,
 }
 
 /// [`TxgHistoryEvent::dirty_bytes`] when it could not be read.
@@ -715,6 +731,18 @@ pub struct Offsets {
     /// (a table made before zprof read it): the txg's dirty bytes are then
     /// unknown, nothing else.
     pub txg_stat_ndirty: u32,
+    /// txg_stat_t.vs1 and .vs2 (the pool's root vdev stats when the txg's
+    /// sync began and ended), and vdev_stat_t.vs_ops and .vs_bytes (arrays
+    /// by zio type): the txg's reads and writes as the txgs kstat counts
+    /// them. [`OFFSET_UNKNOWN`] as `txg_stat_ndirty`: without all four, the
+    /// txg's I/O is unknown, nothing else.
+    pub txg_stat_vs1: u32,
+    /// txg_stat_t.vs2 (see `txg_stat_vs1`).
+    pub txg_stat_vs2: u32,
+    /// vdev_stat_t.vs_ops (see `txg_stat_vs1`).
+    pub vdev_stat_ops: u32,
+    /// vdev_stat_t.vs_bytes (see `txg_stat_vs1`).
+    pub vdev_stat_bytes: u32,
 }
 
 /// An optional member's offset that the traced build's source did not give.

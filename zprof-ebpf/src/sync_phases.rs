@@ -3,7 +3,8 @@
 //! block cloning, scan, device removal, metaslabs, the labels, the cleanup
 //! after the uberblock; see `zprof_common::sync_phase`), each timed from
 //! entry to return into the sync thread's [`SyncPhases`], which spa_sync's
-//! return sends with the txg. All are global functions, present in every
+//! return sends with the txg; each phase's time is also a histogram row
+//! (Stage::SyncPhase, by pool and phase), which serve exports. All are global functions, present in every
 //! kernel's kallsyms and exported by libzpool from 2.1 on (brt_sync from
 //! 2.2); they run a few times per txg, so the cost is nothing next to the
 //! sync. The reads the sync thread issued itself (zio_read on it) are
@@ -15,10 +16,11 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{SyncPhases, counter, sync_phase};
+use zprof_common::{Stage, SyncPhases, counter, sync_phase};
 
 use crate::core::{
     programs::{entry_programs, return_programs},
+    record::{record, stage_key},
     spans::thread_id,
 };
 
@@ -41,11 +43,11 @@ return_programs! {
 #[map]
 static SYNCING: HashMap<u64, SyncPhases> = HashMap::with_max_entries(256, 0);
 
-/// spa_sync's entry: the thread's sync begins, no phase open.
+/// spa_sync's entry: the thread's sync of `pool` (spa_t) begins, no phase open.
 #[inline(always)]
-pub fn sync_begins() -> Result<(), u32> {
+pub fn sync_begins(pool: u64) -> Result<(), u32> {
     SYNCING
-        .insert(&thread_id(), &SyncPhases::idle(), 0)
+        .insert(&thread_id(), &SyncPhases::idle(pool), 0)
         .map_err(|_| counter::ENTRY_MAP_FULL)
 }
 
@@ -56,7 +58,7 @@ pub fn sync_ends() -> SyncPhases {
     let thread = thread_id();
     let phases = unsafe { SYNCING.get(&thread) }
         .copied()
-        .unwrap_or_else(SyncPhases::idle);
+        .unwrap_or_else(|| SyncPhases::idle(0));
     let _ = SYNCING.remove(&thread);
     phases
 }
@@ -174,7 +176,14 @@ fn end() {
     let open = phases.open as usize;
     if open < sync_phase::COUNT {
         let now = unsafe { bpf_ktime_get_ns() };
-        phases.ns[open] += now.saturating_sub(phases.open_start_ns);
+        let duration = now.saturating_sub(phases.open_start_ns);
+        phases.ns[open] += duration;
+        record(
+            &stage_key(Stage::SyncPhase, open as u32, phases.pool, 0),
+            duration,
+            0,
+            0,
+        );
     }
     phases.open = sync_phase::NONE;
 }

@@ -54,7 +54,7 @@ fn try_spa_sync_entry(ctx: &ProbeContext) -> Result<(), u32> {
     let entered = enter(Stage::SpaSync, thread_id(), 0, 0, spa, txg);
     internal_begin();
     next_sync_generation();
-    entered.and(crate::sync_phases::sync_begins())
+    entered.and(crate::sync_phases::sync_begins(spa))
 }
 
 #[inline(always)]

@@ -39,6 +39,7 @@ entry_programs! {
 
 return_programs! {
     txg_synced_return_k, txg_synced_return_u => try_txg_synced_return;
+    txg_io_return_k, txg_io_return_u => try_txg_io_return;
 }
 
 /// txg_state_t values ZFS passes to spa_txg_history_set.
@@ -144,6 +145,13 @@ fn try_txg_synced_entry(ctx: &ProbeContext) -> Result<(), u32> {
     };
     event.sync_start_ns = start_ns;
     event.dirty_bytes = dirty_bytes(arg(ctx, 1));
+    // The stats when the sync began, until those at its end are read.
+    event.io = [DIRTY_UNKNOWN; 4];
+    event.txg_stat = 0;
+    if let Some(at_start) = root_stats(arg(ctx, 1), &CONFIG.offsets.txg_stat_vs1) {
+        event.io = at_start;
+        event.txg_stat = arg(ctx, 1);
+    }
     let _ = TXG_STAMPS.remove(&[spa, txg]);
     let _ = LAST_SYNC.remove(&thread);
     CLOSING
@@ -163,6 +171,54 @@ fn dirty_bytes(ts: u64) -> u64 {
     read_or::<u64>(ts + offset as u64, DIRTY_UNKNOWN)
 }
 
+/// The root vdev stats a txg_stat_t holds at `which` (its vs1 or vs2):
+/// bytes read and written, reads and writes (vs_bytes and vs_ops by zio
+/// type: READ 1, WRITE 2 in every release). None without the offsets.
+#[inline(always)]
+fn root_stats(ts: u64, which: &u32) -> Option<[u64; 4]> {
+    let offsets = &CONFIG.offsets;
+    let fields = [
+        config_u32(which),
+        config_u32(&offsets.vdev_stat_bytes),
+        config_u32(&offsets.vdev_stat_ops),
+    ];
+    if ts == 0 || !offsets_valid() || fields.contains(&OFFSET_UNKNOWN) {
+        return None;
+    }
+    let stats = ts + fields[0] as u64;
+    let at = |array: u32, zio_type: u64| read_or::<u64>(stats + array as u64 + 8 * zio_type, 0);
+    Some([
+        at(fields[1], ZIO_TYPE_READ),
+        at(fields[1], ZIO_TYPE_WRITE),
+        at(fields[2], ZIO_TYPE_READ),
+        at(fields[2], ZIO_TYPE_WRITE),
+    ])
+}
+
+/// zio_type_t values (the same in every release).
+const ZIO_TYPE_READ: u64 = 1;
+const ZIO_TYPE_WRITE: u64 = 2;
+
+/// vdev_get_stats returns: inside fini_io on this thread, it has just
+/// filled the txg_stat_t's vs2, which ZFS subtracts vs1 from for the kstat.
+#[inline(always)]
+fn try_txg_io_return(_ctx: &RetProbeContext) -> Result<(), u32> {
+    let Some(closing) = CLOSING.get_ptr_mut(&thread_id()) else {
+        return Ok(());
+    };
+    let closing = unsafe { &mut *closing };
+    if closing.txg_stat == 0 {
+        return Ok(());
+    }
+    if let Some(at_end) = root_stats(closing.txg_stat, &CONFIG.offsets.txg_stat_vs2) {
+        for i in 0..4 {
+            closing.io[i] = at_end[i].wrapping_sub(closing.io[i]);
+        }
+    }
+    closing.txg_stat = 0;
+    Ok(())
+}
+
 #[inline(always)]
 fn try_txg_synced_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     let thread = thread_id();
@@ -171,6 +227,12 @@ fn try_txg_synced_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     };
     let mut event = *closing;
     let _ = CLOSING.remove(&thread);
+    // No end stats read (the kstat is off, or vdev_get_stats not probed):
+    // the start stats are no figures of the txg.
+    if event.txg_stat != 0 {
+        event.io = [DIRTY_UNKNOWN; 4];
+        event.txg_stat = 0;
+    }
     event.synced_ns = unsafe { bpf_ktime_get_ns() };
     EVENTS
         .output::<TxgHistoryEvent>(&event, 0)

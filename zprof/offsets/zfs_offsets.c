@@ -79,7 +79,11 @@
 	F(dmu_tx, dmu_tx_t, tx_pool) \
 	F(dmu_tx, dmu_tx_t, tx_txg) \
 	F(dmu_tx, dmu_tx_t, tx_objset) \
-	F(txg_stat, txg_stat_t, ndirty)
+	F(txg_stat, txg_stat_t, ndirty) \
+	F(txg_stat, txg_stat_t, vs1) \
+	F(txg_stat, txg_stat_t, vs2) \
+	F(vdev_stat, vdev_stat_t, vs_ops) \
+	F(vdev_stat, vdev_stat_t, vs_bytes)
 
 #define	ZPROF_STRUCTS(S) \
 	S(zio, zio_t) \
@@ -92,7 +96,8 @@
 	S(objset, objset_t) \
 	S(dmu_tx, dmu_tx_t) \
 	S(vdev_file, vdev_file_t) \
-	S(txg_stat, txg_stat_t)
+	S(txg_stat, txg_stat_t) \
+	S(vdev_stat, vdev_stat_t)
 
 #ifdef _KERNEL
 #include <linux/blk_types.h>

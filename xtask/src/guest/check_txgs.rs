@@ -1,7 +1,8 @@
 //! zprof's txg rows against ZFS's own txgs kstat (/proc/spl/kstat/zfs/POOL/txgs,
 //! read by iostat-around.sh once the section's pool is synced, inside the
-//! recording): for every txg both have, the dirty bytes are the kstat's
-//! (with offsets; without them zprof must say it has none), the open and
+//! recording): for every txg both have, the dirty bytes and the sync's
+//! bytes and I/Os read and written are the kstat's (with offsets; without
+//! them zprof must say it has none), the open and
 //! quiescing times are the kstat's to the nanosecond (both are differences
 //! of the stamps ZFS passes), and the wait and sync times, which zprof takes
 //! on its own clock beside ZFS's stamps, are within [`TIME_SHARE`] or
@@ -30,7 +31,12 @@ struct KstatTxg {
     qtime: u64,
     wtime: u64,
     stime: u64,
+    /// nread, nwritten, reads, writes.
+    io: [u64; 4],
 }
+
+/// The recording's names of the kstat's I/O columns, in `KstatTxg::io`'s order.
+const IO_FIELDS: [&str; 4] = ["read_bytes", "written_bytes", "reads", "writes"];
 
 /// The kstat's rows by txg: the line after its header (`txg birth state
 /// ndirty nread nwritten reads writes otime qtime wtime stime`).
@@ -54,6 +60,10 @@ fn parse_kstat(text: &str) -> anyhow::Result<BTreeMap<u64, KstatTxg>> {
         column("qtime")?,
         column("wtime")?,
         column("stime")?,
+        column("nread")?,
+        column("nwritten")?,
+        column("reads")?,
+        column("writes")?,
     ];
     let mut rows = BTreeMap::new();
     for line in lines {
@@ -73,6 +83,7 @@ fn parse_kstat(text: &str) -> anyhow::Result<BTreeMap<u64, KstatTxg>> {
                 qtime: value(3)?,
                 wtime: value(4)?,
                 stime: value(5)?,
+                io: [value(6)?, value(7)?, value(8)?, value(9)?],
             },
         );
     }
@@ -124,6 +135,15 @@ pub fn compare_txgs(
                 row.ndirty
             )),
         }
+        for (name, theirs) in IO_FIELDS.into_iter().zip(row.io) {
+            match (variant, field(name)) {
+                (Variant::Nobtf, None) => {}
+                (_, Some(ours)) if ours == theirs && variant != Variant::Nobtf => {}
+                (_, ours) => bad.push(format!(
+                    "txg {number}: {name} {ours:?}, the kstat's {theirs}"
+                )),
+            }
+        }
         for (name, theirs) in [("open_ns", row.otime), ("quiesce_ns", row.qtime)] {
             if let Some(ours) = field(name).filter(|&v| v != theirs) {
                 bad.push(format!("txg {number}: {name} {ours}, the kstat's {theirs}"));
@@ -154,7 +174,7 @@ pub fn compare_txgs(
     };
     ensure!(bad.is_empty(), "txgs against the kstat: {}", bad.join("; "));
     Ok(format!(
-        "{compared} txgs equal the txgs kstat (dirty{} open and quiesce times; wait and sync at most {} us off, of {} us); {phases}",
+        "{compared} txgs equal the txgs kstat (dirty, bytes and I/Os read and written{} open and quiesce times; wait and sync at most {} us off, of {} us); {phases}",
         if variant == Variant::Nobtf {
             " unknown without offsets,"
         } else {
@@ -224,7 +244,8 @@ mod tests {
                 otime: 5198863871,
                 qtime: 53330,
                 wtime: 399148,
-                stime: 471690330
+                stime: 471690330,
+                io: [0, 93577216, 0, 1327],
             }
         );
         assert!(parse_kstat("nothing\n").is_err());

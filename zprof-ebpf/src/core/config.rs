@@ -50,6 +50,10 @@ pub static CONFIG: Config = Config {
         vdev_ops: 0,
         vdev_op_type: 0,
         txg_stat_ndirty: zprof_common::OFFSET_UNKNOWN,
+        txg_stat_vs1: zprof_common::OFFSET_UNKNOWN,
+        txg_stat_vs2: zprof_common::OFFSET_UNKNOWN,
+        vdev_stat_ops: zprof_common::OFFSET_UNKNOWN,
+        vdev_stat_bytes: zprof_common::OFFSET_UNKNOWN,
     },
     request: RequestOffsets {
         valid: 0,

@@ -174,7 +174,16 @@ fn life(e: &TxgHistoryEvent) -> TxgLife {
         wait_ns: between(e.quiesced_seen_ns, e.sync_start_ns).filter(|_| born_while_attached),
         sync_ns: between(e.sync_start_ns, e.synced_ns).filter(|_| born_while_attached),
         dirty_bytes: (e.dirty_bytes != DIRTY_UNKNOWN).then_some(e.dirty_bytes),
+        read_bytes: known(e.io[0]),
+        written_bytes: known(e.io[1]),
+        reads: known(e.io[2]),
+        writes: known(e.io[3]),
     }
+}
+
+/// A figure of a txg's sync I/O, where it was read.
+fn known(value: u64) -> Option<u64> {
+    (value != DIRTY_UNKNOWN).then_some(value)
 }
 
 #[cfg(test)]
@@ -196,6 +205,8 @@ mod tests {
             sync_start_ns: 70_400,
             synced_ns: 90_400,
             dirty_bytes: DIRTY_UNKNOWN,
+            io: [DIRTY_UNKNOWN, 1 << 20, DIRTY_UNKNOWN, 12],
+            txg_stat: 0,
         };
         assert_eq!(
             life(&event),
@@ -205,6 +216,9 @@ mod tests {
                 wait_ns: None,
                 sync_ns: None,
                 dirty_bytes: None,
+                written_bytes: Some(1 << 20),
+                writes: Some(12),
+                ..TxgLife::default()
             }
         );
         let born = TxgHistoryEvent {
@@ -219,6 +233,9 @@ mod tests {
                 wait_ns: Some(400),
                 sync_ns: Some(20_000),
                 dirty_bytes: None,
+                written_bytes: Some(1 << 20),
+                writes: Some(12),
+                ..TxgLife::default()
             }
         );
         let records = txg_records(

@@ -85,6 +85,9 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         }
         Stage::ChecksumCompute => names::checksum(class & 0xff),
         Stage::ZilLogWrite => "main pool".into(),
+        Stage::SyncPhase => zprof_common::sync_phase::NAMES
+            .get(class as usize)
+            .map_or_else(|| format!("phase {class}"), |name| (*name).to_owned()),
         Stage::TxgWaitSynced if class == zprof_common::TXG_WAIT_IN_ZIL_COMMIT => {
             "in zil commit".into()
         }

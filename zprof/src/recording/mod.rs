@@ -585,6 +585,21 @@ pub struct TxgLife {
     /// Dirty bytes when its sync began (ndirty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty_bytes: Option<u64>,
+    /// Its sync's I/O as the kstat counts it (the pool's root vdev stats at
+    /// the sync's end less those at its start, so I/O of other work in that
+    /// time too, the ZIL's): bytes read (nread), bytes written (nwritten),
+    /// reads and writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// Bytes written in its sync (nwritten).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_bytes: Option<u64>,
+    /// Reads in its sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
+    /// Writes in its sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<u64>,
 }
 
 impl TxgLife {
@@ -667,6 +682,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::DdtSync => "ddt_sync",
         Stage::DdtLogAppend => "ddt_log_append",
         Stage::DdtLogFlush => "ddt_log_flush",
+        Stage::SyncPhase => "sync_phase",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }
@@ -923,6 +939,10 @@ impl Recording {
         bounded_sum("txg wait times", life(|l| l.wait_ns))?;
         bounded_sum("txg sync times", life(|l| l.sync_ns))?;
         bounded_sum("txg dirty bytes", life(|l| l.dirty_bytes))?;
+        bounded_sum("txg bytes read", life(|l| l.read_bytes))?;
+        bounded_sum("txg bytes written", life(|l| l.written_bytes))?;
+        bounded_sum("txg reads", life(|l| l.reads))?;
+        bounded_sum("txg writes", life(|l| l.writes))?;
         let splits = || self.txgs.iter().filter_map(|t| t.sync.as_ref());
         bounded_sum(
             "txg sync phases",

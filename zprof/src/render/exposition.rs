@@ -160,6 +160,13 @@ const FAMILIES: &[Family] = &[
         "spa_sync: one txg written out",
     ),
     family(
+        Stage::SyncPhase,
+        "txg_sync_phase",
+        "phase",
+        false,
+        "a phase of a txg's sync, inside spa_sync (write_out, later_passes, frees, dedup, clones, scan, removal, metaslabs, labels, done)",
+    ),
+    family(
         Stage::TxgWaitSynced,
         "txg_wait_synced",
         "class",

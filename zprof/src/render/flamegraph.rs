@@ -57,8 +57,18 @@ fn classes(rec: &Recording, stage: Stage) -> Vec<String> {
 pub fn stage_stacks(rec: &Recording) -> Folded {
     let mut weights = Weights::default();
     workload_stacks(rec, &mut weights);
-    // ZFS's own threads.
-    weights.add("txg sync;spa_sync".into(), total(rec, Stage::SpaSync, None));
+    // ZFS's own threads: each txg's sync, split into its phases where the
+    // recording has them (the rest stays spa_sync's own frame).
+    let mut phases_ns = 0;
+    for phase in classes(rec, Stage::SyncPhase) {
+        let ns = total(rec, Stage::SyncPhase, Some(&phase));
+        phases_ns += ns;
+        weights.add(format!("txg sync;spa_sync;{phase}"), ns);
+    }
+    weights.add(
+        "txg sync;spa_sync".into(),
+        total(rec, Stage::SpaSync, None).saturating_sub(phases_ns),
+    );
     compression_stacks(rec, &mut weights);
     pipeline_stacks(rec, &mut weights);
     vdev_stacks(rec, &mut weights);

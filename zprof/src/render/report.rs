@@ -109,6 +109,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::SyncWriteCycle => "sync writer cycle",
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
+        Stage::SyncPhase => "  sync phase (inside)",
     }
 }
 

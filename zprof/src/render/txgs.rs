@@ -17,8 +17,18 @@ pub fn render_table(rec: &Recording) -> String {
         return "no txg was synced while zprof recorded\n".to_owned();
     }
     let mut text = format!(
-        "{:<16} {:>10} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-        "pool", "txg", "start", "dirty", "open", "quiesce", "wait", "sync", "spa_sync"
+        "{:<16} {:>10} {:>9} {:>11} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "pool",
+        "txg",
+        "start",
+        "dirty",
+        "written",
+        "read",
+        "open",
+        "quiesce",
+        "wait",
+        "sync",
+        "spa_sync"
     );
     for txg in &rec.txgs {
         text.push_str(&row(txg));
@@ -36,7 +46,7 @@ pub fn render_table(rec: &Recording) -> String {
         .iter()
         .any(|t| t.life.sync_ns.is_some() && t.life.dirty_bytes.is_none())
     {
-        text.push_str("dirty -: the offsets give no txg_stat_t.ndirty, or zfs_txg_history is 0 (the txgs kstat is off)\n");
+        text.push_str("dirty, written, read -: the offsets give no txg_stat_t members, or zfs_txg_history is 0 (the txgs kstat is off)\n");
     }
     text + &phases_table(rec)
 }
@@ -112,13 +122,15 @@ fn phase_row(txg: &TxgRecord, sync: &SyncSplit) -> String {
 fn row(txg: &TxgRecord) -> String {
     let time = |ns: Option<u64>| ns.map_or_else(|| "-".to_owned(), format_ns);
     let life = &txg.life;
+    let bytes = |b: Option<u64>| b.map_or_else(|| "-".to_owned(), |b| format_bytes(b as f64));
     format!(
-        "{:<16} {:>10} {:>8.3}s {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+        "{:<16} {:>10} {:>8.3}s {:>11} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
         txg.pool,
         txg.txg,
         txg.start_offset_ns as f64 / 1e9,
-        life.dirty_bytes
-            .map_or_else(|| "-".to_owned(), |b| format_bytes(b as f64)),
+        bytes(life.dirty_bytes),
+        bytes(life.written_bytes),
+        bytes(life.read_bytes),
         time(life.open_ns),
         time(life.quiesce_ns),
         time(life.wait_ns),

@@ -622,6 +622,10 @@ pub const POINTS: &[ProbePoint] = &[
         Both,
         Primary,
     ),
+    // Inside fini_io, vdev_get_stats fills the stats at the sync's end; its
+    // return reads them (other callers' returns are ignored), for the
+    // txg's bytes read and written as the kstat counts them.
+    return_point("txg", "vdev_get_stats", "txg_io_return"),
     // Dedup: called only where a dataset dedups, so free elsewhere.
     point(
         "dedup",

@@ -285,7 +285,13 @@ const NEEDED: [(&str, &str); 23] = [
 /// Members zprof reads where the source has them and does without
 /// otherwise (a table made before it read them): only what each gives is
 /// lost. In `Offsets` field order after [`NEEDED`]'s.
-const OPTIONAL: [(&str, &str); 1] = [("txg_stat", "ndirty")];
+const OPTIONAL: [(&str, &str); 5] = [
+    ("txg_stat", "ndirty"),
+    ("txg_stat", "vs1"),
+    ("txg_stat", "vs2"),
+    ("vdev_stat", "vs_ops"),
+    ("vdev_stat", "vs_bytes"),
+];
 
 /// Every struct [`NEEDED`] and [`OPTIONAL`] name, once (what a BTF reader
 /// looks for).
@@ -306,7 +312,13 @@ fn build(
     lookup: impl Fn(&str, &str) -> Option<u32>,
 ) -> Result<(Offsets, BTreeMap<String, u32>), String> {
     let (values, mut named) = look_up_all(&NEEDED, &lookup)?;
-    let [txg_stat_ndirty] = OPTIONAL.map(|(structure, member)| {
+    let [
+        txg_stat_ndirty,
+        txg_stat_vs1,
+        txg_stat_vs2,
+        vdev_stat_ops,
+        vdev_stat_bytes,
+    ] = OPTIONAL.map(|(structure, member)| {
         let found = lookup(structure, member);
         if let Some(value) = found {
             named.insert(format!("{structure}.{member}"), value);
@@ -364,6 +376,10 @@ fn build(
         vdev_ops,
         vdev_op_type,
         txg_stat_ndirty,
+        txg_stat_vs1,
+        txg_stat_vs2,
+        vdev_stat_ops,
+        vdev_stat_bytes,
     };
     Ok((offsets, named))
 }
@@ -572,8 +588,8 @@ fn read_cached(cached: &Path, build_id: &str) -> Cached {
                 source: format!("headers, cached: {}", found.source),
                 ..found
             };
-            if found.offsets.txg_stat_ndirty == OFFSET_UNKNOWN {
-                let why = " (the cached table was made before zprof read txg_stat.ndirty)";
+            if found.offsets.vdev_stat_bytes == OFFSET_UNKNOWN {
+                let why = " (the cached table was made before zprof read txg_stat's vdev stats)";
                 Cached::Older(found, why.into())
             } else {
                 Cached::Serves(found)
