@@ -5,7 +5,8 @@
 # snapshots' difference cover the same I/Os (taken outside the recording, the
 # snapshots would also catch a txg sync that zprof missed). The ZIL's kstats
 # (DIR/zil-before.txt, zil-after.txt) count the log blocks written meanwhile,
-# the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses. The
+# the ARC's (DIR/arc-before.txt, arc-after.txt) its hits and misses, the
+# DMU's (DIR/dmu_tx-before.txt, dmu_tx-after.txt) the throttle's delays. The
 # pool is synced before the second snapshot (see below), and its txgs kstat
 # kept (DIR/txgs.txt).
 pool=$1 dir=$2
@@ -13,6 +14,7 @@ shift 2
 zpool iostat -wp "$pool" > "$dir/iostat-before.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-before.txt" || exit 125
 cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-before.txt" || exit 125
+cat /proc/spl/kstat/zfs/dmu_tx > "$dir/dmu_tx-before.txt" || exit 125
 "$@"
 rc=$?
 # The txg the command left dirty is written inside the recording, so zprof
@@ -26,4 +28,5 @@ cat /proc/spl/kstat/zfs/"$pool"/txgs > "$dir/txgs.txt" || exit 125
 zpool iostat -wp "$pool" > "$dir/iostat-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/zil > "$dir/zil-after.txt" || exit 125
 cat /proc/spl/kstat/zfs/arcstats > "$dir/arc-after.txt" || exit 125
+cat /proc/spl/kstat/zfs/dmu_tx > "$dir/dmu_tx-after.txt" || exit 125
 exit $rc

@@ -185,6 +185,33 @@ run_two_pools() {
     destroy_pool tpb
 }
 
+# Async 64k writers under a 32 MiB zfs_dirty_data_max: the write throttle
+# delays them from 60% of it on. The DMU's kstats around fio (iostat-around.sh)
+# count the transactions marked for delay, for the host's check of the delays
+# zprof saw and the dirty levels they came at.
+run_throttle() {
+    d=$R/throttle
+    mkdir -p $d
+    step "throttle: 64k async writes under a 32 MiB zfs_dirty_data_max"
+    make_pool thr raidz1 nolog off files
+    params=/sys/module/zfs/parameters
+    old_max=$(cat $params/zfs_dirty_data_max)
+    fio $(async_job thr) --create_only=1 > $d/fio-layout.txt 2>&1 || fail "fio layout on thr"
+    zpool sync thr
+    echo 33554432 > $params/zfs_dirty_data_max || fail "setting zfs_dirty_data_max"
+    zprof record --target kernel -o $d/rec.json -- iostat-around.sh thr $d \
+        fio $(async_job thr) --runtime=$RUNTIME --time_based --output-format=json --output=$d/fio.json \
+        > $d/report.txt 2> $d/zprof.err
+    rc=$?
+    echo "$old_max" > $params/zfs_dirty_data_max
+    echo "throttle: $(kprobes_left)" >> $R/detach.txt
+    [ $rc -eq 0 ] || fail "zprof record (throttle) exited with $rc: $(cat $d/zprof.err)"
+    zprof explain --format json $d/rec.json > $d/explain.json 2> $d/explain.err \
+        || fail "zprof explain (throttle): $(cat $d/explain.err)"
+    zprof explain $d/rec.json | head -30
+    destroy_pool thr
+}
+
 # wait_tracing FILE: until zprof says it is tracing (it has attached by then).
 wait_tracing() {
     for i in $(seq 1 120); do
@@ -507,6 +534,7 @@ if [ "$SECTIONS" != offsets ]; then
 fi
 if [ "$SECTIONS" = all ]; then
 run_two_pools
+run_throttle
 run_features
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"

@@ -178,6 +178,15 @@ pub enum Stage {
     /// [`sync_phase`] index), timed once per sync that entered it: where
     /// the syncs' time goes, as histograms (serve exports them).
     SyncPhase = 34,
+    /// Per transaction the write throttle delayed (kernel only: the probe
+    /// function trace_zfs_delay__mintime, which dmu_tx_delay calls just
+    /// before it sleeps, with the dirty bytes and the delay it computed):
+    /// the computed delay as the value, `bytes` = the pool's dirty bytes.
+    ThrottleDelay = 35,
+    /// The same transactions, with the pool's dirty bytes in place of a
+    /// latency (the histogram's "ns" are bytes): the dirty level the
+    /// throttle delayed writers at. Not a stage of the report's table.
+    ThrottleDirty = 36,
 }
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
@@ -233,7 +242,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 34] = [
+    pub const ALL: [Stage; 36] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -264,6 +273,8 @@ impl Stage {
         Stage::TxgWaitSynced,
         Stage::SpaSync,
         Stage::SyncPhase,
+        Stage::ThrottleDelay,
+        Stage::ThrottleDirty,
         Stage::DdtSync,
         Stage::DdtLogAppend,
         Stage::DdtLogFlush,

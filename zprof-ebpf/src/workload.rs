@@ -1,7 +1,7 @@
 //! The workload's side of the pipeline: its reads and writes where they enter
 //! the DMU (dmu_write/dmu_read in libzpool, the uio paths in the kernel),
 //! timed or counted only, and the write throttle it waits in (dmu_tx_assign,
-//! dmu_tx_wait). Calls ZFS makes itself from spa_sync or zil_commit are left
+//! dmu_tx_wait, and on the kernel each delay dmu_tx_delay computed). Calls ZFS makes itself from spa_sync or zil_commit are left
 //! out (`threads::in_zfs_internal`).
 
 use aya_ebpf::{
@@ -32,6 +32,7 @@ entry_programs! {
     uio_read_entry_k, uio_read_entry_u => try_uio_read_entry;
     tx_assign_entry_k, tx_assign_entry_u => try_tx_assign_entry;
     tx_wait_entry_k, tx_wait_entry_u => try_tx_wait_entry;
+    tx_delay_entry_k, tx_delay_entry_u => try_tx_delay_entry;
 }
 
 return_programs! {
@@ -199,5 +200,25 @@ fn try_tx_wait_entry(ctx: &ProbeContext) -> Result<(), u32> {
 #[inline(always)]
 fn try_tx_wait_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     leave_and_record(Stage::TxWait, 0);
+    Ok(())
+}
+
+/// trace_zfs_delay__mintime(dmu_tx_t *tx, uint64_t dirty, uint64_t
+/// min_tx_time): dmu_tx_delay (static, inlined into dmu_tx_wait) calls this
+/// DTRACE probe function just before a delayed writer sleeps, with the
+/// pool's dirty bytes and the transaction time it computed from them.
+#[inline(always)]
+fn try_tx_delay_entry(ctx: &ProbeContext) -> Result<(), u32> {
+    if !wanted(true) {
+        return Ok(());
+    }
+    let (pool, dirty, delay) = (tx_pool(arg(ctx, 0)), arg(ctx, 1), arg(ctx, 2));
+    record(
+        &stage_key(Stage::ThrottleDelay, 0, pool, 0),
+        delay,
+        dirty,
+        0,
+    );
+    record(&stage_key(Stage::ThrottleDirty, 0, pool, 0), dirty, 0, 0);
     Ok(())
 }

@@ -133,6 +133,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             super::check_pools::check_two_pools(&results.join("two-pools")),
         );
         out.note(
+            "throttle",
+            super::check_throttle::check_throttle(&results.join("throttle"), variant),
+        );
+        out.note(
             "2.3 features",
             super::check_features::check_features(&results.join("features"), &probes),
         );
@@ -143,7 +147,7 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             .copied()
             .collect();
         out.line(format!(
-            "sigterm, kprobe_multi, off-cpu, serve, two pools, 2.3 features, {}: run with the BTF variant",
+            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, 2.3 features, {}: run with the BTF variant",
             btf_only.join(", ")
         ));
     }

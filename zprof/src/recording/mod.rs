@@ -683,6 +683,8 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::DdtLogAppend => "ddt_log_append",
         Stage::DdtLogFlush => "ddt_log_flush",
         Stage::SyncPhase => "sync_phase",
+        Stage::ThrottleDelay => "throttle_delay",
+        Stage::ThrottleDirty => "throttle_dirty",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }

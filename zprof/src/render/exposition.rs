@@ -292,6 +292,22 @@ const FAMILIES: &[Family] = &[
         false,
         "fast dedup: logged entries flushed into the dedup table (inside ddt_sync)",
     ),
+    family(
+        Stage::ThrottleDelay,
+        "throttle_delay",
+        "class",
+        false,
+        "a transaction the write throttle delayed: the delay dmu_tx_delay computed (kernel)",
+    ),
+    Family {
+        stage: Stage::ThrottleDirty,
+        name: "throttle_dirty",
+        class_label: "class",
+        values_are_bytes: true,
+        data_bytes: false,
+        per_leaf: false,
+        help: "a transaction the write throttle delayed: the pool's dirty data it was delayed at (kernel)",
+    },
     Family {
         stage: Stage::ArcMissReuse,
         name: "arc_miss_reuse_distance",

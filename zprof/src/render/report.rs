@@ -110,6 +110,8 @@ fn label(stage: Stage) -> &'static str {
         Stage::TxgWaitSynced => "txg wait synced",
         Stage::SpaSync => "txg sync",
         Stage::SyncPhase => "  sync phase (inside)",
+        Stage::ThrottleDelay => "  throttle delay set",
+        Stage::ThrottleDirty => "dirty at delay",
     }
 }
 
@@ -156,7 +158,10 @@ fn stage_rows(recording: &Recording) -> Vec<Row> {
         .any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
     for stage in Stage::ALL {
         // Its values are bytes, not times: the cache what-if reads it.
-        if stage == Stage::DdtSync && !dedups || stage == Stage::ArcMissReuse {
+        if stage == Stage::DdtSync && !dedups
+            || stage == Stage::ArcMissReuse
+            || stage == Stage::ThrottleDirty
+        {
             continue;
         }
         let name = stage_name(stage);

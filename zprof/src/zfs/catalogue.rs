@@ -85,7 +85,7 @@ pub const GROUPS: &[(&str, &str)] = &[
     ),
     (
         "throttle",
-        "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle",
+        "dmu_tx_assign / dmu_tx_wait: writers delayed by the write throttle; on the kernel each delay it computed, with the dirty data it came from",
     ),
     (
         "compression",
@@ -359,6 +359,18 @@ pub const POINTS: &[ProbePoint] = &[
         "tx_wait_entry",
         Some("tx_wait_return"),
         Both,
+        Primary,
+    ),
+    // Each delay the throttle computed, with the dirty bytes it came from:
+    // dmu_tx_delay is static (inlined in the kernels zprof runs on), but
+    // calls this DTRACE probe function, a real noinline function in zfs.ko
+    // built without tracepoints; libzpool compiles the probe to nothing.
+    point(
+        "throttle",
+        "trace_zfs_delay__mintime",
+        "tx_delay_entry",
+        None,
+        Kernel,
         Primary,
     ),
     point(

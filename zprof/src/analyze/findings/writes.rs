@@ -281,6 +281,7 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     let dirty = dirty_lines(rec);
     let dirty_known = !dirty.is_empty();
     evidence.extend(dirty);
+    evidence.extend(delay_line(rec));
     let rates = if wait.count > 0 {
         sync_rate_lines(rec)
     } else {
@@ -319,7 +320,10 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
             phases.is_none() && wait.count > 0,
             dirty_known,
             rec.tunables.contains_key("zfs_dirty_data_max"),
-        ),
+        )
+        .into_iter()
+        .chain(delays_missing(rec, wait.count))
+        .collect(),
         action: if job_waits > 0 || slow {
             "The disks cannot absorb the write rate: faster vdevs or more of them; zfs_dirty_data_max only moves the point where throttling starts.".into()
         } else {
@@ -455,6 +459,50 @@ fn rate_line(
         format_bytes(offered.got),
     );
     Some((line, took))
+}
+
+/// Why each delay's dirty level and computed time are absent where writers
+/// waited: libzpool compiles dmu_tx_delay's probe to nothing.
+fn delays_missing(rec: &Recording, waits: u64) -> Option<String> {
+    let libzpool = rec.target.kind == crate::zfs::target::TargetKind::Libzpool;
+    (waits > 0 && libzpool && stat(rec, Stage::ThrottleDelay, None).count == 0).then(|| {
+        "each delay's dirty level and computed time (kernel only: libzpool compiles dmu_tx_delay's probe function to nothing, and dmu_tx_delay is static)".to_owned()
+    })
+}
+
+/// The delays the throttle computed (kernel: each delayed transaction's
+/// dirty level and delay), set against zfs_dirty_data_max where it was read.
+fn delay_line(rec: &Recording) -> Option<String> {
+    let delays = stat(rec, Stage::ThrottleDelay, None);
+    if delays.count == 0 {
+        return None;
+    }
+    let dirty_rows = pick(rec, Stage::ThrottleDirty, None, None);
+    let lowest = dirty_rows
+        .iter()
+        .filter_map(|h| h.buckets.first())
+        .map(|[index, _]| zprof_common::hist_bucket_low(*index as usize))
+        .min()
+        .unwrap_or(0);
+    let dirty = summarize(dirty_rows);
+    let share = |bytes: u64| match rec.tunables.get("zfs_dirty_data_max") {
+        Some(max) if *max > 0.0 => format!(
+            " ({:.0}% of zfs_dirty_data_max)",
+            100.0 * bytes as f64 / max
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "dmu_tx_delay delayed {} transactions by {} each at p50 ({} at p99, {} in all); the pool's dirty data when delayed: from {}{} on, p50 {}{}",
+        format_count(delays.count as f64),
+        format_ns(delays.p50_ns),
+        format_ns(delays.p99_ns),
+        format_ns(delays.total_ns),
+        format_bytes(lowest as f64),
+        share(lowest),
+        format_bytes(dirty.p50_ns as f64),
+        share(dirty.p50_ns),
+    ))
 }
 
 /// The write throttle's thresholds, from the tunables the recording read
