@@ -203,7 +203,8 @@ fn every_libzpool_stage_attaches_on_each_release() {
             // checksum and arc_read pairs and zio_execute (the pool of
             // compressions) are left out by default on uprobes
             // (--full-timing adds them); fast dedup's log points are not in
-            // a release before 2.3 and say so. Anything else must attach.
+            // a release before 2.3, block cloning's before 2.2, and say so.
+            // Anything else must attach.
             match probe["reason"].as_str() {
                 None => assert!(
                     probe["attached"].as_bool().unwrap(),
@@ -214,6 +215,14 @@ fn every_libzpool_stage_attaches_on_each_release() {
                     reason,
                     format!(
                         "not in OpenZFS {}: fast dedup's log came in 2.3",
+                        release.version
+                    ),
+                    "{probe}"
+                ),
+                Some(reason) if function == "brt_sync" => assert_eq!(
+                    reason,
+                    format!(
+                        "not in OpenZFS {}: block cloning came in 2.2",
                         release.version
                     ),
                     "{probe}"
