@@ -175,25 +175,37 @@ fn phase_list(totals: &[(String, u64)], sync_ns: u64) -> String {
 /// The rate the pool synced its dirty data at, where the dirty bytes are
 /// known: the txgs' dirty bytes over their whole syncs (the rate the pool
 /// can take writes at), and over their write-out phase alone (which ends
-/// when the writes are in the disks' write caches, where they have them).
+/// when the writes are in the disks' write caches, where they have them);
+/// with what the syncs wrote to the disks (nwritten: parity and metadata
+/// included) where the recording has it.
 fn write_rate(split: &[(&TxgRecord, &SyncSplit)]) -> Option<String> {
-    let (mut bytes, mut sync_ns, mut write_ns) = (0u64, 0u64, 0u64);
+    let (mut bytes, mut written, mut sync_ns, mut write_ns) = (0u64, 0u64, 0u64, 0u64);
     for (txg, sync) in split {
         let (Some(dirty), Some(write)) = (txg.life.dirty_bytes, sync.phases_ns.get("write_out"))
         else {
             continue;
         };
         bytes = bytes.saturating_add(dirty);
+        written = written.saturating_add(txg.life.written_bytes.unwrap_or(0));
         sync_ns = sync_ns.saturating_add(txg.duration_ns);
         write_ns = write_ns.saturating_add(*write);
     }
-    let rate = |ns: u64| format_bytes(bytes as f64 / (ns as f64 / 1e9));
+    let rate = |amount: u64, ns: u64| format_bytes(amount as f64 / (ns as f64 / 1e9));
+    let disks = if written > 0 {
+        format!(
+            "; the disks took {} from them at {}/s",
+            format_bytes(written as f64),
+            rate(written, sync_ns)
+        )
+    } else {
+        String::new()
+    };
     (write_ns > 0 && bytes > 0).then(|| {
         format!(
-            "the syncs wrote {} of dirty data at {}/s (their write-out phases alone at {}/s)",
+            "the syncs wrote {} of dirty data at {}/s (their write-out phases alone at {}/s){disks}",
             format_bytes(bytes as f64),
-            rate(sync_ns),
-            rate(write_ns)
+            rate(bytes, sync_ns),
+            rate(bytes, write_ns)
         )
     })
 }
@@ -217,9 +229,10 @@ fn missing(split: &[(&TxgRecord, &SyncSplit)]) -> Vec<String> {
         .copied()
         .filter(|name| split.iter().all(|(_, s)| !s.phases_ns.contains_key(*name)))
         .collect();
-    let mut missing = vec![
-        "the bytes each sync wrote (the txgs kstat's nwritten) are not read: the write rate is the dirty bytes over the sync time".to_owned(),
-    ];
+    let mut missing = Vec::new();
+    if split.iter().all(|(t, _)| t.life.written_bytes.is_none()) {
+        missing.push("the bytes each sync wrote (the txgs kstat's nwritten: offsets without txg_stat_t's vdev stats, or the kstat off): the write rate is the dirty bytes over the sync time".to_owned());
+    }
     if !unmeasured.is_empty() {
         missing.push(format!(
             "phases not measured on this build (their functions could not be attached): {}",

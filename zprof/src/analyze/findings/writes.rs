@@ -478,30 +478,37 @@ fn delay_line(rec: &Recording) -> Option<String> {
         return None;
     }
     let dirty_rows = pick(rec, Stage::ThrottleDirty, None, None);
+    // The lowest level's bucket, both edges: its low edge alone would read
+    // as a delay below the threshold.
     let lowest = dirty_rows
         .iter()
         .filter_map(|h| h.buckets.first())
-        .map(|[index, _]| zprof_common::hist_bucket_low(*index as usize))
+        .map(|[index, _]| *index as usize)
         .min()
         .unwrap_or(0);
+    let (low, high) = (
+        zprof_common::hist_bucket_low(lowest),
+        zprof_common::hist_bucket_high(lowest),
+    );
     let dirty = summarize(dirty_rows);
-    let share = |bytes: u64| match rec.tunables.get("zfs_dirty_data_max") {
-        Some(max) if *max > 0.0 => format!(
-            " ({:.0}% of zfs_dirty_data_max)",
-            100.0 * bytes as f64 / max
-        ),
+    let max = rec.tunables.get("zfs_dirty_data_max").filter(|m| **m > 0.0);
+    let percent = |bytes: u64| max.map(|m| 100.0 * bytes as f64 / m);
+    let lowest_share = match (percent(low), percent(high)) {
+        (Some(from), Some(to)) => format!(" ({from:.0}-{to:.0}% of zfs_dirty_data_max)"),
         _ => String::new(),
     };
+    let p50_share = percent(dirty.p50_ns)
+        .map(|p| format!(" ({p:.0}%)"))
+        .unwrap_or_default();
     Some(format!(
-        "dmu_tx_delay delayed {} transactions by {} each at p50 ({} at p99, {} in all); the pool's dirty data when delayed: from {}{} on, p50 {}{}",
+        "dmu_tx_delay delayed {} transactions by {} each at p50 ({} at p99, {} in all); the pool's dirty data when delayed: lowest between {} and {}{lowest_share}, p50 {}{p50_share}",
         format_count(delays.count as f64),
         format_ns(delays.p50_ns),
         format_ns(delays.p99_ns),
         format_ns(delays.total_ns),
-        format_bytes(lowest as f64),
-        share(lowest),
+        format_bytes(low as f64),
+        format_bytes(high as f64),
         format_bytes(dirty.p50_ns as f64),
-        share(dirty.p50_ns),
     ))
 }
 
@@ -638,5 +645,28 @@ mod tests {
             lines[0].contains("of zfs_dirty_data_max 32.0 MiB; zfs_delay_min_dirty_percent 60% = 19.2 MiB, zfs_dirty_data_sync_percent 20% = 6.4 MiB)"),
             "{lines:?}"
         );
+    }
+
+    /// The 6.17-2.4.4 guest's throttle run (tests/data/README.md): each
+    /// delay the throttle computed, with the dirty level it came at, the
+    /// lowest level given as its bucket's two edges (above the 60% = 19.2
+    /// MiB threshold where ZFS delays from, which the low edge alone is not).
+    #[test]
+    fn the_kernels_delays_are_stated_with_their_dirty_levels() {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/guest-2.4.4-throttle.json"
+        ));
+        let rec = Recording::parse(text, "guest throttle").unwrap();
+        let line = delay_line(&rec).expect("a delay line");
+        assert!(
+            line.starts_with("dmu_tx_delay delayed 465 transactions"),
+            "{line}"
+        );
+        assert!(
+            line.contains("lowest between 18.0 MiB and 20.0 MiB (56-62% of zfs_dirty_data_max)"),
+            "{line}"
+        );
+        assert_eq!(delays_missing(&rec, 1), None, "the kernel has them");
     }
 }
