@@ -91,3 +91,24 @@ fn throttle_evidence(explain: &Value) -> Option<String> {
         .collect();
     Some(lines.join("\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 6.17-2.4.4 guest's throttle recording (tests/data/README.md):
+    /// the lowest dirty level at a delay lies in the bucket ending at 20 MiB,
+    /// above 60% of the 32 MiB limit.
+    #[test]
+    fn the_lowest_dirty_level_is_its_buckets_upper_edge() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/guest-2.4.4-throttle.json"
+        );
+        let rec: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let high = lowest_dirty_bucket_high(&rec).unwrap();
+        assert_eq!(high, 20 * 1048576 - 1, "the last value of the bucket");
+        assert!(high as f64 > DIRTY_MAX * 0.6);
+        assert!(lowest_dirty_bucket_high(&serde_json::json!({"histograms": []})).is_err());
+    }
+}
