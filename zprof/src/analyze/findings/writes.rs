@@ -290,8 +290,9 @@ pub(super) fn throttle(rec: &Recording, workload_ns: f64, out: &mut Vec<Finding>
     evidence.extend(rates.iter().map(|(line, _)| line.clone()));
     if synced.count > 0 {
         evidence.push(format!(
-            "txg_wait_synced: {} calls, p50 {}",
+            "txg_wait_synced: {} call{}, p50 {}",
             synced.count,
+            if synced.count == 1 { "" } else { "s" },
             format_ns(synced.p50_ns)
         ));
     }
