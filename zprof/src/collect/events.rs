@@ -173,7 +173,7 @@ fn life(e: &TxgHistoryEvent) -> TxgLife {
         quiesce_ns: between(e.opened_until, e.quiesced),
         wait_ns: between(e.quiesced_seen_ns, e.sync_start_ns).filter(|_| born_while_attached),
         sync_ns: between(e.sync_start_ns, e.synced_ns).filter(|_| born_while_attached),
-        dirty_bytes: (e.dirty_bytes != DIRTY_UNKNOWN).then_some(e.dirty_bytes),
+        dirty_bytes: known(e.dirty_bytes),
         read_bytes: known(e.io[0]),
         written_bytes: known(e.io[1]),
         reads: known(e.io[2]),
@@ -181,7 +181,7 @@ fn life(e: &TxgHistoryEvent) -> TxgLife {
     }
 }
 
-/// A figure of a txg's sync I/O, where it was read.
+/// A txg figure the programs read ([`DIRTY_UNKNOWN`] where they could not).
 fn known(value: u64) -> Option<u64> {
     (value != DIRTY_UNKNOWN).then_some(value)
 }

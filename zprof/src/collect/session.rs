@@ -356,6 +356,7 @@ impl Session {
     /// layer's rows, and zprof's health.
     pub fn live(&mut self) -> anyhow::Result<crate::recording::live::Scrape> {
         let started = Instant::now();
+        self.refresh_tunables();
         let (names, rows) = self.named_live_rows()?;
         let vdevs = pools::vdev_places(&self.ebpf, &names, &rows)?;
         let requests = self.requests()?.records;
@@ -380,12 +381,7 @@ impl Session {
             resident_bytes: cost::resident_bytes(),
             collect_seconds: started.elapsed().as_secs_f64(),
             pools_forgotten: self.pools_forgotten,
-            tunables: match self.target.kind {
-                TargetKind::Kernel => {
-                    crate::zfs::tunables::read_tunables(Path::new("/sys/module/zfs/parameters"))
-                }
-                TargetKind::Libzpool => self.tunables.clone(),
-            },
+            tunables: self.tunables.clone(),
         };
         Ok(crate::recording::live::Scrape {
             rows,

@@ -63,21 +63,29 @@ pub enum ElfError {
     },
 }
 
+/// A library file mapped read-only, for parsing.
+fn map_library(path: &Path) -> Result<memmap2::Mmap, ElfError> {
+    let read_error = |source| ElfError::Read {
+        path: path.display().to_string(),
+        source,
+    };
+    let file_handle = std::fs::File::open(path).map_err(read_error)?;
+    // SAFETY: read-only map of a library file; zprof does not modify it.
+    unsafe { memmap2::Mmap::map(&file_handle) }.map_err(read_error)
+}
+
+/// `data` parsed as an ELF object, or the error naming `path`.
+fn parse_library<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, ElfError> {
+    object::File::parse(data).map_err(|source| ElfError::Parse {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 /// Reads the defined function symbols (dynamic and static tables) and build-id.
 pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
-    let file_handle = std::fs::File::open(path).map_err(|source| ElfError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    // SAFETY: read-only map of a library file; zprof does not modify it.
-    let data = unsafe { memmap2::Mmap::map(&file_handle) }.map_err(|source| ElfError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let data = map_library(path)?;
+    let file = parse_library(path, &data)?;
     let segments: Vec<(u64, u64, u64)> = file
         .segments()
         .map(|s| (s.address(), s.size(), s.file_range().0))
@@ -112,14 +120,8 @@ pub fn read_library(path: &Path) -> Result<LibraryInfo, ElfError> {
 /// loaded: their addresses relative to the load address of the mapping at
 /// file offset 0, and their sizes in bytes. Those absent are left out.
 pub fn data_symbols(path: &Path, names: &[&str]) -> Result<HashMap<String, (u64, u64)>, ElfError> {
-    let data = std::fs::read(path).map_err(|source| ElfError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let file = object::File::parse(&*data).map_err(|source| ElfError::Parse {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let data = map_library(path)?;
+    let file = parse_library(path, &data)?;
     // The segment mapped from file offset 0 is where the loader puts the
     // library's base (its address is normally 0 in a shared library).
     let base = file

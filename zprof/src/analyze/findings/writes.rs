@@ -492,8 +492,8 @@ fn delay_line(rec: &Recording) -> Option<String> {
         zprof_common::hist_bucket_high(lowest),
     );
     let dirty = summarize(dirty_rows);
-    let max = rec.tunables.get("zfs_dirty_data_max").filter(|m| **m > 0.0);
-    let percent = |bytes: u64| max.map(|m| 100.0 * bytes as f64 / m);
+    let limits = DirtyLimits::of(rec).filter(|l| l.max > 0.0);
+    let percent = |bytes: u64| limits.as_ref().map(|l| l.percent(bytes));
     let lowest_share = match (percent(low), percent(high)) {
         (Some(from), Some(to)) => format!(" ({from:.0}-{to:.0}% of zfs_dirty_data_max)"),
         _ => String::new(),
@@ -534,6 +534,11 @@ impl DirtyLimits {
         Some(DirtyLimits { max, percents })
     }
 
+    /// `bytes` as a percentage of zfs_dirty_data_max.
+    fn percent(&self, bytes: u64) -> f64 {
+        100.0 * bytes as f64 / self.max.max(1.0)
+    }
+
     /// "(43% of zfs_dirty_data_max 64 MiB; ...)" for `dirty` bytes.
     fn against(&self, dirty: u64) -> String {
         let thresholds: Vec<String> = self
@@ -549,7 +554,7 @@ impl DirtyLimits {
             .collect();
         format!(
             " ({:.0}% of zfs_dirty_data_max {}; {})",
-            100.0 * dirty as f64 / self.max.max(1.0),
+            self.percent(dirty),
             crate::units::format_bytes(self.max),
             thresholds.join(", ")
         )
