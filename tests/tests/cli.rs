@@ -200,8 +200,8 @@ fn every_libzpool_stage_attaches_on_each_release() {
         for probe in doc["probes"].as_array().unwrap() {
             let function = probe["function"].as_str().unwrap();
             // Fallbacks are not needed with offsets; the tx assign, block
-            // checksum and arc_read pairs and zio_execute (the pool of
-            // compressions) are left out by default on uprobes
+            // checksum, arc_read and zio_wait pairs and zio_execute (the pool
+            // of compressions) are left out by default on uprobes
             // (--full-timing adds them); fast dedup's log points are not in
             // a release before 2.3, block cloning's before 2.2, and say so.
             // Anything else must attach.
@@ -245,6 +245,7 @@ fn every_libzpool_stage_attaches_on_each_release() {
                                 | "spa_read_history_add"
                                 | "arc_buf_access"
                                 | "zio_execute"
+                                | "zio_wait"
                         ),
                         "{}: {probe}",
                         release.version

@@ -7,7 +7,8 @@
 //! dirtied too: 1.022 on 2.1.11 here); the bytes their syncs wrote are the
 //! lab's own count of its leaves' writes; their syncs are split into phases
 //! that cover all but 5% of them; and `report --txgs` shows the same rows.
-//! A throttled job's rate is the one its syncs allowed. Needs root.
+//! A throttled job's rate is the one its syncs allowed; a sync that reads
+//! metadata itself waits for it, timed. Needs root.
 
 use serde_json::Value;
 
@@ -105,9 +106,33 @@ fn each_txg_has_its_dirty_bytes_and_state_times_on_each_release() {
         let leaves = job["leaf_write_bytes"].as_u64().unwrap();
         eprintln!("{name}: the job's txgs wrote {nwritten} bytes, the lab's leaves {leaves}");
         assert_eq!(nwritten, leaves, "{name}: bytes written by the job's txgs");
+        dirty_histogram_holds_the_txgs(&rec, &txgs, pool, &name);
         report_shows_the_rows(&recording, rec["txgs"].as_array().unwrap().len(), &name);
         std::fs::remove_dir_all(dir).unwrap();
     }
+}
+
+/// The pool's `txg_dirty` histogram (what serve exports and top shows)
+/// counts every txg with dirty bytes, and its sum is theirs.
+fn dirty_histogram_holds_the_txgs(rec: &Value, txgs: &[&Value], pool: &str, name: &str) {
+    let rows: Vec<&Value> = rec["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["stage"] == "txg_dirty" && h["pool"] == pool)
+        .collect();
+    let sum = |field: &str| rows.iter().map(|h| h[field].as_u64().unwrap()).sum::<u64>();
+    let dirty: Vec<u64> = txgs.iter().filter_map(|t| life(t, "dirty_bytes")).collect();
+    assert_eq!(
+        sum("count"),
+        dirty.len() as u64,
+        "{name}: txg_dirty's count"
+    );
+    assert_eq!(
+        sum("total_ns"),
+        dirty.iter().sum::<u64>(),
+        "{name}: txg_dirty's sum (bytes, in the ns field)"
+    );
 }
 
 /// Share of a job's sync time the phases may leave to spa_sync's own work.
@@ -235,3 +260,96 @@ const THROTTLED_JOB: &[&str] = &[
 
 /// How close the rate the syncs allowed is to the lab's measured rate.
 const RATE_SHARE: f64 = 0.10;
+
+/// A dedup pool whose table outgrows a 64 MiB ARC (1 GiB of unique 4 KiB
+/// blocks), on emulated disks that take 2 ms per I/O: the sync thread reads
+/// metadata itself and waits for it.
+const SYNC_READS_JOB: &[&str] = &[
+    "--arc-max",
+    "64m",
+    "--volblocksize",
+    "4k",
+    "--dedup",
+    "on",
+    "--vdev-model",
+    "ssd:lat=2ms",
+    "--job",
+    "name=fill,rw=write,bs=1m,size=1g",
+    "--job",
+    "name=rw,rw=randwrite,bs=4k,size=1g,runtime=10s",
+];
+
+/// The emulated disks' time per I/O in [`SYNC_READS_JOB`].
+const DISK_LATENCY_NS: f64 = 2e6;
+
+/// With zio_wait probed (--full-timing), the blocks the sync thread read
+/// itself are waited for: at least one wait where it read, never more waits
+/// than reads, each wait on average at least half the emulated disk's time
+/// (a wait begins just after its read was issued, so the disk's time is its
+/// floor), all within the syncs; the sync finding gives the wait.
+#[test]
+fn a_sync_waits_for_the_metadata_it_reads_on_each_release() {
+    require_root();
+    for release in lab_releases() {
+        let name = format!("OpenZFS {}", release.version);
+        let dir = common::scratch("zprof-sync-reads", &release.version);
+        let recording = dir.join("rec.json");
+        common::zprof_on_lab_with(
+            "run",
+            &["--full-timing"],
+            &release.lab,
+            &dir,
+            &recording,
+            SYNC_READS_JOB,
+        );
+        let rec: Value =
+            serde_json::from_str(&std::fs::read_to_string(&recording).unwrap()).unwrap();
+        let splits: Vec<(&Value, &Value)> = rec["txgs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["sync"].is_object())
+            .map(|t| (t, &t["sync"]))
+            .collect();
+        let field = |s: &Value, f: &str| {
+            s[f].as_u64()
+                .unwrap_or_else(|| panic!("{name}: no {f} (zio_wait not attached?): {s}"))
+        };
+        let (mut reads, mut waits, mut waited) = (0, 0, 0);
+        for (txg, sync) in &splits {
+            let (r, w, ns) = (
+                field(sync, "reads"),
+                field(sync, "read_waits"),
+                field(sync, "read_wait_ns"),
+            );
+            assert!(w <= r, "{name}: {w} waits for {r} reads: {txg}");
+            assert!(r == 0 || w > 0, "{name}: reads never waited for: {txg}");
+            assert!(
+                ns <= txg["duration_ns"].as_u64().unwrap(),
+                "{name}: waited longer than the sync: {txg}"
+            );
+            (reads, waits, waited) = (reads + r, waits + w, waited + ns);
+        }
+        eprintln!(
+            "{name}: the sync thread read {reads} blocks, waited {waits} times, {:.1} ms ({:.2} ms a wait; the disks take 2 ms)",
+            waited as f64 / 1e6,
+            waited as f64 / 1e6 / waits.max(1) as f64
+        );
+        assert!(reads > 0, "{name}: the sync thread read nothing");
+        assert!(
+            waited as f64 >= 0.5 * DISK_LATENCY_NS * waits as f64,
+            "{name}: {waits} waits took {waited} ns in all"
+        );
+        let findings = common::explain_json(&recording, &[]);
+        let sync = findings
+            .iter()
+            .find(|f| f["kind"] == "txg_sync_phases")
+            .unwrap_or_else(|| panic!("{name}: no sync finding: {findings:#?}"));
+        assert_eq!(
+            common::figure(sync, "sync_read_wait_ns"),
+            waited as f64,
+            "{name}: {sync:#}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -187,6 +187,11 @@ pub enum Stage {
     /// latency (the histogram's "ns" are bytes): the dirty level the
     /// throttle delayed writers at. Not a stage of the report's table.
     ThrottleDirty = 36,
+    /// Per txg, when its sync began: its dirty bytes (txg_stat_t.ndirty, read
+    /// where spa_txg_history_fini_io gets it) in place of a latency, by pool:
+    /// how full the txgs were against zfs_dirty_data_max. Not a stage of the
+    /// report's table.
+    TxgDirty = 37,
 }
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
@@ -242,7 +247,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 36] = [
+    pub const ALL: [Stage; 37] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -275,11 +280,21 @@ impl Stage {
         Stage::SyncPhase,
         Stage::ThrottleDelay,
         Stage::ThrottleDirty,
+        Stage::TxgDirty,
         Stage::DdtSync,
         Stage::DdtLogAppend,
         Stage::DdtLogFlush,
         Stage::ArcMissReuse,
     ];
+
+    /// Whether the stage's histogram holds bytes where the others hold
+    /// nanoseconds (reuse distances, dirty levels): never a row of time.
+    pub fn values_are_bytes(self) -> bool {
+        matches!(
+            self,
+            Stage::ArcMissReuse | Stage::ThrottleDirty | Stage::TxgDirty
+        )
+    }
 
     /// The stage with this number, if it is one.
     pub fn from_u32(value: u32) -> Option<Stage> {
@@ -559,6 +574,17 @@ pub struct SyncPhases {
     pub read_bytes: u64,
     /// The pool syncing (spa_t address).
     pub pool: u64,
+    /// Time the sync thread waited in zio_wait for its own reads (ns).
+    pub read_wait_ns: u64,
+    /// Those waits.
+    pub read_waits: u32,
+    /// Reads issued since the thread's last wait for reads.
+    pub reads_unwaited: u32,
+    /// The parent zio of its last read (what dbuf_read and dmu_read wait
+    /// on), 0 when it had none.
+    pub read_parent: u64,
+    /// When its wait for reads began, 0 when it is not waiting.
+    pub read_wait_start_ns: u64,
 }
 
 impl SyncPhases {
@@ -573,6 +599,11 @@ impl SyncPhases {
             reads: 0,
             read_bytes: 0,
             pool,
+            read_wait_ns: 0,
+            read_waits: 0,
+            reads_unwaited: 0,
+            read_parent: 0,
+            read_wait_start_ns: 0,
         }
     }
 }

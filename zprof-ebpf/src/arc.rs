@@ -115,7 +115,7 @@ fn try_block_read_entry(ctx: &ProbeContext) -> Result<(), u32> {
     );
     arc_read_took(arc_read_class::DISK);
     note_miss_reuse(ctx, bp, physical);
-    crate::sync_phases::note_sync_read(physical);
+    crate::sync_phases::note_sync_read(arg(ctx, 0), physical);
     Ok(())
 }
 

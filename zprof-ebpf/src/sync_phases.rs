@@ -8,7 +8,9 @@
 //! kernel's kallsyms and exported by libzpool from 2.1 on (brt_sync from
 //! 2.2); they run a few times per txg, so the cost is nothing next to the
 //! sync. The reads the sync thread issued itself (zio_read on it) are
-//! counted with their bytes: the blocks a sync had to wait for.
+//! counted with their bytes, and its waits for them in zio_wait timed
+//! (zio_wait runs once per read call of every thread: on uprobes only with
+//! --full-timing).
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -16,9 +18,11 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{Stage, SyncPhases, counter, sync_phase};
+use zprof_common::{OFFSET_UNKNOWN, Stage, SyncPhases, counter, sync_phase};
 
 use crate::core::{
+    config::{CONFIG, config_u32, offsets_valid},
+    memory::{arg, read_or},
     programs::{entry_programs, return_programs},
     record::{record, stage_key},
     spans::thread_id,
@@ -33,10 +37,12 @@ entry_programs! {
     sync_metaslabs_entry_k, sync_metaslabs_entry_u => try_metaslabs_entry;
     sync_labels_entry_k, sync_labels_entry_u => try_labels_entry;
     sync_done_entry_k, sync_done_entry_u => try_done_entry;
+    sync_read_wait_entry_k, sync_read_wait_entry_u => try_read_wait_entry;
 }
 
 return_programs! {
     sync_phase_return_k, sync_phase_return_u => try_phase_return;
+    sync_read_wait_return_k, sync_read_wait_return_u => try_read_wait_return;
 }
 
 /// The phases of each sync in progress, by its thread.
@@ -63,15 +69,70 @@ pub fn sync_ends() -> SyncPhases {
     phases
 }
 
-/// A block read issued on a sync thread (zio_read's program).
+/// A block read issued on a sync thread (zio_read's program), under the
+/// parent zio `parent` (0: none).
 #[inline(always)]
-pub fn note_sync_read(physical_bytes: u64) {
+pub fn note_sync_read(parent: u64, physical_bytes: u64) {
     if let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) {
-        unsafe {
-            (*phases).reads += 1;
-            (*phases).read_bytes += physical_bytes;
+        let phases = unsafe { &mut *phases };
+        phases.reads += 1;
+        phases.read_bytes += physical_bytes;
+        phases.reads_unwaited += 1;
+        if parent != 0 {
+            phases.read_parent = parent;
         }
     }
+}
+
+/// zio_wait(zio_t *zio) on a sync thread with reads of its own not waited
+/// for yet: a wait for them when `zio` is their parent (dbuf_read's and
+/// dmu_read's root zio) or a read itself (arc_read's waited read). Other
+/// waits (the write-out's root zio) are not timed here.
+#[inline(always)]
+fn try_read_wait_entry(ctx: &ProbeContext) -> Result<(), u32> {
+    let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) else {
+        return Ok(());
+    };
+    let phases = unsafe { &mut *phases };
+    if phases.reads_unwaited == 0 {
+        return Ok(());
+    }
+    let zio = arg(ctx, 0);
+    if zio == phases.read_parent || zio_type(zio) == Some(ZIO_TYPE_READ) {
+        phases.read_wait_start_ns = unsafe { bpf_ktime_get_ns() };
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn try_read_wait_return(_ctx: &RetProbeContext) -> Result<(), u32> {
+    let Some(phases) = SYNCING.get_ptr_mut(&thread_id()) else {
+        return Ok(());
+    };
+    let phases = unsafe { &mut *phases };
+    if phases.read_wait_start_ns == 0 {
+        return Ok(());
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    phases.read_wait_ns += now.saturating_sub(phases.read_wait_start_ns);
+    phases.read_waits += 1;
+    phases.read_wait_start_ns = 0;
+    phases.reads_unwaited = 0;
+    phases.read_parent = 0;
+    Ok(())
+}
+
+/// zio_type_t's read (the same in every release).
+const ZIO_TYPE_READ: u32 = 1;
+
+/// zio_t.io_type of `zio`, where the offsets are known.
+#[inline(always)]
+fn zio_type(zio: u64) -> Option<u32> {
+    let offset = config_u32(&CONFIG.offsets.zio_type);
+    if !offsets_valid() || offset == OFFSET_UNKNOWN {
+        return None;
+    }
+    Some(read_or::<u32>(zio + offset as u64, u32::MAX))
 }
 
 /// A phase function's entry on a sync thread: it opens `phase` unless one

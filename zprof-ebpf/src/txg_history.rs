@@ -19,14 +19,14 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{DIRTY_UNKNOWN, OFFSET_UNKNOWN, TxgHistoryEvent, counter};
+use zprof_common::{DIRTY_UNKNOWN, OFFSET_UNKNOWN, Stage, TxgHistoryEvent, counter};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
     memory::{arg, read_or},
     pools::pool_row_key,
     programs::{entry_programs, return_programs},
-    record::EVENTS,
+    record::{EVENTS, record, stage_key},
     spans::thread_id,
     tracked::wanted,
 };
@@ -145,6 +145,14 @@ fn try_txg_synced_entry(ctx: &ProbeContext) -> Result<(), u32> {
     };
     event.sync_start_ns = start_ns;
     event.dirty_bytes = dirty_bytes(arg(ctx, 1));
+    if event.dirty_bytes != DIRTY_UNKNOWN {
+        record(
+            &stage_key(Stage::TxgDirty, 0, spa, 0),
+            event.dirty_bytes,
+            0,
+            0,
+        );
+    }
     // The stats when the sync began, until those at its end are read.
     event.io = [DIRTY_UNKNOWN; 4];
     event.txg_stat = 0;

@@ -179,7 +179,7 @@ fn releases_differ(a: &Recording, b: &Recording) -> Option<String> {
 fn rows(a: &Recording, b: &Recording) -> Vec<CompareRow> {
     let mut rows = Vec::new();
     // The reuse distances are bytes, not times (see the cache what-if).
-    for stage in Stage::ALL.into_iter().filter(|s| *s != Stage::ArcMissReuse) {
+    for stage in Stage::ALL.into_iter().filter(|s| !s.values_are_bytes()) {
         let name = stage_name(stage);
         let mut classes: Vec<(u32, String)> = Vec::new();
         for h in a

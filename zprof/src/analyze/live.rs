@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use zprof_common::{HIST_BUCKETS, hist_bucket_high};
+use zprof_common::{HIST_BUCKETS, Stage, hist_bucket_high};
 
-use crate::recording::{HistRecord, classes::COUNT_ONLY};
+use crate::recording::{HistRecord, classes::COUNT_ONLY, stage_from_name, stage_name};
 
 /// One line of the view: a stage's events in the last interval.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +75,7 @@ fn quantile(buckets: &BTreeMap<u64, u64>, q: f64) -> Option<u64> {
 }
 
 /// The view's rows of an interval of `seconds`: leaves summed, one row per
-/// stage, pool and class (reuse distances, which are bytes, left out).
+/// stage, pool and class (the stages whose values are bytes left out).
 pub fn view_rows(rows: &[HistRecord], seconds: f64) -> Vec<ViewRow> {
     /// One view row's sums before the rates.
     #[derive(Default)]
@@ -86,7 +86,8 @@ pub fn view_rows(rows: &[HistRecord], seconds: f64) -> Vec<ViewRow> {
         buckets: BTreeMap<u64, u64>,
     }
     let mut merged: BTreeMap<(String, String, String), Sums> = BTreeMap::new();
-    for row in rows.iter().filter(|r| r.stage != "arc_miss_reuse") {
+    let times = |r: &&HistRecord| stage_from_name(&r.stage).is_none_or(|s| !s.values_are_bytes());
+    for row in rows.iter().filter(times) {
         let class = row
             .class_name
             .trim_end_matches(COUNT_ONLY)
@@ -113,6 +114,46 @@ pub fn view_rows(rows: &[HistRecord], seconds: f64) -> Vec<ViewRow> {
             p50_ns: s.timed.then(|| quantile(&s.buckets, 0.5)).flatten(),
             p99_ns: s.timed.then(|| quantile(&s.buckets, 0.99)).flatten(),
             busy: s.total_ns as f64 / 1e9 / seconds,
+        })
+        .collect()
+}
+
+/// A pool's txgs whose sync began in an interval: how full they were.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirtyLevel {
+    /// Pool.
+    pub pool: String,
+    /// Txgs that began their sync.
+    pub txgs: u64,
+    /// p50 and largest of their dirty bytes (upper bucket edges).
+    pub p50_bytes: u64,
+    /// See `p50_bytes`.
+    pub max_bytes: u64,
+}
+
+/// Each pool's dirty level at txg sync in the interval's rows (the
+/// `txg_dirty` stage), pools in name order.
+pub fn dirty_levels(rows: &[HistRecord]) -> Vec<DirtyLevel> {
+    let mut by_pool: BTreeMap<&str, (u64, BTreeMap<u64, u64>)> = BTreeMap::new();
+    for row in rows
+        .iter()
+        .filter(|r| r.stage == stage_name(Stage::TxgDirty))
+    {
+        let (txgs, buckets) = by_pool.entry(&row.pool).or_default();
+        *txgs += row.count;
+        for [index, n] in &row.buckets {
+            *buckets.entry(*index).or_default() += n;
+        }
+    }
+    by_pool
+        .into_iter()
+        .filter_map(|(pool, (txgs, buckets))| {
+            Some(DirtyLevel {
+                pool: pool.to_owned(),
+                txgs,
+                p50_bytes: quantile(&buckets, 0.5)?,
+                max_bytes: quantile(&buckets, 1.0)?,
+            })
         })
         .collect()
 }
@@ -242,5 +283,32 @@ mod tests {
         sort(&mut rows, SortKey::Ops);
         assert!(rows.windows(2).all(|w| w[0].ops_per_s >= w[1].ops_per_s));
         assert_eq!(SortKey::Stage.next(), SortKey::Time);
+    }
+
+    /// A lab run whose txgs each carry their dirty bytes (tests/data/README.md):
+    /// the dirty levels count the txgs, their largest bucket holds the
+    /// largest txg, and no byte-valued stage becomes a row of time.
+    #[test]
+    fn dirty_levels_hold_the_txgs_and_stay_out_of_the_rows() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/lab-2.1.11-sync-reads.json"
+        );
+        let rec = Recording::parse(&std::fs::read_to_string(path).unwrap(), path).unwrap();
+        let levels = dirty_levels(&rec.histograms);
+        assert_eq!(levels.len(), 1, "{levels:?}");
+        let with_dirty: Vec<u64> = rec.txgs.iter().filter_map(|t| t.life.dirty_bytes).collect();
+        assert_eq!(levels[0].txgs, with_dirty.len() as u64);
+        let largest = *with_dirty.iter().max().unwrap();
+        assert!(
+            levels[0].max_bytes >= largest && levels[0].max_bytes <= 2 * largest,
+            "{levels:?} for {largest}"
+        );
+        assert!(levels[0].p50_bytes <= levels[0].max_bytes);
+        let rows = view_rows(&rec.histograms, rec.duration_s);
+        assert!(
+            rows.iter()
+                .all(|r| r.stage != "txg_dirty" && r.stage != "arc_miss_reuse")
+        );
     }
 }

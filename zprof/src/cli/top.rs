@@ -18,7 +18,7 @@ use std::{
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 
 use crate::{
-    analyze::live::{SortKey, ViewRow, interval, sort, view_rows},
+    analyze::live::{SortKey, ViewRow, dirty_levels, interval, sort, view_rows},
     cli::args::TopArgs,
     collect::session::Session,
     recording::HistRecord,
@@ -67,6 +67,8 @@ fn run(
         pools: Vec::new(),
         show_finding: false,
         finding: None,
+        dirty: Vec::new(),
+        dirty_data_max: None,
         heading: format!(
             "zprof top: OpenZFS {} ({}), {} of {} probe points",
             release.version.as_deref().unwrap_or("of unknown release"),
@@ -88,6 +90,7 @@ fn run(
                 history.pop_front();
             }
             rows = refresh(&session, &history, &mut state);
+            state.dirty_data_max = session.tunables_now().get("zfs_dirty_data_max").copied();
         }
         let mut shown: Vec<ViewRow> = rows
             .iter()
@@ -132,7 +135,9 @@ fn refresh(
     else {
         return Vec::new();
     };
-    let rows = view_rows(&interval(before, now), (*t1 - *t0).as_secs_f64());
+    let last = interval(before, now);
+    state.dirty = dirty_levels(&last);
+    let rows = view_rows(&last, (*t1 - *t0).as_secs_f64());
     for pool in rows.iter().map(|r| &r.pool).filter(|p| !p.is_empty()) {
         if !state.pools.contains(pool) {
             state.pools.push(pool.clone());

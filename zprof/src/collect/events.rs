@@ -84,10 +84,32 @@ impl EventLog {
     }
 }
 
+/// What the attached probes measure of each sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncMeasured {
+    /// By phase (see [`measured_sync_phases`]).
+    pub phases: [bool; sync_phase::COUNT],
+    /// Whether the sync thread's waits for its own reads are timed
+    /// (zio_wait attached).
+    pub read_waits: bool,
+}
+
+impl SyncMeasured {
+    /// What `probes` measure.
+    pub fn of(probes: &[ProbeStatus]) -> SyncMeasured {
+        SyncMeasured {
+            phases: measured_sync_phases(probes),
+            read_waits: probes
+                .iter()
+                .any(|p| p.function == "zio_wait" && p.attached),
+        }
+    }
+}
+
 /// Which phases of a sync the attached probes measure (see
 /// [`SYNC_PHASE_FUNCTIONS`]): a phase is measured where one of its
 /// functions is attached, or where the release has none of them.
-pub fn measured_sync_phases(probes: &[ProbeStatus]) -> [bool; sync_phase::COUNT] {
+fn measured_sync_phases(probes: &[ProbeStatus]) -> [bool; sync_phase::COUNT] {
     let mut attached = [false; sync_phase::COUNT];
     let mut known = [false; sync_phase::COUNT];
     let mut absent_by_release = [true; sync_phase::COUNT];
@@ -111,12 +133,12 @@ pub fn measured_sync_phases(probes: &[ProbeStatus]) -> [bool; sync_phase::COUNT]
 
 /// A sync's phases as the recording keeps them: none where zprof did not
 /// see the whole sync (a phase still open at its end, no pass seen).
-fn sync_split(p: &SyncPhases, measured: &[bool; sync_phase::COUNT]) -> Option<SyncSplit> {
+fn sync_split(p: &SyncPhases, measured: &SyncMeasured) -> Option<SyncSplit> {
     if p.passes == 0 || p.open != sync_phase::NONE || p.nested != 0 {
         return None;
     }
     let phases_ns = (0..sync_phase::COUNT)
-        .filter(|&i| measured[i])
+        .filter(|&i| measured.phases[i])
         .map(|i| (sync_phase::NAMES[i].to_owned(), p.ns[i]))
         .collect();
     Some(SyncSplit {
@@ -124,6 +146,8 @@ fn sync_split(p: &SyncPhases, measured: &[bool; sync_phase::COUNT]) -> Option<Sy
         passes: p.passes,
         reads: p.reads as u64,
         read_bytes: p.read_bytes,
+        read_wait_ns: measured.read_waits.then_some(p.read_wait_ns),
+        read_waits: measured.read_waits.then_some(p.read_waits as u64),
     })
 }
 
@@ -135,7 +159,7 @@ pub fn txg_records(
     lives: &[TxgHistoryEvent],
     names: &BTreeMap<u64, String>,
     started_ktime_ns: u64,
-    measured: &[bool; sync_phase::COUNT],
+    measured: &SyncMeasured,
 ) -> Vec<TxgRecord> {
     let life_of: BTreeMap<(u64, u64), TxgLife> =
         lives.iter().map(|e| ((e.pool, e.txg), life(e))).collect();
@@ -252,7 +276,10 @@ mod tests {
             }],
             &BTreeMap::from([(1, "tank".to_owned())]),
             400,
-            &[true; sync_phase::COUNT],
+            &SyncMeasured {
+                phases: [true; sync_phase::COUNT],
+                read_waits: true,
+            },
         );
         assert_eq!(records[0].life.dirty_bytes, Some(4096));
         assert_eq!(records[0].start_offset_ns, 70_000);

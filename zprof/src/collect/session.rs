@@ -242,6 +242,20 @@ impl Session {
         }
     }
 
+    /// The write throttle's tunables, read again now, by parameter name.
+    pub fn tunables_now(&mut self) -> BTreeMap<String, f64> {
+        self.refresh_tunables();
+        self.recorded_tunables()
+    }
+
+    /// The tunables last read, as a recording keeps them.
+    fn recorded_tunables(&self) -> BTreeMap<String, f64> {
+        self.tunables
+            .iter()
+            .map(|(t, v)| (t.parameter.to_owned(), *v))
+            .collect()
+    }
+
     /// Drains the stack maps one last time and builds the CPU and off-CPU profiles.
     fn stack_profiles(&mut self) -> anyhow::Result<(Option<CpuProfile>, Option<OffCpuProfile>)> {
         let Some(drainer) = self.drainer.take() else {
@@ -460,7 +474,7 @@ impl Session {
             slow_requests: Vec::new(),
             slow_requests_dropped: 0,
             vdevs: Vec::new(),
-            tunables: BTreeMap::new(),
+            tunables: self.recorded_tunables(),
         }
     }
 
@@ -513,7 +527,7 @@ impl Session {
             &self.events.txg_lives,
             &names,
             self.started_ktime_ns,
-            &events::measured_sync_phases(&self.probes),
+            &events::SyncMeasured::of(&self.probes),
         );
         let (cpu, offcpu) = self.stack_profiles()?;
         let mut recording = Recording {
@@ -533,11 +547,6 @@ impl Session {
             slow_requests: requests.slow,
             slow_requests_dropped: self.events.slow_requests_dropped,
             vdevs,
-            tunables: self
-                .tunables
-                .iter()
-                .map(|(t, v)| (t.parameter.to_owned(), *v))
-                .collect(),
             ..self.bare_recording(duration.as_secs_f64())
         };
         let uprobe_multi = self.multi.as_ref().is_some_and(|m| m.proven());

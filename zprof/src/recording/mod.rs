@@ -556,6 +556,13 @@ pub struct SyncSplit {
     pub reads: u64,
     /// Their bytes on disk.
     pub read_bytes: u64,
+    /// Time the sync thread waited for them in zio_wait, ns; absent where
+    /// zio_wait was not probed (uprobes without --full-timing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_wait_ns: Option<u64>,
+    /// Those waits (a wait may cover several reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_waits: Option<u64>,
 }
 
 impl SyncSplit {
@@ -685,6 +692,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::SyncPhase => "sync_phase",
         Stage::ThrottleDelay => "throttle_delay",
         Stage::ThrottleDirty => "throttle_dirty",
+        Stage::TxgDirty => "txg_dirty",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }
@@ -952,6 +960,10 @@ impl Recording {
         )?;
         bounded_sum("txg sync reads", splits().map(|s| s.reads))?;
         bounded_sum("txg sync read bytes", splits().map(|s| s.read_bytes))?;
+        bounded_sum(
+            "txg sync read waits",
+            splits().filter_map(|s| s.read_wait_ns),
+        )?;
         if let Some(offcpu) = &self.offcpu {
             bounded_sum(
                 "off-CPU time",

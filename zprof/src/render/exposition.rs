@@ -29,8 +29,6 @@ struct Family {
     name: &'static str,
     /// The name of the label that carries the row's class.
     class_label: &'static str,
-    /// Whether the histogram's values are bytes (not nanoseconds).
-    values_are_bytes: bool,
     /// Whether the rows' `bytes` (and `bytes_out`) are data sizes worth a
     /// counter: elsewhere they hold counts (writes per commit, leaf writes).
     data_bytes: bool,
@@ -51,7 +49,6 @@ const fn family(
         stage,
         name,
         class_label,
-        values_are_bytes: false,
         data_bytes,
         per_leaf: false,
         help,
@@ -299,24 +296,27 @@ const FAMILIES: &[Family] = &[
         false,
         "a transaction the write throttle delayed: the delay dmu_tx_delay computed (kernel)",
     ),
-    Family {
-        stage: Stage::ThrottleDirty,
-        name: "throttle_dirty",
-        class_label: "class",
-        values_are_bytes: true,
-        data_bytes: false,
-        per_leaf: false,
-        help: "a transaction the write throttle delayed: the pool's dirty data it was delayed at (kernel)",
-    },
-    Family {
-        stage: Stage::ArcMissReuse,
-        name: "arc_miss_reuse_distance",
-        class_label: "class",
-        values_are_bytes: true,
-        data_bytes: false,
-        per_leaf: false,
-        help: "a block read from disk: the bytes read from disk since its previous read (its reuse distance)",
-    },
+    family(
+        Stage::ThrottleDirty,
+        "throttle_dirty",
+        "class",
+        false,
+        "a transaction the write throttle delayed: the pool's dirty data it was delayed at (kernel)",
+    ),
+    family(
+        Stage::TxgDirty,
+        "txg_dirty",
+        "class",
+        false,
+        "a txg at the start of its sync: the dirty data it held (ndirty of the txgs kstat)",
+    ),
+    family(
+        Stage::ArcMissReuse,
+        "arc_miss_reuse_distance",
+        "class",
+        false,
+        "a block read from disk: the bytes read from disk since its previous read (its reuse distance)",
+    ),
 ];
 
 fn family_of(stage: Stage) -> Option<&'static Family> {
@@ -562,7 +562,7 @@ pub fn render(scrape: &Scrape, options: &Options) -> String {
 }
 
 fn histogram_family(out: &mut String, family: &Family, by_labels: &BTreeMap<Labels, Series>) {
-    let (unit, shifts, scale) = if family.values_are_bytes {
+    let (unit, shifts, scale) = if family.stage.values_are_bytes() {
         ("bytes", BYTE_SHIFTS, 1.0)
     } else {
         ("duration_seconds", TIME_SHIFTS, 1e-9)

@@ -112,6 +112,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::SyncPhase => "  sync phase (inside)",
         Stage::ThrottleDelay => "  throttle delay set",
         Stage::ThrottleDirty => "dirty at delay",
+        Stage::TxgDirty => "dirty at txg sync",
     }
 }
 
@@ -157,11 +158,8 @@ fn stage_rows(recording: &Recording) -> Vec<Row> {
         .iter()
         .any(|h| h.stage == stage_name(Stage::DdtLookup) && h.count > 0);
     for stage in Stage::ALL {
-        // Its values are bytes, not times: the cache what-if reads it.
-        if stage == Stage::DdtSync && !dedups
-            || stage == Stage::ArcMissReuse
-            || stage == Stage::ThrottleDirty
-        {
+        // Bytes, not times: the cache what-if and the txg findings read them.
+        if stage == Stage::DdtSync && !dedups || stage.values_are_bytes() {
             continue;
         }
         let name = stage_name(stage);

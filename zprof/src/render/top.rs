@@ -11,8 +11,8 @@ use ratatui::{
 };
 
 use crate::{
-    analyze::live::{SortKey, ViewRow},
-    units::{format_count, format_ns},
+    analyze::live::{DirtyLevel, SortKey, ViewRow},
+    units::{format_bytes, format_count, format_ns},
 };
 
 /// What the screen shows, besides the rows.
@@ -29,6 +29,10 @@ pub struct ViewState {
     pub finding: Option<String>,
     /// What is traced, for the heading.
     pub heading: String,
+    /// Each pool's dirty level at txg sync over the last interval.
+    pub dirty: Vec<DirtyLevel>,
+    /// zfs_dirty_data_max as read from the traced ZFS.
+    pub dirty_data_max: Option<f64>,
 }
 
 impl ViewState {
@@ -50,16 +54,17 @@ impl ViewState {
 pub fn draw(frame: &mut ratatui::Frame, state: &ViewState, rows: &[ViewRow], interval: Duration) {
     let finding_height = if state.show_finding { 5 } else { 0 };
     let [head, body, foot] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(3),
         Constraint::Min(3),
         Constraint::Length(finding_height),
     ])
     .areas(frame.area());
     let pool = state.pool.as_deref().unwrap_or("all");
     let heading = format!(
-        "{}; every {:.1} s\npool: {pool}   sort: {}   keys: p pool, s sort, f finding, q quit",
+        "{}; every {:.1} s\n{}\npool: {pool}   sort: {}   keys: p pool, s sort, f finding, q quit",
         state.heading,
         interval.as_secs_f64(),
+        dirty_line(state),
         state.sort.word()
     );
     frame.render_widget(Paragraph::new(heading), head);
@@ -97,6 +102,40 @@ pub fn draw(frame: &mut ratatui::Frame, state: &ViewState, rows: &[ViewRow], int
     }
 }
 
+/// The shown pools' dirty levels at the txg syncs of the last interval.
+fn dirty_line(state: &ViewState) -> String {
+    let shown: Vec<String> = state
+        .dirty
+        .iter()
+        .filter(|d| state.pool.as_ref().is_none_or(|p| &d.pool == p))
+        .map(|d| {
+            let share = state
+                .dirty_data_max
+                .filter(|max| *max > 0.0)
+                .map(|max| {
+                    format!(
+                        " ({:.0}% of zfs_dirty_data_max)",
+                        100.0 * d.max_bytes as f64 / max
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{} {} txg{}, up to {}{share}",
+                d.pool,
+                d.txgs,
+                if d.txgs == 1 { "" } else { "s" },
+                format_bytes(d.max_bytes as f64)
+            )
+        })
+        .collect();
+    if shown.is_empty() {
+        "dirty at txg sync: no txg synced in the interval (or its dirty bytes are not read here)"
+            .to_owned()
+    } else {
+        format!("dirty at txg sync (bucket edges): {}", shown.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +149,8 @@ mod tests {
             show_finding: false,
             finding: None,
             heading: String::new(),
+            dirty: Vec::new(),
+            dirty_data_max: None,
         };
         state.next_pool();
         assert_eq!(state.pool.as_deref(), Some("a"));
@@ -117,5 +158,35 @@ mod tests {
         assert_eq!(state.pool.as_deref(), Some("b"));
         state.next_pool();
         assert_eq!(state.pool, None, "after the last pool: all");
+    }
+
+    #[test]
+    fn the_dirty_line_names_each_shown_pool_against_the_limit() {
+        let level = |pool: &str| DirtyLevel {
+            pool: pool.into(),
+            txgs: 3,
+            p50_bytes: 16 << 20,
+            max_bytes: 64 << 20,
+        };
+        let mut state = ViewState {
+            sort: SortKey::Time,
+            pool: None,
+            pools: vec!["boot".into(), "tank".into()],
+            show_finding: false,
+            finding: None,
+            heading: String::new(),
+            dirty: vec![level("boot"), level("tank")],
+            dirty_data_max: Some((256u64 << 20) as f64),
+        };
+        let line = dirty_line(&state);
+        assert!(
+            line.contains("boot 3 txgs, up to 64.0 MiB (25% of zfs_dirty_data_max)"),
+            "{line}"
+        );
+        assert!(line.contains("tank"), "{line}");
+        state.pool = Some("tank".into());
+        assert!(!dirty_line(&state).contains("boot"));
+        state.dirty.clear();
+        assert!(dirty_line(&state).starts_with("dirty at txg sync: no txg synced"));
     }
 }

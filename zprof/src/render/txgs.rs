@@ -75,7 +75,7 @@ fn phases_table(rec: &Recording) -> String {
     for heading in PHASE_HEADINGS.iter().chain(&["other", "spa_sync"]) {
         text.push_str(&format!(" {heading:>9}"));
     }
-    text.push_str(&format!(" {:>12}\n", "sync reads"));
+    text.push_str(&format!(" {:>12} {:>9}\n", "sync reads", "waited"));
     for (txg, sync) in &split {
         text.push_str(&phase_row(txg, sync));
     }
@@ -85,6 +85,11 @@ fn phases_table(rec: &Recording) -> String {
     {
         text.push_str(
             "-: not measured on this build (none of the phase's functions could be attached)\n",
+        );
+    }
+    if split.iter().any(|(_, s)| s.read_wait_ns.is_none()) {
+        text.push_str(
+            "waited: the sync thread's time in zio_wait for its own reads (-: zio_wait not probed; uprobes time it with --full-timing)\n",
         );
     }
     text
@@ -115,7 +120,8 @@ fn phase_row(txg: &TxgRecord, sync: &SyncSplit) -> String {
         format_ns(txg.duration_ns)
     ));
     let reads = format!("{} {}", sync.reads, format_bytes(sync.read_bytes as f64));
-    row.push_str(&format!(" {reads:>12}\n"));
+    let waited = sync.read_wait_ns.map_or_else(|| "-".to_owned(), phase_time);
+    row.push_str(&format!(" {reads:>12} {waited:>9}\n"));
     row
 }
 

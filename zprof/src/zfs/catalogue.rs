@@ -263,6 +263,9 @@ const ARC_PATHS_SKIPPED: &str = "a uprobe per ARC read and per access to a buffe
      with them the lab's sync writes lost up to a fifth of their rate and the SLOG what-if overshot 2.3's by 68%); \
      --full-timing counts where the ARC served each block (the kernel always does)";
 
+const ZIO_WAIT_SKIPPED: &str = "a probe pair per read call of every thread (dmu_read waits on a zio each time, cached or \
+     not) to time the sync thread's waits for its own reads; they are counted without it; --full-timing times them";
+
 const ARC_READ_SKIPPED: &str = "a probe pair per ARC read (hundreds of thousands a second when the ARC serves a workload); \
      spa_read_history_add counts each read by path with one probe; --full-timing times hits and waited misses";
 
@@ -596,6 +599,16 @@ pub const POINTS: &[ProbePoint] = &[
     // thread, a phase each (zprof_common::sync_phase; ddt_sync's programs
     // above time the dedup phase too). One return program ends them all.
     sync_phase_point("dsl_pool_sync", "sync_pool_entry"),
+    // The sync thread's waits for the blocks it read itself (counted at
+    // zio_read): timed from zio_wait's entry to its return on that thread.
+    point(
+        "txg",
+        "zio_wait",
+        "sync_read_wait_entry",
+        Some("sync_read_wait_return"),
+        Both,
+        PerOp(Skip(ZIO_WAIT_SKIPPED)),
+    ),
     sync_phase_point("bplist_iterate", "sync_frees_entry"),
     sync_phase_point("bpobj_iterate", "sync_frees_entry"),
     sync_phase_point("brt_sync", "sync_clones_entry"),
