@@ -186,10 +186,12 @@ pub fn compare_txgs(
 }
 
 /// Every txg born while zprof was attached has its sync split into phases,
-/// whose sum is within its spa_sync; returns how much of the syncs' time
-/// the phases cover.
+/// whose sum is within its spa_sync, and (zio_wait probed on the kernel)
+/// its waits for its own reads timed: no more waits than reads, within the
+/// sync; returns how much of the syncs' time the phases cover.
 fn sync_phases(txgs: &[&Value]) -> anyhow::Result<String> {
     let (mut sync_ns, mut phases_ns, mut split) = (0u64, 0u64, 0usize);
+    let (mut reads, mut waited_ns) = (0u64, 0u64);
     for txg in txgs {
         let number = txg["txg"].as_u64().unwrap_or(0);
         let Some(phases) = txg["sync"]["phases_ns"].as_object() else {
@@ -201,6 +203,20 @@ fn sync_phases(txgs: &[&Value]) -> anyhow::Result<String> {
             total <= duration,
             "txg {number}: phases {total} ns, beyond its spa_sync's {duration} ns"
         );
+        let sync = &txg["sync"];
+        let (Some(read), Some(waits), Some(waited)) = (
+            sync["reads"].as_u64(),
+            sync["read_waits"].as_u64(),
+            sync["read_wait_ns"].as_u64(),
+        ) else {
+            anyhow::bail!("txg {number}: its waits for its reads are not timed: {sync}");
+        };
+        ensure!(
+            waits <= read && waited <= duration,
+            "txg {number}: {waits} waits of {waited} ns for {read} reads in {duration} ns"
+        );
+        reads += read;
+        waited_ns += waited;
         sync_ns += duration;
         phases_ns += total;
         split += 1;
@@ -214,9 +230,10 @@ fn sync_phases(txgs: &[&Value]) -> anyhow::Result<String> {
         100.0 * MIN_COVERED
     );
     Ok(format!(
-        "{split} syncs split into phases, covering {:.1}% of their {} us",
+        "{split} syncs split into phases, covering {:.1}% of their {} us; the sync thread read {reads} blocks itself, waited {} us for them",
         100.0 * covered,
-        sync_ns / 1000
+        sync_ns / 1000,
+        waited_ns / 1000
     ))
 }
 
