@@ -246,6 +246,7 @@ fn every_libzpool_stage_attaches_on_each_release() {
                                 | "arc_buf_access"
                                 | "zio_execute"
                                 | "zio_wait"
+                                | "metaslab_alloc"
                         ),
                         "{}: {probe}",
                         release.version

@@ -192,6 +192,11 @@ pub enum Stage {
     /// how full the txgs were against zfs_dirty_data_max. Not a stage of the
     /// report's table.
     TxgDirty = 37,
+    /// A block allocation (metaslab_alloc) meant for the special or the
+    /// dedup class, counted with its size (class: [`alloc_class`] bits): one
+    /// that failed for want of space goes to the normal class instead, the
+    /// spill `zpool list -v` shows only as the classes' fill.
+    AllocClass = 38,
 }
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
@@ -205,6 +210,17 @@ pub const EXECUTING_THREADS: u32 = 8192;
 /// map: 1 GiB of 8k blocks); a block read again after this many others
 /// counts as a first read.
 pub const MISS_BLOCKS_TRACKED: u32 = 131_072;
+
+/// The class bits of an [`Stage::AllocClass`] row.
+pub mod alloc_class {
+    /// Meant for the special class (metadata, small blocks).
+    pub const SPECIAL: u32 = 1;
+    /// Meant for the dedup class (the dedup table).
+    pub const DEDUP: u32 = 2;
+    /// The class had no room (ENOSPC): ZFS allocates the block in another
+    /// class (the normal one, or special for the dedup table).
+    pub const FULL: u32 = 4;
+}
 
 /// The class bits of an [`Stage::ArcMissReuse`] row.
 pub mod miss_reuse_class {
@@ -247,7 +263,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 37] = [
+    pub const ALL: [Stage; 38] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::ArcRead,
@@ -281,6 +297,7 @@ impl Stage {
         Stage::ThrottleDelay,
         Stage::ThrottleDirty,
         Stage::TxgDirty,
+        Stage::AllocClass,
         Stage::DdtSync,
         Stage::DdtLogAppend,
         Stage::DdtLogFlush,
@@ -785,6 +802,13 @@ pub struct Offsets {
     pub vdev_stat_ops: u32,
     /// vdev_stat_t.vs_bytes (see `txg_stat_vs1`).
     pub vdev_stat_bytes: u32,
+    /// spa_t.spa_special_class and .spa_dedup_class (metaslab_class_t
+    /// pointers): which allocations were meant for those classes.
+    /// [`OFFSET_UNKNOWN`] without them: the allocation classes' rows are not
+    /// recorded (metaslab_alloc is not attached).
+    pub spa_special_class: u32,
+    /// spa_t.spa_dedup_class (see `spa_special_class`).
+    pub spa_dedup_class: u32,
 }
 
 /// An optional member's offset that the traced build's source did not give.

@@ -33,6 +33,7 @@
 
 mod core;
 
+mod alloc;
 mod arc;
 mod dedup;
 mod filter;

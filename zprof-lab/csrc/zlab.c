@@ -722,6 +722,10 @@ zl_pool_stats(zl_pool_t *p, zl_pool_stats_t *out)
 
 	out->normal_alloc = metaslab_class_get_alloc(spa_normal_class(spa));
 	out->log_alloc = metaslab_class_get_alloc(spa_log_class(spa));
+	out->special_alloc =
+	    metaslab_class_get_alloc(spa_special_class(spa));
+	out->special_space =
+	    metaslab_class_get_space(spa_special_class(spa));
 	out->dspace = spa_get_dspace(spa);
 	out->last_synced_txg = spa_last_synced_txg(spa);
 	/* From the DDT's histograms, updated at txg sync. */

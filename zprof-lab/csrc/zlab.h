@@ -42,6 +42,8 @@ typedef struct zl_leaf {
 typedef struct zl_pool_stats {
 	uint64_t normal_alloc;	/* bytes allocated in the normal class */
 	uint64_t log_alloc;	/* bytes allocated in the log class */
+	uint64_t special_alloc;	/* bytes allocated in the special class */
+	uint64_t special_space;	/* the special class's space */
 	uint64_t dspace;	/* usable space of the pool */
 	uint64_t last_synced_txg;
 	uint64_t dedup_ratio_x100;	/* referenced / allocated of deduped blocks, x 100 */

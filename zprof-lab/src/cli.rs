@@ -90,6 +90,11 @@ pub struct PoolArgs {
     /// each one file.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
     pub specials: u32,
+    /// Size of each special vdev's file (default: --vdev-size); at least
+    /// 64m. A small one fills, and ZFS puts what it meant for it (metadata)
+    /// in the normal class.
+    #[arg(long, value_parser = parse_vdev_size)]
+    pub special_size: Option<u64>,
     /// Model of the special vdevs (same syntax).
     #[arg(long, default_value = "ssd", value_parser = parse_model)]
     pub special_model: ModelParams,
@@ -352,6 +357,7 @@ impl PoolArgs {
             log_model: self.log_model.clone(),
             caches: self.caches,
             cache_size: self.cache_size,
+            special_size: self.special_size,
             cache_model: self.cache_model.clone(),
             specials: self.specials,
             special_model: self.special_model.clone(),

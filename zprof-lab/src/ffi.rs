@@ -82,6 +82,8 @@ pub struct ZlArcStats {
 pub struct ZlPoolStats {
     pub normal_alloc: u64,
     pub log_alloc: u64,
+    pub special_alloc: u64,
+    pub special_space: u64,
     pub dspace: u64,
     pub last_synced_txg: u64,
     pub dedup_ratio_x100: u64,

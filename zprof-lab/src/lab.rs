@@ -424,6 +424,9 @@ pub struct PoolConfig {
     pub cache_size: Option<u64>,
     /// Model of the cache devices.
     pub cache_model: ModelParams,
+    /// Size of each special vdev's file (None: `vdev_size`), so that the
+    /// special class can fill.
+    pub special_size: Option<u64>,
     /// Number of special allocation class vdevs, each one file.
     pub specials: u32,
     /// Model of the special vdevs.
@@ -626,10 +629,13 @@ impl<'lab> Pool<'lab> {
     fn create_files(&mut self, files: &[PathBuf]) -> Result<()> {
         let cfg = &self.cfg;
         let first_cache = files.len() - cfg.caches as usize;
+        let first_special = first_cache - cfg.specials as usize;
         let sizes: Vec<u64> = (0..files.len())
             .map(|i| {
                 if i >= first_cache {
                     cfg.cache_size.unwrap_or(cfg.vdev_size)
+                } else if i >= first_special {
+                    cfg.special_size.unwrap_or(cfg.vdev_size)
                 } else {
                     cfg.vdev_size
                 }
@@ -883,6 +889,8 @@ impl<'lab> Pool<'lab> {
             name: self.cfg.name.clone(),
             alloc_bytes: ps.normal_alloc,
             log_alloc_bytes: ps.log_alloc,
+            special_alloc_bytes: ps.special_alloc,
+            special_size_bytes: ps.special_space,
             size_bytes: ps.dspace,
             used_bytes: ds.referenced,
             logical_used_bytes: ds.uncompressed,

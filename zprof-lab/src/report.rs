@@ -179,6 +179,13 @@ pub struct PoolAccount {
     pub alloc_bytes: u64,
     /// Bytes allocated on log vdevs.
     pub log_alloc_bytes: u64,
+    /// Bytes allocated in the special class, and its space (0 without
+    /// special vdevs).
+    #[serde(default)]
+    pub special_alloc_bytes: u64,
+    /// See `special_alloc_bytes`.
+    #[serde(default)]
+    pub special_size_bytes: u64,
     /// Usable pool space.
     pub size_bytes: u64,
     /// Dataset referenced bytes (after compression, with raidz parity inflation removed).

@@ -83,7 +83,9 @@
 	F(txg_stat, txg_stat_t, vs1) \
 	F(txg_stat, txg_stat_t, vs2) \
 	F(vdev_stat, vdev_stat_t, vs_ops) \
-	F(vdev_stat, vdev_stat_t, vs_bytes)
+	F(vdev_stat, vdev_stat_t, vs_bytes) \
+	F(spa, spa_t, spa_special_class) \
+	F(spa, spa_t, spa_dedup_class)
 
 #define	ZPROF_STRUCTS(S) \
 	S(zio, zio_t) \

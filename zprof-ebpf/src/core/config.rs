@@ -54,6 +54,8 @@ pub static CONFIG: Config = Config {
         txg_stat_vs2: zprof_common::OFFSET_UNKNOWN,
         vdev_stat_ops: zprof_common::OFFSET_UNKNOWN,
         vdev_stat_bytes: zprof_common::OFFSET_UNKNOWN,
+        spa_special_class: zprof_common::OFFSET_UNKNOWN,
+        spa_dedup_class: zprof_common::OFFSET_UNKNOWN,
     },
     request: RequestOffsets {
         valid: 0,

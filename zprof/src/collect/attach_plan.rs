@@ -136,6 +136,16 @@ fn left_out(point: &ProbePoint, inputs: &PlanInputs) -> Option<String> {
     }
     let offsets = inputs.offsets;
     let has_offsets = offsets.offsets.valid != 0;
+    if let Some(member) = point
+        .needs_members
+        .iter()
+        .find(|m| !offsets.values.contains_key(**m))
+    {
+        return Some(format!(
+            "needs the offset of {member}, which the offsets ({}) do not give",
+            offsets.source
+        ));
+    }
     match point.role {
         Role::NeedsOffsets if !has_offsets => {
             Some(format!("needs struct offsets: {}", offsets.source))
@@ -287,6 +297,26 @@ mod tests {
         }
     }
 
+    /// The allocation classes' point reads two optional members: with
+    /// --full-timing it attaches where the table has them, and says which
+    /// one is missing where it has not (a table made before zprof read them).
+    #[test]
+    fn a_point_needing_optional_members_says_which_is_missing() {
+        let mut case = Case::libzpool(&LIBZPOOL_2_4_4);
+        case.full_timing = true;
+        let plan = case.plan();
+        assert!(row(&plan, "metaslab_alloc").attach.is_some());
+        case.offsets.values.remove("spa.spa_dedup_class");
+        let plan = case.plan();
+        let alloc = row(&plan, "metaslab_alloc");
+        assert!(alloc.attach.is_none());
+        assert!(
+            reason(alloc)
+                .starts_with("needs the offset of spa.spa_dedup_class, which the offsets ("),
+            "{alloc:?}"
+        );
+    }
+
     #[test]
     fn uprobes_count_or_skip_per_operation_points_unless_full_timing() {
         let mut case = Case::libzpool(&LIBZPOOL_2_1_11);
@@ -308,7 +338,13 @@ mod tests {
                 "counted at entry only; --full-timing adds the return probe (about 0.7 us per call)"
             )
         );
-        for skipped in ["dmu_tx_assign", "zio_checksum_compute", "arc_read"] {
+        for skipped in [
+            "dmu_tx_assign",
+            "zio_checksum_compute",
+            "arc_read",
+            "zio_wait",
+            "metaslab_alloc",
+        ] {
             let point = row(&plan, skipped);
             assert!(point.attach.is_none(), "{point:?}");
             assert!(reason(point).starts_with("not needed: "), "{point:?}");

@@ -74,6 +74,7 @@ pub const LIBZPOOL_2_1_11: RealBuild = RealBuild {
         "dsl_pool_sync_done",
         "dsl_scan_sync",
         "lz4_compress_zfs",
+        "metaslab_alloc",
         "spa_flush_metaslabs",
         "spa_read_history_add",
         "spa_remove",
@@ -102,6 +103,7 @@ pub const LIBZPOOL_2_1_11: RealBuild = RealBuild {
         "zio_read",
         "zio_read_phys",
         "zio_vdev_io_bypass",
+        "zio_wait",
         "zio_write_phys",
     ],
 };
@@ -131,6 +133,7 @@ pub const LIBZPOOL_2_3_2: RealBuild = RealBuild {
         "dsl_pool_sync",
         "dsl_pool_sync_done",
         "dsl_scan_sync",
+        "metaslab_alloc",
         "spa_flush_metaslabs",
         "spa_read_history_add",
         "spa_remove",
@@ -160,6 +163,7 @@ pub const LIBZPOOL_2_3_2: RealBuild = RealBuild {
         "zio_read",
         "zio_read_phys",
         "zio_vdev_io_bypass",
+        "zio_wait",
         "zio_write_phys",
     ],
 };
@@ -189,6 +193,7 @@ pub const LIBZPOOL_2_3_9: RealBuild = RealBuild {
         "dsl_pool_sync",
         "dsl_pool_sync_done",
         "dsl_scan_sync",
+        "metaslab_alloc",
         "spa_flush_metaslabs",
         "spa_read_history_add",
         "spa_remove",
@@ -219,6 +224,7 @@ pub const LIBZPOOL_2_3_9: RealBuild = RealBuild {
         "zio_read",
         "zio_read_phys",
         "zio_vdev_io_bypass",
+        "zio_wait",
         "zio_write_phys",
     ],
 };
@@ -248,6 +254,7 @@ pub const LIBZPOOL_2_4_4: RealBuild = RealBuild {
         "dsl_pool_sync",
         "dsl_pool_sync_done",
         "dsl_scan_sync",
+        "metaslab_alloc",
         "spa_flush_metaslabs",
         "spa_read_history_add",
         "spa_remove",
@@ -279,6 +286,7 @@ pub const LIBZPOOL_2_4_4: RealBuild = RealBuild {
         "zio_read",
         "zio_read_phys",
         "zio_vdev_io_bypass",
+        "zio_wait",
         "zio_write_phys",
     ],
 };

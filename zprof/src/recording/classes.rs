@@ -80,6 +80,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::BlockRead => format!("{} {COUNT_ONLY}", block_size_class(class)),
         Stage::ArcRead => arc_read_class_name(class),
         Stage::ArcMissReuse => miss_reuse_class_name(class),
+        Stage::AllocClass => alloc_class_name(class),
         Stage::WorkloadWrite | Stage::WorkloadRead if class & COUNT_ONLY_CLASS != 0 => {
             COUNT_ONLY.into()
         }
@@ -93,6 +94,22 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// `special`, `dedup`, `special, full: to another class` (all counted only).
+fn alloc_class_name(class: u32) -> String {
+    use zprof_common::alloc_class as c;
+    let meant = if class & c::DEDUP != 0 {
+        "dedup"
+    } else {
+        "special"
+    };
+    let full = if class & c::FULL != 0 {
+        ", full: to another class"
+    } else {
+        ""
+    };
+    format!("{meant}{full} {COUNT_ONLY}")
 }
 
 /// `sync read again`, `async first read`, `read again` (priority unknown).

@@ -693,6 +693,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ThrottleDelay => "throttle_delay",
         Stage::ThrottleDirty => "throttle_dirty",
         Stage::TxgDirty => "txg_dirty",
+        Stage::AllocClass => "alloc_class",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }

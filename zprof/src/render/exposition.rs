@@ -241,6 +241,13 @@ const FAMILIES: &[Family] = &[
         "per commit, the wait for the log block to fill (commit timeout)",
     ),
     family(
+        Stage::AllocClass,
+        "alloc_class",
+        "class",
+        true,
+        "metaslab_alloc: blocks meant for the special or dedup class, and those that found it full (ENOSPC: allocated in another class)",
+    ),
+    family(
         Stage::BlockRead,
         "block_read",
         "class",

@@ -113,6 +113,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::ThrottleDelay => "  throttle delay set",
         Stage::ThrottleDirty => "dirty at delay",
         Stage::TxgDirty => "dirty at txg sync",
+        Stage::AllocClass => "class allocation",
     }
 }
 

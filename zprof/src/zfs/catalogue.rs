@@ -71,6 +71,9 @@ pub struct ProbePoint {
     pub flush_mode: Option<u32>,
     /// For a kernel static (in kallsyms, not exported): what the stage gains from it.
     pub kernel_gain: Option<&'static str>,
+    /// Optional struct members ("struct.member") its programs cannot do
+    /// without: left out, saying so, where the offsets lack one.
+    pub needs_members: &'static [&'static str],
 }
 
 /// Stage groups in pipeline order, with a one-line description each.
@@ -117,6 +120,10 @@ pub const GROUPS: &[(&str, &str)] = &[
         "ddt_lookup per deduped block and ddt_sync per txg, split with fast dedup (2.3 and later) into appending to the dedup log and flushing it: what dedup costs",
     ),
     (
+        "alloc",
+        "metaslab_alloc in the special and dedup classes: the blocks meant for them, and those that found them full and went to the normal class",
+    ),
+    (
         "pools",
         "spa_remove: pools exported or destroyed, named in the rows they left and forgotten by serve and top",
     ),
@@ -145,6 +152,7 @@ const fn point(
         role,
         flush_mode: None,
         kernel_gain: None,
+        needs_members: &[],
     }
 }
 
@@ -199,6 +207,7 @@ const fn return_point(
         role: Primary,
         flush_mode: None,
         kernel_gain: None,
+        needs_members: &[],
     }
 }
 
@@ -219,6 +228,7 @@ const fn flush_point(
         role,
         flush_mode: Some(mode),
         kernel_gain: None,
+        needs_members: &[],
     }
 }
 
@@ -240,6 +250,7 @@ const fn kernel_static(
         role,
         flush_mode: None,
         kernel_gain: Some(gain),
+        needs_members: &[],
     }
 }
 
@@ -266,6 +277,9 @@ const ARC_PATHS_SKIPPED: &str = "a uprobe per ARC read and per access to a buffe
 const ZIO_WAIT_SKIPPED: &str = "a probe pair per read call of every thread (dmu_read waits on a zio each time, cached or \
      not) to time the sync thread's waits for its own reads; they are counted without it; --full-timing times them";
 
+const ALLOC_SKIPPED: &str = "a probe pair per block allocation (every block written) to see the special and dedup classes fill; \
+     --full-timing counts them";
+
 const ARC_READ_SKIPPED: &str = "a probe pair per ARC read (hundreds of thousands a second when the ARC serves a workload); \
      spa_read_history_add counts each read by path with one probe; --full-timing times hits and waited misses";
 
@@ -285,6 +299,7 @@ const fn request_point(
         role,
         flush_mode: None,
         kernel_gain: None,
+        needs_members: &[],
     }
 }
 
@@ -599,6 +614,20 @@ pub const POINTS: &[ProbePoint] = &[
     // thread, a phase each (zprof_common::sync_phase; ddt_sync's programs
     // above time the dedup phase too). One return program ends them all.
     sync_phase_point("dsl_pool_sync", "sync_pool_entry"),
+    // Allocations meant for the special and dedup classes, and those
+    // that found the class full (ENOSPC: the block goes to the normal
+    // class); the classes are told apart by the pool's class pointers.
+    ProbePoint {
+        needs_members: &["spa.spa_special_class", "spa.spa_dedup_class"],
+        ..point(
+            "alloc",
+            "metaslab_alloc",
+            "alloc_class_entry",
+            Some("alloc_class_return"),
+            Both,
+            PerOp(Skip(ALLOC_SKIPPED)),
+        )
+    },
     // The sync thread's waits for the blocks it read itself (counted at
     // zio_read): timed from zio_wait's entry to its return on that thread.
     point(

@@ -31,6 +31,7 @@ use crate::recording::{
     summarize,
 };
 
+mod classes;
 mod cpu;
 mod dedup;
 mod direct_io;
@@ -202,7 +203,7 @@ struct Family {
 
 /// The families, in the order they push (the sort in [`explain`] is stable:
 /// findings of equal share keep it, so the text and JSON are the same run to run).
-const FAMILIES: [Family; 11] = [
+const FAMILIES: [Family; 12] = [
     Family {
         run: sync_write_family,
         unsplit: |_| None,
@@ -245,6 +246,10 @@ const FAMILIES: [Family; 11] = [
     },
     Family {
         run: |r, _, o| reflow::reflow(r, o),
+        unsplit: |_| None,
+    },
+    Family {
+        run: |r, _, o| classes::class_full(r, o),
         unsplit: |_| None,
     },
 ];

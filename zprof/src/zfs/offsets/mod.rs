@@ -285,12 +285,14 @@ const NEEDED: [(&str, &str); 23] = [
 /// Members zprof reads where the source has them and does without
 /// otherwise (a table made before it read them): only what each gives is
 /// lost. In `Offsets` field order after [`NEEDED`]'s.
-const OPTIONAL: [(&str, &str); 5] = [
+const OPTIONAL: [(&str, &str); 7] = [
     ("txg_stat", "ndirty"),
     ("txg_stat", "vs1"),
     ("txg_stat", "vs2"),
     ("vdev_stat", "vs_ops"),
     ("vdev_stat", "vs_bytes"),
+    ("spa", "spa_special_class"),
+    ("spa", "spa_dedup_class"),
 ];
 
 /// Every struct [`NEEDED`] and [`OPTIONAL`] name, once (what a BTF reader
@@ -318,6 +320,8 @@ fn build(
         txg_stat_vs2,
         vdev_stat_ops,
         vdev_stat_bytes,
+        spa_special_class,
+        spa_dedup_class,
     ] = OPTIONAL.map(|(structure, member)| {
         let found = lookup(structure, member);
         if let Some(value) = found {
@@ -380,6 +384,8 @@ fn build(
         txg_stat_vs2,
         vdev_stat_ops,
         vdev_stat_bytes,
+        spa_special_class,
+        spa_dedup_class,
     };
     Ok((offsets, named))
 }
@@ -588,8 +594,9 @@ fn read_cached(cached: &Path, build_id: &str) -> Cached {
                 source: format!("headers, cached: {}", found.source),
                 ..found
             };
-            if found.offsets.vdev_stat_bytes == OFFSET_UNKNOWN {
-                let why = " (the cached table was made before zprof read txg_stat's vdev stats)";
+            if found.offsets.spa_dedup_class == OFFSET_UNKNOWN {
+                let why =
+                    " (the cached table was made before zprof read the pool's allocation classes)";
                 Cached::Older(found, why.into())
             } else {
                 Cached::Serves(found)
