@@ -212,6 +212,31 @@ run_throttle() {
     destroy_pool thr
 }
 
+# A special vdev of 64 MiB (the least ZFS takes) beside a 2 GiB data file,
+# and 512-byte records of random data (zeros: indirect blocks that compress
+# 27 times, 9 MiB for 400 MiB): the indirect blocks of a few hundred MiB fill the
+# special class, and ZFS allocates the metadata that follows in the normal
+# class (zio_stats' alloc_class_fallbacks counts them from 2.3 on).
+run_special() {
+    d=$R/special
+    mkdir -p $d
+    step "special: a 64 MiB special vdev filled by metadata"
+    truncate -s 2G $V/sp-1
+    truncate -s 64M $V/sp-special
+    zpool create -f -o ashift=9 -o cachefile=none -O mountpoint=legacy -O recordsize=512 -O compression=off \
+        sp $V/sp-1 special $V/sp-special || fail "zpool create sp"
+    mkdir -p /mnt/sp
+    mount -t zfs sp /mnt/sp || fail "mount sp"
+    zprof record --target kernel -o $d/rec.json -- iostat-around.sh sp $d \
+        dd if=/dev/urandom of=/mnt/sp/f bs=1M count=400 > $d/report.txt 2> $d/zprof.err \
+        || fail "zprof record (special): $(cat $d/zprof.err)"
+    echo "special: $(kprobes_left)" >> $R/detach.txt
+    zpool list -Hpv sp > $d/zpool-list.txt
+    zprof explain --format json $d/rec.json > $d/explain.json 2> $d/explain.err \
+        || fail "zprof explain (special): $(cat $d/explain.err)"
+    destroy_pool sp
+}
+
 # wait_tracing FILE: until zprof says it is tracing (it has attached by then).
 wait_tracing() {
     for i in $(seq 1 120); do
@@ -513,6 +538,11 @@ if [ "$ONLY" = features ]; then
     step "done"
     exit 0
 fi
+if [ "$ONLY" = special ]; then
+    run_special
+    step "done"
+    exit 0
+fi
 
 # The variant runs (other offset sources on the same kernel) take the two
 # configurations that cover a log vdev, zstd, lz4 and loop devices; the
@@ -535,6 +565,7 @@ fi
 if [ "$SECTIONS" = all ]; then
 run_two_pools
 run_throttle
+run_special
 run_features
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"

@@ -33,6 +33,7 @@ mod check_features;
 mod check_pools;
 mod check_requests;
 mod check_serve;
+mod check_special;
 mod check_throttle;
 mod check_txgs;
 mod cpio;

@@ -137,6 +137,10 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             super::check_throttle::check_throttle(&results.join("throttle"), variant),
         );
         out.note(
+            "special",
+            super::check_special::check_special(&results.join("special")),
+        );
+        out.note(
             "2.3 features",
             super::check_features::check_features(&results.join("features"), &probes),
         );
@@ -147,7 +151,7 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             .copied()
             .collect();
         out.line(format!(
-            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, 2.3 features, {}: run with the BTF variant",
+            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, special, 2.3 features, {}: run with the BTF variant",
             btf_only.join(", ")
         ));
     }
