@@ -27,10 +27,12 @@ pub(super) fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     let attached = session.probes().iter().filter(|p| p.attached).count();
     let mut child = None;
     let mut tee = None;
+    let mut released = None;
     if !args.command.is_empty() {
         let gated = spawn_gated(&args.command, run_mode || args.quiet_command)?;
         session.track_pid(gated.pid)?;
         let (pid, stdout) = gated.release()?;
+        released = Some(std::time::Instant::now());
         child = Some(pid);
         tee = stdout.map(|out| Tee::start(out, !args.quiet_command));
     }
@@ -42,6 +44,7 @@ pub(super) fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
     let command_exit = runtime.block_on(async {
         collect(&mut session, child, args.pid, args.duration, attached).await
     })?;
+    let wall_s = released.map(|at| at.elapsed().as_secs_f64());
 
     let command = (!args.command.is_empty()).then(|| args.command.clone());
     // finish() consumes the session: the probes are detached when it returns,
@@ -54,8 +57,13 @@ pub(super) fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
             recording.benchmark = crate::recording::benchmark::parse(&output);
             if recording.benchmark.is_none() {
                 eprintln!(
-                    "zprof: the command's output is not fio or zprof-lab JSON; showing zprof's measurements only (fio: add --output-format=json)"
+                    "zprof: the command's output is not fio or zprof-lab JSON nor pgbench's report: its result is its wall time (fio: add --output-format=json)"
                 );
+                recording.benchmark = Some(crate::recording::benchmark::command_result(
+                    &args.command,
+                    wall_s.unwrap_or(recording.duration_s),
+                    &recording,
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
-//! Reading a benchmark's own result (fio's JSON, zprof-lab's JSON) from what it
-//! printed, so `zprof run` can show it beside the stage breakdown and `explain`
-//! can check its findings against the benchmark's numbers.
+//! Reading a benchmark's own result (fio's JSON, zprof-lab's JSON, pgbench's
+//! text: see [`super::pgbench`]) from what it printed, so `zprof run` can show
+//! it beside the stage breakdown and `explain` can check its findings against
+//! the benchmark's numbers. Any other command's result is its wall time.
 //!
 //! Both formats are read leniently: a missing field is absent, not an error,
 //! because fio's JSON varies between versions and options (`json+`, `--group_reporting`).
@@ -9,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::units::{format_bytes, format_count, format_ns};
 
 /// A benchmark's result.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -22,6 +25,13 @@ pub struct Benchmark {
     /// Pools the benchmark built (zprof-lab only): layout facts a finding can use.
     #[serde(default)]
     pub pools: Vec<BenchPool>,
+    /// Clients the benchmark ran (pgbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<u32>,
+    /// The command's wall time, seconds (a command zprof does not read the
+    /// output of: its result is how long it took).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
 }
 
 /// A pool described by zprof-lab.
@@ -56,6 +66,24 @@ pub struct BenchJob {
     /// its job-end sync): what tells a recording's phases apart.
     #[serde(default)]
     pub window_unix_ms: Option<[u64; 2]>,
+    /// Transactions (pgbench: the run's, or one script's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<BenchTransactions>,
+}
+
+/// A database benchmark's transactions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BenchTransactions {
+    /// Transactions processed.
+    pub count: u64,
+    /// Those that failed.
+    pub failed: u64,
+    /// Transactions per second (pgbench's, without the connection time).
+    pub tps: f64,
+    /// Mean latency, ns.
+    pub lat_mean_ns: Option<f64>,
+    /// Latency's standard deviation, ns (printed with -r, -l or --progress).
+    pub lat_stddev_ns: Option<f64>,
 }
 
 /// Throughput and latency of one direction of a job.
@@ -168,6 +196,7 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
             }),
             pool: None,
             window_unix_ms: fio_window(job),
+            transactions: None,
         })
         .collect();
     Some(Benchmark {
@@ -175,6 +204,8 @@ fn parse_fio(doc: &Value) -> Option<Benchmark> {
         version,
         jobs,
         pools: Vec::new(),
+        clients: None,
+        wall_s: None,
     })
 }
 
@@ -211,6 +242,7 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
                 .and_then(|p| p.as_str().or_else(|| p.get("name").and_then(Value::as_str)))
                 .map(str::to_owned),
             window_unix_ms: lab_window(job),
+            transactions: None,
         })
         .collect();
     let pools = doc
@@ -241,6 +273,8 @@ fn parse_lab(doc: &Value) -> Option<Benchmark> {
         version,
         jobs,
         pools,
+        clients: None,
+        wall_s: None,
     })
 }
 
@@ -267,52 +301,150 @@ fn lab_window(job: &Value) -> Option<[u64; 2]> {
     Some([start, start + (run_ms + sync_ms).ceil() as u64])
 }
 
-/// Parses fio or zprof-lab JSON output, if `text` holds one.
+/// Parses fio or zprof-lab JSON output, or pgbench's text, if `text` holds
+/// one.
 pub fn parse(text: &str) -> Option<Benchmark> {
+    if let Some(bench) = super::pgbench::parse(text) {
+        return Some(bench);
+    }
     let doc = first_json_object(text)?;
     parse_fio(&doc).or_else(|| parse_lab(&doc))
 }
 
-/// One line per job, for reports.
-pub fn describe(bench: &Benchmark) -> Vec<String> {
-    let fmt_ns = |ns: Option<u64>| {
-        ns.map(crate::units::format_ns)
-            .unwrap_or_else(|| "-".into())
+/// The result of a command zprof does not read the output of: its
+/// program's name and how long it ran, with what zprof measured it move
+/// over that time as its jobs: per dataset or zvol the requests (kernel),
+/// else per pool the workload's DMU reads and writes.
+pub fn command_result(command: &[String], wall_s: f64, measured: &super::Recording) -> Benchmark {
+    let program = command
+        .first()
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
+        .unwrap_or_default();
+    Benchmark {
+        tool: "command".into(),
+        version: program,
+        jobs: measured_jobs(measured, wall_s),
+        pools: Vec::new(),
+        clients: None,
+        wall_s: Some(wall_s),
+    }
+}
+
+/// Reads and writes per dataset or zvol (requests), or per pool (the
+/// workload rows), as jobs over `wall_s`.
+fn measured_jobs(rec: &super::Recording, wall_s: f64) -> Vec<BenchJob> {
+    use std::collections::BTreeMap;
+    let mut moved: BTreeMap<String, [(u64, u64, u64); 2]> = BTreeMap::new();
+    let mut add = |name: String, write: bool, count: u64, bytes: u64, ns: u64| {
+        let entry = &mut moved.entry(name).or_default()[usize::from(write)];
+        *entry = (entry.0 + count, entry.1 + bytes, entry.2 + ns);
     };
-    bench
-        .jobs
+    if rec
+        .requests
         .iter()
-        .map(|job| {
-            let mut parts = Vec::new();
-            for (label, ops) in [("write", &job.write), ("read", &job.read)] {
-                if let Some(o) = ops {
-                    parts.push(format!(
-                        "{label} {} IOPS, {}/s, p50 {}, p99 {}",
-                        crate::units::format_count(o.iops),
-                        crate::units::format_bytes(o.bw_bytes),
-                        fmt_ns(o.p50_ns),
-                        fmt_ns(o.p99_ns)
-                    ));
-                }
+        .any(|r| r.op == "read" || r.op == "write")
+    {
+        for r in rec
+            .requests
+            .iter()
+            .filter(|r| r.op == "read" || r.op == "write")
+        {
+            let name = format!("{} {}", r.layer, r.dataset);
+            add(name, r.op == "write", r.count, r.bytes, r.total_ns);
+        }
+    } else {
+        for (stage, write) in [("write", true), ("read", false)] {
+            for h in rec.histograms.iter().filter(|h| h.stage == stage) {
+                add(
+                    format!("pool {}", h.pool),
+                    write,
+                    h.count,
+                    h.bytes,
+                    h.total_ns,
+                );
             }
-            if let Some(s) = &job.sync {
-                let what = if bench.tool == "fio" {
-                    "fsyncs"
-                } else {
-                    "zil commits"
-                };
-                match s.p50_ns {
-                    Some(p50) => parts.push(format!(
-                        "{} {what} (p50 {})",
-                        s.count,
-                        crate::units::format_ns(p50)
-                    )),
-                    None => parts.push(format!("{} {what}", s.count)),
-                }
-            }
-            format!("{} job {}: {}", bench.tool, job.name, parts.join("; "))
+        }
+    }
+    let ops = |(count, bytes, ns): (u64, u64, u64)| {
+        (count > 0).then(|| BenchOps {
+            ops: count,
+            bytes,
+            iops: count as f64 / wall_s.max(1e-9),
+            bw_bytes: bytes as f64 / wall_s.max(1e-9),
+            lat_mean_ns: ns as f64 / count as f64,
+            p50_ns: None,
+            p99_ns: None,
+        })
+    };
+    moved
+        .into_iter()
+        .map(|(name, [read, write])| BenchJob {
+            name,
+            read: ops(read),
+            write: ops(write),
+            sync: None,
+            pool: None,
+            window_unix_ms: None,
+            transactions: None,
         })
         .collect()
+}
+
+/// One line per job, for reports (a command's wall time first).
+pub fn describe(bench: &Benchmark) -> Vec<String> {
+    let heading = bench.wall_s.map(|wall| {
+        format!(
+            "command {}: {:.2} s wall time; what zprof measured it move (mean IOPS and bandwidth over that time):",
+            bench.version, wall
+        )
+    });
+    let clients = bench
+        .clients
+        .map(|c| format!("; {c} clients"))
+        .unwrap_or_default();
+    heading
+        .into_iter()
+        .chain(bench.jobs.iter().map(|job| job_line(bench, job, &clients)))
+        .collect()
+}
+
+fn job_line(bench: &Benchmark, job: &BenchJob, clients: &str) -> String {
+    let fmt_ns = |ns: Option<u64>| ns.map(format_ns).unwrap_or_else(|| "-".into());
+    let mut parts = Vec::new();
+    if let Some(t) = &job.transactions {
+        let ms = |ns: Option<f64>| fmt_ns(ns.map(|ns| ns as u64));
+        parts.push(format!(
+            "{:.1} tps, {} transactions ({} failed), latency average {}, stddev {}{clients}",
+            t.tps,
+            format_count(t.count as f64),
+            t.failed,
+            ms(t.lat_mean_ns),
+            ms(t.lat_stddev_ns)
+        ));
+    }
+    for (label, ops) in [("write", &job.write), ("read", &job.read)] {
+        if let Some(o) = ops {
+            parts.push(format!(
+                "{label} {} IOPS, {}/s, p50 {}, p99 {}",
+                format_count(o.iops),
+                format_bytes(o.bw_bytes),
+                fmt_ns(o.p50_ns),
+                fmt_ns(o.p99_ns)
+            ));
+        }
+    }
+    if let Some(s) = &job.sync {
+        let what = if bench.tool == "fio" {
+            "fsyncs"
+        } else {
+            "zil commits"
+        };
+        match s.p50_ns {
+            Some(p50) => parts.push(format!("{} {what} (p50 {})", s.count, format_ns(p50))),
+            None => parts.push(format!("{} {what}", s.count)),
+        }
+    }
+    format!("{} job {}: {}", bench.tool, job.name, parts.join("; "))
 }
 
 #[cfg(test)]
@@ -355,6 +487,57 @@ mod tests {
         assert!(bench.jobs[1].read.is_some() && bench.jobs[1].write.is_none());
         assert!(bench.jobs[1].read.as_ref().unwrap().p99_ns.is_some());
         assert_eq!(describe(&bench).len(), 2);
+    }
+
+    fn captured(file: &str) -> crate::recording::Recording {
+        let path = format!("{}/../tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        crate::recording::Recording::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
+    }
+
+    /// A command's result: its wall time, and per dataset or zvol what the
+    /// request rows of a real guest recording moved; per pool the workload
+    /// rows where there are no requests (libzpool).
+    #[test]
+    fn a_commands_result_is_its_wall_time_and_what_zprof_saw_it_move() {
+        let rec = captured("guest-2.1.11-requests.json");
+        let bench = command_result(&["/usr/sbin/zfs".into(), "recv".into()], 10.0, &rec);
+        assert_eq!(
+            (bench.tool.as_str(), bench.version.as_str()),
+            ("command", "zfs")
+        );
+        assert_eq!(bench.wall_s, Some(10.0));
+        let written: u64 = rec
+            .requests
+            .iter()
+            .filter(|r| r.op == "write")
+            .map(|r| r.bytes)
+            .sum();
+        let jobs_written: u64 = bench
+            .jobs
+            .iter()
+            .filter_map(|j| j.write.as_ref())
+            .map(|w| w.bytes)
+            .sum();
+        assert!(written > 0);
+        assert_eq!(jobs_written, written);
+        let lines = describe(&bench);
+        assert!(
+            lines[0].starts_with("command zfs: 10.00 s wall time"),
+            "{lines:?}"
+        );
+        assert_eq!(lines.len(), bench.jobs.len() + 1);
+
+        let lab = captured("lab-2.1.11-sync-reads.json");
+        let bench = command_result(&["zprof-lab".into()], lab.duration_s, &lab);
+        let writes: u64 = lab
+            .histograms
+            .iter()
+            .filter(|h| h.stage == "write")
+            .map(|h| h.bytes)
+            .sum();
+        assert_eq!(bench.jobs.len(), 1, "{:?}", bench.jobs);
+        assert!(bench.jobs[0].name.starts_with("pool zlab-"));
+        assert_eq!(bench.jobs[0].write.as_ref().unwrap().bytes, writes);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod benchmark;
 pub mod classes;
 pub mod live;
+pub mod pgbench;
 pub mod pools;
 pub mod requests;
 
