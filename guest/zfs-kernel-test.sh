@@ -79,7 +79,7 @@ fi
 # in tmpfs, used as they are or through loop devices.
 make_pool() {
     name=$1 layout=$2 log=$3 compression=$4 media=$5
-    case $layout in raidz1) n=4 ;; mirror) n=2 ;; *) fail "layout $layout" ;; esac
+    case $layout in raidz1) n=4 ;; raidz2) n=5 ;; mirror) n=2 ;; *) fail "layout $layout" ;; esac
     devs=""
     for i in $(seq 1 $n); do
         truncate -s 2G $V/$name-$i
@@ -235,6 +235,57 @@ run_special() {
     zprof explain --format json $d/rec.json > $d/explain.json 2> $d/explain.err \
         || fail "zprof explain (special): $(cat $d/explain.err)"
     destroy_pool sp
+}
+
+# zfs send | zfs recv: a dataset of 16 MiB of 60%-compressible data sent to
+# a file once, then received under zprof run into a dataset per compression
+# setting (small data: zstd-19 under emulation), each with its compressratio.
+RECV_SETTINGS="off lz4 zstd-fast zstd-3 zstd-19"
+run_recv() {
+    d=$R/recv
+    mkdir -p $d
+    step "recv: zfs send to a file, zfs recv of it under each compression"
+    make_pool sr raidz1 nolog off files
+    zfs create -o mountpoint=legacy sr/src || fail "zfs create sr/src"
+    mkdir -p /mnt/src
+    mount -t zfs sr/src /mnt/src || fail "mount sr/src"
+    fio --name=src --filename=/mnt/src/f --rw=write --bs=128k --size=16m --ioengine=psync \
+        --buffer_compress_percentage=60 --refill_buffers > $d/fio.txt 2>&1 || fail "fio (recv source)"
+    umount /mnt/src
+    zfs snapshot sr/src@s || fail "zfs snapshot"
+    zfs send sr/src@s > $V/stream || fail "zfs send"
+    stat -c %s $V/stream > $d/stream-bytes.txt
+    for c in $RECV_SETTINGS; do
+        zprof run --target kernel -o $d/recv-$c.json -- \
+            sh -c "zfs recv -o compression=$c sr/dst-$c < $V/stream" > $d/recv-$c-report.txt 2> $d/recv-$c.err \
+            || fail "zprof run (zfs recv, $c): $(cat $d/recv-$c.err)"
+        zfs get -Hp -o value compressratio sr/dst-$c > $d/ratio-$c.txt
+    done
+    echo "recv: $(kprobes_left)" >> $R/detach.txt
+    rm -f $V/stream
+    destroy_pool sr
+}
+
+# A stream of 64 MiB of random data into a zvol of 8k and of 1M blocks on a
+# raidz2 (dd in 1 MiB writes, flushed at the end), under zprof run.
+run_zvol_stream() {
+    d=$R/zvol-stream
+    mkdir -p $d
+    step "zvol stream: 64 MiB into zvols of 8k and 1M blocks on raidz2"
+    make_pool zst raidz2 nolog off files
+    dd if=/dev/urandom of=$V/random bs=1M count=64 2> /dev/null || fail "dd (random data)"
+    for vbs in 8k 1M; do
+        zfs create -V 256M -o volblocksize=$vbs -o compression=off zst/v$vbs || fail "zfs create zst/v$vbs"
+        dev=$(zvol_device 524288)
+        zprof run --target kernel -o $d/$vbs.json -- dd if=$V/random of=$dev bs=1M count=64 conv=fsync \
+            > $d/$vbs-report.txt 2> $d/$vbs.err || fail "zprof run (zvol $vbs): $(cat $d/$vbs.err)"
+        zprof explain --format json $d/$vbs.json > $d/$vbs-explain.json 2> $d/$vbs-explain.err \
+            || fail "zprof explain (zvol $vbs): $(cat $d/$vbs-explain.err)"
+        zfs destroy zst/v$vbs || fail "zfs destroy zst/v$vbs"
+    done
+    echo "zvol-stream: $(kprobes_left)" >> $R/detach.txt
+    rm -f $V/random
+    destroy_pool zst
 }
 
 # wait_tracing FILE: until zprof says it is tracing (it has attached by then).
@@ -543,6 +594,12 @@ if [ "$ONLY" = special ]; then
     step "done"
     exit 0
 fi
+if [ "$ONLY" = benchmarks ]; then
+    run_recv
+    run_zvol_stream
+    step "done"
+    exit 0
+fi
 
 # The variant runs (other offset sources on the same kernel) take the two
 # configurations that cover a log vdev, zstd, lz4 and loop devices; the
@@ -566,6 +623,8 @@ if [ "$SECTIONS" = all ]; then
 run_two_pools
 run_throttle
 run_special
+run_recv
+run_zvol_stream
 run_features
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"

@@ -29,6 +29,7 @@
 mod boots;
 mod build;
 mod check;
+mod check_benchmarks;
 mod check_features;
 mod check_pools;
 mod check_requests;

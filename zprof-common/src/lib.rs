@@ -197,6 +197,9 @@ pub enum Stage {
     /// that failed for want of space goes to the normal class instead, the
     /// spill `zpool list -v` shows only as the classes' fill.
     AllocClass = 38,
+    /// A `zfs recv` (dmu_recv_stream, in the receiving process's ioctl):
+    /// its time and the stream bytes it read, by pool.
+    Recv = 39,
 }
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
@@ -263,9 +266,10 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 38] = [
+    pub const ALL: [Stage; 39] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
+        Stage::Recv,
         Stage::ArcRead,
         Stage::TxAssign,
         Stage::TxWait,
@@ -809,6 +813,10 @@ pub struct Offsets {
     pub spa_special_class: u32,
     /// spa_t.spa_dedup_class (see `spa_special_class`).
     pub spa_dedup_class: u32,
+    /// dmu_recv_cookie_t.drc_os: the objset a `zfs recv` writes, whose
+    /// pool its row is. [`OFFSET_UNKNOWN`] without it: dmu_recv_stream is
+    /// not attached.
+    pub dmu_recv_cookie_os: u32,
 }
 
 /// An optional member's offset that the traced build's source did not give.

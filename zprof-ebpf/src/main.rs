@@ -40,6 +40,7 @@ mod filter;
 mod flush;
 mod offcpu;
 mod pipeline;
+mod recv;
 mod requests;
 mod stacks;
 mod sync_phases;

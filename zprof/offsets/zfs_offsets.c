@@ -28,6 +28,7 @@
 #include <sys/dsl_pool.h>
 #include <sys/dmu_objset.h>
 #include <sys/dmu_tx.h>
+#include <sys/dmu_recv.h>
 #include <sys/vdev_file.h>
 
 /*
@@ -85,7 +86,8 @@
 	F(vdev_stat, vdev_stat_t, vs_ops) \
 	F(vdev_stat, vdev_stat_t, vs_bytes) \
 	F(spa, spa_t, spa_special_class) \
-	F(spa, spa_t, spa_dedup_class)
+	F(spa, spa_t, spa_dedup_class) \
+	F(dmu_recv_cookie, dmu_recv_cookie_t, drc_os)
 
 #define	ZPROF_STRUCTS(S) \
 	S(zio, zio_t) \
@@ -99,7 +101,8 @@
 	S(dmu_tx, dmu_tx_t) \
 	S(vdev_file, vdev_file_t) \
 	S(txg_stat, txg_stat_t) \
-	S(vdev_stat, vdev_stat_t)
+	S(vdev_stat, vdev_stat_t) \
+	S(dmu_recv_cookie, dmu_recv_cookie_t)
 
 #ifdef _KERNEL
 #include <linux/blk_types.h>

@@ -141,6 +141,14 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             super::check_special::check_special(&results.join("special")),
         );
         out.note(
+            "zfs recv",
+            super::check_benchmarks::check_recv(&results.join("recv")),
+        );
+        out.note(
+            "zvol stream",
+            super::check_benchmarks::check_zvol_stream(&results.join("zvol-stream")),
+        );
+        out.note(
             "2.3 features",
             super::check_features::check_features(&results.join("features"), &probes),
         );
@@ -151,7 +159,7 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             .copied()
             .collect();
         out.line(format!(
-            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, special, 2.3 features, {}: run with the BTF variant",
+            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, special, zfs recv, zvol stream, 2.3 features, {}: run with the BTF variant",
             btf_only.join(", ")
         ));
     }

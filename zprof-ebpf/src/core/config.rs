@@ -56,6 +56,7 @@ pub static CONFIG: Config = Config {
         vdev_stat_bytes: zprof_common::OFFSET_UNKNOWN,
         spa_special_class: zprof_common::OFFSET_UNKNOWN,
         spa_dedup_class: zprof_common::OFFSET_UNKNOWN,
+        dmu_recv_cookie_os: zprof_common::OFFSET_UNKNOWN,
     },
     request: RequestOffsets {
         valid: 0,

@@ -313,8 +313,9 @@ pub fn parse(text: &str) -> Option<Benchmark> {
 
 /// The result of a command zprof does not read the output of: its
 /// program's name and how long it ran, with what zprof measured it move
-/// over that time as its jobs: per dataset or zvol the requests (kernel),
-/// else per pool the workload's DMU reads and writes.
+/// over that time as its jobs: the streams `zfs recv` read, per pool; per
+/// dataset or zvol the requests (kernel), else per pool the workload's DMU
+/// reads and writes.
 pub fn command_result(command: &[String], wall_s: f64, measured: &super::Recording) -> Benchmark {
     let program = command
         .first()
@@ -339,6 +340,11 @@ fn measured_jobs(rec: &super::Recording, wall_s: f64) -> Vec<BenchJob> {
         let entry = &mut moved.entry(name).or_default()[usize::from(write)];
         *entry = (entry.0 + count, entry.1 + bytes, entry.2 + ns);
     };
+    // zfs recv writes from inside its ioctl: the stream it read is its write.
+    for h in rec.histograms.iter().filter(|h| h.stage == "recv") {
+        let name = format!("recv into pool {}", h.pool);
+        add(name, true, h.count, h.bytes, h.total_ns);
+    }
     if rec
         .requests
         .iter()

@@ -69,7 +69,7 @@ pub fn class_name(stage: Stage, class: u32) -> String {
     match stage {
         Stage::Compress => names::compression(class & 0xff, class >> 8),
         Stage::Decompress => names::compression(class & 0xff, 0),
-        Stage::ZstdCompress => format!("zstd-{class}"),
+        Stage::ZstdCompress => names::zstd_level(class),
         Stage::Lz4Compress if class == zprof_common::LZ4_CLASS_ZSTD_EARLY_ABORT => {
             ZSTD_EARLY_ABORT_TRIAL.into()
         }

@@ -695,6 +695,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::ThrottleDirty => "throttle_dirty",
         Stage::TxgDirty => "txg_dirty",
         Stage::AllocClass => "alloc_class",
+        Stage::Recv => "recv",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }

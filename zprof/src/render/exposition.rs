@@ -241,6 +241,13 @@ const FAMILIES: &[Family] = &[
         "per commit, the wait for the log block to fill (commit timeout)",
     ),
     family(
+        Stage::Recv,
+        "recv",
+        "class",
+        true,
+        "zfs recv (dmu_recv_stream): each receive's time, and the stream bytes it read",
+    ),
+    family(
         Stage::AllocClass,
         "alloc_class",
         "class",

@@ -114,6 +114,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::ThrottleDirty => "dirty at delay",
         Stage::TxgDirty => "dirty at txg sync",
         Stage::AllocClass => "class allocation",
+        Stage::Recv => "zfs recv",
     }
 }
 

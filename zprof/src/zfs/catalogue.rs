@@ -331,6 +331,18 @@ pub const POINTS: &[ProbePoint] = &[
     request_point("zvol_submit_bio", "zvol_submit", None, NeedsRequestOffsets),
     // The kernel's own (not zfs.ko's): where any bio ends; only zvol bios are kept.
     request_point("bio_endio", "zvol_bio_done", None, NeedsRequestOffsets),
+    // zfs recv: the stream it read and its time, by pool (once per receive).
+    ProbePoint {
+        needs_members: &["dmu_recv_cookie.drc_os"],
+        ..point(
+            "workload",
+            "dmu_recv_stream",
+            "recv_stream_entry",
+            Some("recv_stream_return"),
+            Both,
+            Primary,
+        )
+    },
     point(
         "workload",
         "dmu_write",

@@ -79,12 +79,36 @@ const IO_TYPE: &[&str] = &["null", "read", "write", "free", "claim", "ioctl", "t
 /// argument (meaningful for zstd only).
 pub fn compression(algorithm: u32, level: u32) -> String {
     match COMPRESSION.get(algorithm as usize) {
-        Some(&"zstd") if (1..=19).contains(&level) => format!("zstd-{level}"),
         // 0 and 255 (ZIO_COMPLEVEL_DEFAULT) both mean the default level.
         Some(&"zstd") if level == 0 || level == 255 => "zstd".to_owned(),
-        Some(&"zstd") => format!("zstd-level{level}"),
+        Some(&"zstd") => zstd_level(level),
         Some(name) => (*name).to_owned(),
         None => format!("compress-{algorithm}"),
+    }
+}
+
+/// The zstd-fast levels, in the order of their numbers from
+/// [`ZSTD_FAST_FIRST`] on (enum zio_zstd_levels, the property's encoding
+/// since zstd came in 2.0).
+const ZSTD_FAST_LEVELS: [u32; 21] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 500, 1000,
+];
+
+/// ZIO_ZSTD_LEVEL_FAST_1.
+const ZSTD_FAST_FIRST: u32 = 103;
+
+/// A zstd level as the compression property names it: `zstd-3`,
+/// `zstd-fast-1`.
+pub fn zstd_level(level: u32) -> String {
+    if (1..=19).contains(&level) {
+        return format!("zstd-{level}");
+    }
+    match level
+        .checked_sub(ZSTD_FAST_FIRST)
+        .and_then(|i| ZSTD_FAST_LEVELS.get(i as usize))
+    {
+        Some(fast) => format!("zstd-fast-{fast}"),
+        None => format!("zstd-level{level}"),
     }
 }
 
@@ -161,6 +185,12 @@ mod tests {
     fn compression_names() {
         assert_eq!(compression(15, 0), "lz4");
         assert_eq!(compression(16, 3), "zstd-3");
+        // zstd-fast's default, as the 6.17-2.4.4 guest's receive with
+        // compression=zstd-fast recorded it.
+        assert_eq!(compression(16, 103), "zstd-fast-1");
+        assert_eq!(compression(16, 113), "zstd-fast-20");
+        assert_eq!(compression(16, 123), "zstd-fast-1000");
+        assert_eq!(compression(16, 124), "zstd-level124");
         assert_eq!(compression(2, 0), "off");
         assert_eq!(compression(9, 0), "gzip-5");
         assert_eq!(compression(99, 0), "compress-99");

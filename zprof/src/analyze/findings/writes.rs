@@ -21,18 +21,17 @@ pub(super) fn write_amplification(
     commit_share: f64,
     out: &mut Vec<Finding>,
 ) {
-    let logical = stat(rec, Stage::WorkloadWrite, None);
-    if logical.bytes == 0 {
+    let Some((written, who)) = written_by_workload(rec) else {
         return;
-    }
+    };
     let Some(leaf) = LeafWrites::of(rec, wall_ns) else {
         return;
     };
-    let factor = leaf.all.bytes as f64 / logical.bytes as f64;
+    let factor = leaf.all.bytes as f64 / written as f64;
     let mut evidence = vec![
         format!(
-            "the workload wrote {}; leaf vdevs wrote {} ({factor:.2}x) over {} vdev(s)",
-            format_bytes(logical.bytes as f64),
+            "{who} wrote {}; leaf vdevs wrote {} ({factor:.2}x) over {} vdev(s)",
+            format_bytes(written as f64),
             format_bytes(leaf.all.bytes as f64),
             leaf.vdevs
         ),
@@ -40,9 +39,9 @@ pub(super) fn write_amplification(
             "{}: {} ({:.2}x); txg sync (async writes): {} ({:.2}x)",
             sync_priority_words(leaf.has_commits),
             format_bytes(leaf.zil.bytes as f64),
-            leaf.zil.bytes as f64 / logical.bytes as f64,
+            leaf.zil.bytes as f64 / written as f64,
             format_bytes(leaf.txg.bytes as f64),
-            leaf.txg.bytes as f64 / logical.bytes as f64
+            leaf.txg.bytes as f64 / written as f64
         ),
     ];
     let (mut title, mut action) = if factor >= 1.0 {
@@ -79,7 +78,7 @@ pub(super) fn write_amplification(
             "of the sync-priority writes, {} went to the log vdev(s): the ZIL's blocks are off the data disks",
             format_bytes(leaf.zil_on_log_vdevs as f64)
         ));
-    } else if leaf.zil.bytes * 20 > logical.bytes && leaf.txg.bytes > 0 && leaf.has_commits {
+    } else if leaf.zil.bytes * 20 > written && leaf.txg.bytes > 0 && leaf.has_commits {
         evidence.push("sync writes reach the disks twice: once in the ZIL, once at txg sync (a SLOG takes the first off the data disks)".into());
     }
     out.push(Finding {
@@ -98,6 +97,24 @@ pub(super) fn write_amplification(
         action,
         figures: vec![("write_amplification".into(), factor)],
     });
+}
+
+/// The bytes the workload wrote, and who: the workload rows' (the DMU's
+/// writes in the traced processes), else the write requests' (zvol writes
+/// run on ZFS's zvol threads, not the writer's: only their bios are the
+/// writer's).
+fn written_by_workload(rec: &Recording) -> Option<(u64, &'static str)> {
+    let workload = stat(rec, Stage::WorkloadWrite, None).bytes;
+    if workload > 0 {
+        return Some((workload, "the workload"));
+    }
+    let requested: u64 = rec
+        .requests
+        .iter()
+        .filter(|r| r.op == "write")
+        .map(|r| r.bytes)
+        .sum();
+    (requested > 0).then_some((requested, "the write requests (file and zvol)"))
 }
 
 /// The leaf vdevs' writes over a recording.

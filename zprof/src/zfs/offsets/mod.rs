@@ -285,7 +285,7 @@ const NEEDED: [(&str, &str); 23] = [
 /// Members zprof reads where the source has them and does without
 /// otherwise (a table made before it read them): only what each gives is
 /// lost. In `Offsets` field order after [`NEEDED`]'s.
-const OPTIONAL: [(&str, &str); 7] = [
+const OPTIONAL: [(&str, &str); 8] = [
     ("txg_stat", "ndirty"),
     ("txg_stat", "vs1"),
     ("txg_stat", "vs2"),
@@ -293,6 +293,7 @@ const OPTIONAL: [(&str, &str); 7] = [
     ("vdev_stat", "vs_bytes"),
     ("spa", "spa_special_class"),
     ("spa", "spa_dedup_class"),
+    ("dmu_recv_cookie", "drc_os"),
 ];
 
 /// Every struct [`NEEDED`] and [`OPTIONAL`] name, once (what a BTF reader
@@ -322,6 +323,7 @@ fn build(
         vdev_stat_bytes,
         spa_special_class,
         spa_dedup_class,
+        dmu_recv_cookie_os,
     ] = OPTIONAL.map(|(structure, member)| {
         let found = lookup(structure, member);
         if let Some(value) = found {
@@ -386,6 +388,7 @@ fn build(
         vdev_stat_bytes,
         spa_special_class,
         spa_dedup_class,
+        dmu_recv_cookie_os,
     };
     Ok((offsets, named))
 }
@@ -594,9 +597,8 @@ fn read_cached(cached: &Path, build_id: &str) -> Cached {
                 source: format!("headers, cached: {}", found.source),
                 ..found
             };
-            if found.offsets.spa_dedup_class == OFFSET_UNKNOWN {
-                let why =
-                    " (the cached table was made before zprof read the pool's allocation classes)";
+            if found.offsets.dmu_recv_cookie_os == OFFSET_UNKNOWN {
+                let why = " (the cached table was made before zprof read a receive's objset)";
                 Cached::Older(found, why.into())
             } else {
                 Cached::Serves(found)
