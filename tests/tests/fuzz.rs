@@ -15,8 +15,8 @@ use std::{
 };
 
 use zprof::{
-    analyze::compare, analyze::findings, recording::Recording, recording::benchmark,
-    recording::requests::GroupBy, render::flamegraph, render::report,
+    analyze::compare, analyze::findings, recording::Recording, recording::requests::GroupBy,
+    recording::result, render::flamegraph, render::report,
 };
 
 mod common;
@@ -247,19 +247,20 @@ fn every_hostile_benchmark_figure_renders(original: &str) {
 }
 
 #[test]
-fn mutated_fio_output_never_panics() {
+fn mutated_benchmark_output_never_panics() {
     let data = common::data_dir();
     for (file, seed) in [
         ("fio-3.33-randwrite-fsync1.json", 0xD1B5_4A32_D192_ED03u64),
         ("fio-3.33-seqwrite-randread.json", 0xABCD_EF01_2345_6789),
+        ("pgbench-15-two-scripts.txt", 0x5EED_0F_9B_E4C4_0001),
     ] {
         let original = std::fs::read(data.join(file)).unwrap();
         assert!(
-            benchmark::parse(&String::from_utf8_lossy(&original)).is_some(),
+            result::parse(&String::from_utf8_lossy(&original)).is_some(),
             "{file} is read unmutated"
         );
         let (accepted, refused, slowest) =
-            fuzz(file, &original, seed, |text| match benchmark::parse(text) {
+            fuzz(file, &original, seed, |text| match result::parse(text) {
                 Some(benchmark) => Ok(Some(zprof::render::findings::render(&[], Some(&benchmark)))),
                 None => Err("not a benchmark".into()),
             });

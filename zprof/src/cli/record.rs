@@ -54,12 +54,12 @@ pub(super) fn record(args: RecordArgs, run_mode: bool) -> anyhow::Result<i32> {
         let output = tee.finish();
         // `record --quiet-command` captures only to keep the output out of the way.
         if run_mode {
-            recording.benchmark = crate::recording::benchmark::parse(&output);
+            recording.benchmark = crate::recording::result::parse(&output);
             if recording.benchmark.is_none() {
                 eprintln!(
                     "zprof: the command's output is not fio or zprof-lab JSON nor pgbench's report: its result is its wall time (fio: add --output-format=json)"
                 );
-                recording.benchmark = Some(crate::recording::benchmark::command_result(
+                recording.benchmark = Some(crate::recording::result::command_result(
                     &args.command,
                     wall_s.unwrap_or(recording.duration_s),
                     &recording,

@@ -13,6 +13,7 @@ pub mod live;
 pub mod pgbench;
 pub mod pools;
 pub mod requests;
+pub mod result;
 
 use std::{collections::BTreeMap, path::Path};
 

@@ -75,18 +75,18 @@ impl Section {
         } else if let Some(n) = value(line, "number of failed transactions: ") {
             self.failed = first_number(n).unwrap_or(0);
         } else if let Some(ms) = value(line, "latency average = ") {
-            self.lat_mean_ms = first_number(ms);
+            self.lat_mean_ms = first_float(ms);
         } else if let Some(ms) = value(line, "latency stddev = ") {
-            self.lat_stddev_ms = first_number(ms);
+            self.lat_stddev_ms = first_float(ms);
         } else if let Some(tps) = value(line, "tps = ") {
-            self.tps = first_number(tps);
+            self.tps = first_float(tps);
         } else if let Some(rest) = line.trim().split_once(" transactions (") {
             // A script's " - N transactions (P% of total, tps = T)".
             self.count = rest.0.trim().parse().ok();
             self.tps = rest
                 .1
                 .split_once("tps = ")
-                .and_then(|(_, t)| first_number(t));
+                .and_then(|(_, t)| first_float(t));
         }
     }
 
@@ -113,6 +113,12 @@ impl Section {
 /// The text after `prefix` on `line` (leading spaces ignored).
 fn value<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
     line.trim_start().strip_prefix(prefix)
+}
+
+/// The first number of `text` when it is a measurement: finite, not
+/// negative ("inf" or "1e999" is no tps).
+fn first_float(text: &str) -> Option<f64> {
+    first_number::<f64>(text).filter(|x| x.is_finite() && *x >= 0.0)
 }
 
 /// The first number of `text` ("1.617 ms", "12 (0.000%)").
