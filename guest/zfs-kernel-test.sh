@@ -237,6 +237,18 @@ run_special() {
     destroy_pool sp
 }
 
+# The real commands (zfs recv, a zvol stream, pgbench) run in the newest
+# cell only, the one whose image has PostgreSQL: 6 minutes a cell.
+run_benchmarks() {
+    if ! ls -d /usr/lib/postgresql/*/bin > /dev/null 2>&1; then
+        echo "the real benchmarks run in the newest cell (its image has PostgreSQL)" > $R/benchmarks-absent
+        return 0
+    fi
+    run_recv
+    run_zvol_stream
+    run_pgbench
+}
+
 # zfs send | zfs recv: a dataset of 16 MiB of 60%-compressible data sent to
 # a file once, then received under zprof run into a dataset per compression
 # setting (small data: zstd-19 under emulation), each with its compressratio.
@@ -286,6 +298,93 @@ run_zvol_stream() {
     echo "zvol-stream: $(kprobes_left)" >> $R/detach.txt
     rm -f $V/random
     destroy_pool zst
+}
+
+# pgbench on PostgreSQL (the newest cell's image has it): TPC-B with 4
+# clients on a dataset of recordsize 8k and of 128k, without and with a log
+# vdev, the data vdevs slowed by zinject (5 ms an I/O) so that the pool
+# behaves like disks and the log vdev like an SSD beside them. The server
+# runs inside the recording (zprof follows the command's processes, and the
+# backends are the server's): started, its WAL statistics reset, pgbench,
+# the WAL syncs read, stopped (the shutdown checkpoint is in the server's
+# log, with the files it synced).
+run_pgbench() {
+    d=$R/pgbench
+    mkdir -p $d
+    chmod 777 $d
+    pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n1)
+    if [ -z "$pgbin" ]; then
+        echo "no PostgreSQL in this cell's image (the newest cell has it)" | tee $d/absent
+        return 0
+    fi
+    for rs in 8k 128k; do
+        for log in nolog log; do
+            pgbench_case $pgbin $rs $log
+        done
+    done
+    echo "pgbench: $(kprobes_left)" >> $R/detach.txt
+}
+
+# as_postgres CMD...: CMD as the postgres user (the server refuses root),
+# with PostgreSQL's programs on PATH. busybox su reads options after the
+# user too, so the command goes in a script (its arguments single-quoted).
+as_postgres() {
+    script=$(mktemp /tmp/as-postgres.XXXXXX)
+    {
+        echo "export PATH=$pgbin:\$PATH TZ=UTC"
+        printf 'exec'
+        for arg in "$@"; do printf " '%s'" "$arg"; done
+        echo
+    } > $script
+    chmod 755 $script
+    su -s /bin/sh postgres -c "sh $script"
+    rc=$?
+    rm -f $script
+    return $rc
+}
+
+# pgbench_case BIN RECORDSIZE LOG
+pgbench_case() {
+    pgbin=$1 rs=$2 log=$3 case=$2-$3
+    step "pgbench: recordsize=$rs, $log"
+    make_pool pg raidz1 $log off files
+    zfs create -o mountpoint=legacy -o recordsize=$rs pg/db || fail "zfs create pg/db"
+    mkdir -p /mnt/db
+    mount -t zfs pg/db /mnt/db || fail "mount pg/db"
+    chown 70:70 /mnt/db
+    for i in 1 2 3 4; do
+        zinject -d $V/pg-$i -D 5:1 pg > /dev/null || fail "zinject -d pg-$i"
+    done
+    data=/mnt/db/data
+    opts="-k /tmp -c listen_addresses= -c log_checkpoints=on -c shared_buffers=32MB -c max_wal_size=256MB -c checkpoint_timeout=300s"
+    as_postgres initdb -D $data --locale=C -E UTF8 -A trust -U postgres > $d/$case-initdb.txt 2>&1 \
+        || fail "initdb ($case): $(tail -5 $d/$case-initdb.txt)"
+    as_postgres pg_ctl -D $data -l $d/$case-setup.log -w -o "$opts" start > /dev/null \
+        || fail "pg_ctl start ($case): $(tail -5 $d/$case-setup.log)"
+    as_postgres pgbench -h /tmp -i -s 1 postgres > $d/$case-init.txt 2>&1 || fail "pgbench -i ($case)"
+    as_postgres pg_ctl -D $data -m fast -w stop > /dev/null || fail "pg_ctl stop ($case)"
+    # The server's own start and stop, recorded alone first: their syncs
+    # (the control file, the statistics file) are neither WAL syncs nor a
+    # checkpoint's, and the check takes them off.
+    for run in idle bench; do
+        bench=""
+        [ $run = idle ] || bench="pgbench -h /tmp -c 4 -T $RUNTIME postgres || exit 1"
+        cat > $d/$case-$run.sh <<EOF_PG
+export PATH=$pgbin:\$PATH TZ=UTC
+pg_ctl -D $data -l $d/$case-$run-server.log -w -o "$opts" start > /dev/null || exit 1
+psql -h /tmp -Atq -c "select pg_stat_reset_shared('wal')" postgres > /dev/null || exit 1
+$bench
+psql -h /tmp -Atq -c "select wal_sync from pg_stat_wal" postgres > $d/$case-$run-wal-sync.txt || exit 1
+pg_ctl -D $data -m fast -w stop > /dev/null
+EOF_PG
+        zprof run --target kernel -o $d/$case-$run.json -- su -s /bin/sh postgres -c "sh $d/$case-$run.sh" \
+            > $d/$case-$run-report.txt 2> $d/$case-$run.err \
+            || fail "zprof run (pgbench $case, $run): $(cat $d/$case-$run.err) $(tail -5 $d/$case-$run-server.log)"
+    done
+    zprof explain --format json $d/$case-bench.json > $d/$case-explain.json 2> $d/$case-explain.err \
+        || fail "zprof explain (pgbench $case): $(cat $d/$case-explain.err)"
+    zinject -c all > /dev/null
+    destroy_pool pg
 }
 
 # wait_tracing FILE: until zprof says it is tracing (it has attached by then).
@@ -595,8 +694,12 @@ if [ "$ONLY" = special ]; then
     exit 0
 fi
 if [ "$ONLY" = benchmarks ]; then
-    run_recv
-    run_zvol_stream
+    run_benchmarks
+    step "done"
+    exit 0
+fi
+if [ "$ONLY" = pgbench ]; then
+    run_pgbench
     step "done"
     exit 0
 fi
@@ -623,8 +726,7 @@ if [ "$SECTIONS" = all ]; then
 run_two_pools
 run_throttle
 run_special
-run_recv
-run_zvol_stream
+run_benchmarks
 run_features
 
 step "SIGTERM: zprof stops, detaches, reports and stops fio"

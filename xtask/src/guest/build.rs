@@ -44,6 +44,10 @@ use crate::run;
 /// Bump when a step's recipe changes, so caches built by the old recipe are redone.
 const RECIPE: u32 = 1;
 
+/// Bump when what [`base_tree`] puts in the initramfs changes (that step
+/// alone is redone).
+const BASE_TREE_RECIPE: u32 = 2;
+
 /// Modules every OpenZFS build has (2.1 splits the rest into 7 more).
 const MODULES: [&str; 2] = ["spl", "zfs"];
 
@@ -278,8 +282,11 @@ fn base_initramfs(
     let base_cpio = cache.join("base.cpio");
     let fio_version = package_version("fio", tools).unwrap_or_else(|| "absent".into());
     let base_key = format!(
-        "{userland_key}\nfio {fio_version}\nlibc {}",
-        package_version("libc6", tools).unwrap_or_default()
+        "{userland_key}\nfio {fio_version}\nlibc {}\npostgresql {}\ntree {BASE_TREE_RECIPE}",
+        package_version("libc6", tools).unwrap_or_default(),
+        postgres_version(tools)
+            .and_then(|v| package_version(&format!("postgresql-{v}"), tools))
+            .unwrap_or_else(|| "absent".into())
     );
     steps.step("initramfs", &base_key, &[&base_cpio], || {
         let root = cache.join("base-root");
@@ -1092,8 +1099,66 @@ fn base_tree(userland: &Path, root: &Path, tools: &Toolchain) -> anyhow::Result<
     };
     install_binary(root, &fio, "/usr/bin/fio", (&[], userland), tools)?;
     std::os::unix::fs::symlink("/proc/self/mounts", root.join("etc/mtab"))?;
-    std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
-    std::fs::write(root.join("etc/group"), "root:x:0:\n")?;
+    let mut passwd = "root:x:0:0:root:/root:/bin/sh\n".to_owned();
+    let mut group = "root:x:0:\n".to_owned();
+    if let Some(version) = postgres_version(tools) {
+        install_postgres(root, &version, tools)?;
+        // The server refuses to run as root: the script runs it as this user.
+        passwd.push_str("postgres:x:70:70:PostgreSQL:/tmp:/bin/sh\n");
+        group.push_str("postgres:x:70:\n");
+    }
+    std::fs::write(root.join("etc/passwd"), passwd)?;
+    std::fs::write(root.join("etc/group"), group)?;
+    Ok(())
+}
+
+/// The PostgreSQL major version the tools have (a root's, where the
+/// toolchain installs it): the newest under /usr/lib/postgresql.
+fn postgres_version(tools: &Toolchain) -> Option<String> {
+    if !tools.is_root() {
+        return None;
+    }
+    let dir = tools.host_path(Path::new("/usr/lib/postgresql"));
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|v| v.parse::<u32>().is_ok())
+        .max_by_key(|v| v.parse::<u32>().unwrap_or(0))
+}
+
+/// PostgreSQL's server, initdb, pg_ctl, psql and pgbench with their
+/// libraries, its modules, its share directory (initdb's catalog files) and the UTC zone
+/// (Debian's builds read the system's zone files), at the paths they have
+/// in the root: /usr/lib/postgresql/VERSION/bin (the guest script puts it
+/// on PATH).
+fn install_postgres(root: &Path, version: &str, tools: &Toolchain) -> anyhow::Result<()> {
+    let bin = format!("/usr/lib/postgresql/{version}/bin");
+    for program in ["postgres", "initdb", "pg_ctl", "psql", "pgbench"] {
+        let path = format!("{bin}/{program}");
+        install_binary(root, Path::new(&path), &path, (&[], Path::new("/")), tools)?;
+    }
+    // Its loadable modules ($libdir: initdb loads dict_snowball and
+    // plpgsql), without the JIT's (libLLVM alone is over 100 MB).
+    let lib = format!("usr/lib/postgresql/{version}/lib");
+    std::fs::create_dir_all(root.join(&lib))?;
+    for entry in std::fs::read_dir(tools.host_path(&Path::new("/").join(&lib)))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".so") && !name.starts_with("llvmjit") {
+            std::fs::copy(entry.path(), root.join(&lib).join(&name))?;
+        }
+    }
+    let share = format!("usr/share/postgresql/{version}");
+    copy_tree(
+        &tools.host_path(&Path::new("/").join(&share)),
+        &root.join(&share),
+    )?;
+    let utc = tools.host_path(Path::new("/usr/share/zoneinfo/Etc/UTC"));
+    for zone in ["usr/share/zoneinfo/UTC", "usr/share/zoneinfo/Etc/UTC"] {
+        let to = root.join(zone);
+        std::fs::create_dir_all(to.parent().unwrap())?;
+        std::fs::copy(&utc, &to).with_context(|| format!("copying {}", utc.display()))?;
+    }
     Ok(())
 }
 

@@ -140,14 +140,26 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             "special",
             super::check_special::check_special(&results.join("special")),
         );
-        out.note(
-            "zfs recv",
-            super::check_benchmarks::check_recv(&results.join("recv")),
-        );
-        out.note(
-            "zvol stream",
-            super::check_benchmarks::check_zvol_stream(&results.join("zvol-stream")),
-        );
+        match std::fs::read_to_string(results.join("benchmarks-absent")) {
+            Ok(why) => out.line(format!(
+                "zfs recv, zvol stream, pgbench: not run: {}",
+                why.trim()
+            )),
+            Err(_) => {
+                out.note(
+                    "zfs recv",
+                    super::check_benchmarks::check_recv(&results.join("recv")),
+                );
+                out.note(
+                    "zvol stream",
+                    super::check_benchmarks::check_zvol_stream(&results.join("zvol-stream")),
+                );
+                out.note(
+                    "pgbench",
+                    super::check_benchmarks::check_pgbench(&results.join("pgbench")),
+                );
+            }
+        }
         out.note(
             "2.3 features",
             super::check_features::check_features(&results.join("features"), &probes),
@@ -159,7 +171,7 @@ pub fn check(results: &Path, variant: Variant) -> anyhow::Result<String> {
             .copied()
             .collect();
         out.line(format!(
-            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, special, zfs recv, zvol stream, 2.3 features, {}: run with the BTF variant",
+            "sigterm, kprobe_multi, off-cpu, serve, two pools, throttle, special, zfs recv, zvol stream, pgbench, 2.3 features, {}: run with the BTF variant",
             btf_only.join(", ")
         ));
     }

@@ -1,7 +1,8 @@
 //! Checks of the guest's runs of real commands under `zprof run`: `zfs recv`
-//! of one stream under each compression setting (`/results/recv`), and a
+//! of one stream under each compression setting (`/results/recv`), a
 //! stream of random data into zvols of 8k and 1M blocks on a raidz2
-//! (`/results/zvol-stream`).
+//! (`/results/zvol-stream`), and pgbench on PostgreSQL (`/results/pgbench`,
+//! see [`check_pgbench`]).
 //!
 //! - recv: each receive's row read the stream's bytes (its file's size,
 //!   within [`BYTES_SHARE`]: the begin record zfs(8) reads itself is not
@@ -200,6 +201,126 @@ pub fn check_zvol_stream(dir: &Path) -> anyhow::Result<String> {
     Ok(lines.join("; "))
 }
 
+/// How far zprof's fsyncs from the server may be from PostgreSQL's count.
+const FSYNC_SHARE: f64 = 0.02;
+
+/// How far the SLOG what-if's sync writes may be from the log vdev's run.
+const SLOG_SHARE: f64 = 0.30;
+
+/// The pgbench cases the script runs, recordsize and log.
+const PGBENCH_CASES: [(&str, &str); 4] = [
+    ("8k", "nolog"),
+    ("8k", "log"),
+    ("128k", "nolog"),
+    ("128k", "log"),
+];
+
+/// Checks the pgbench runs in `dir` (none where the cell's image has no
+/// PostgreSQL: the newest cell's has):
+/// - the fsync requests zprof counts from the server's processes (comm
+///   postgres) equal PostgreSQL's own count, its WAL syncs (pg_stat_wal's
+///   wal_sync, reset after the start) plus the files its checkpoints synced
+///   (log_checkpoints' "sync files=N"), within [`FSYNC_SHARE`]; both with
+///   the server's start and stop taken off, as a run without pgbench
+///   measured them;
+/// - the recording's benchmark tps is the one pgbench printed;
+/// - the SLOG what-if (an SSD) of the run without a log vdev predicts the
+///   sync writes per second of the run with one within [`SLOG_SHARE`].
+pub fn check_pgbench(dir: &Path) -> anyhow::Result<String> {
+    if let Ok(why) = std::fs::read_to_string(dir.join("absent")) {
+        return Ok(format!("not run: {}", why.trim()));
+    }
+    let mut lines = Vec::new();
+    for (rs, log) in PGBENCH_CASES {
+        lines.push(check_pgbench_case(dir, &format!("{rs}-{log}"))?);
+    }
+    for rs in ["8k", "128k"] {
+        let predicted = explain_figure(
+            dir,
+            &format!("{rs}-nolog"),
+            "slog_what_if",
+            "predicted_ops_ssd",
+        )?;
+        let measured = sync_writes_per_s(dir, &format!("{rs}-log"))?;
+        ensure!(
+            (predicted / measured - 1.0).abs() <= SLOG_SHARE,
+            "recordsize {rs}: the SLOG what-if predicted {predicted:.0} sync writes/s, the run with a log vdev made {measured:.0}/s"
+        );
+        lines.push(format!(
+            "{rs}: the SLOG what-if {predicted:.0} sync writes/s, with the log vdev {measured:.0}/s"
+        ));
+    }
+    Ok(lines.join("; "))
+}
+
+/// One case: its fsyncs against PostgreSQL's count, its tps.
+fn check_pgbench_case(dir: &Path, case: &str) -> anyhow::Result<String> {
+    let counted = |run: &str| -> anyhow::Result<(u64, u64, f64)> {
+        let rec = read_json(&dir.join(format!("{case}-{run}.json")))?;
+        let fsyncs: u64 = rec["requests"]
+            .as_array()
+            .ok_or_else(|| anyhow!("{case}-{run}: no request rows"))?
+            .iter()
+            .filter(|r| r["op"] == "fsync" && r["comm"] == "postgres")
+            .map(|r| r["count"].as_u64().unwrap_or(0))
+            .sum();
+        let wal: u64 = std::fs::read_to_string(dir.join(format!("{case}-{run}-wal-sync.txt")))?
+            .trim()
+            .parse()?;
+        let log = std::fs::read_to_string(dir.join(format!("{case}-{run}-server.log")))?;
+        let files: u64 = log
+            .lines()
+            .filter_map(|l| l.split("sync files=").nth(1))
+            .filter_map(|rest| rest.split(',').next()?.trim().parse::<u64>().ok())
+            .sum();
+        let tps = rec["benchmark"]["jobs"][0]["transactions"]["tps"]
+            .as_f64()
+            .unwrap_or(0.0);
+        Ok((fsyncs, wal + files, tps))
+    };
+    let (idle_fsyncs, idle_expected, _) = counted("idle")?;
+    let (fsyncs, expected, tps) = counted("bench")?;
+    let (ours, theirs) = (
+        fsyncs.saturating_sub(idle_fsyncs),
+        expected.saturating_sub(idle_expected),
+    );
+    ensure!(
+        theirs > 0 && (ours as f64 / theirs as f64 - 1.0).abs() <= FSYNC_SHARE,
+        "{case}: zprof counted {ours} fsyncs from the server ({fsyncs} less {idle_fsyncs} at its start and stop), PostgreSQL {theirs} (WAL syncs and checkpoint files, {expected} less {idle_expected})"
+    );
+    let printed = std::fs::read_to_string(dir.join(format!("{case}-bench-report.txt")))?;
+    let pgbench_tps = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("{case}: pgbench printed no tps"))?;
+    ensure!(
+        tps == pgbench_tps,
+        "{case}: the recording's benchmark has {tps} tps, pgbench printed {pgbench_tps}"
+    );
+    Ok(format!(
+        "{case}: {ours} fsyncs = PostgreSQL's {theirs}, {tps:.1} tps"
+    ))
+}
+
+/// A figure of the first finding of `kind` in DIR/CASE-explain.json.
+fn explain_figure(dir: &Path, case: &str, kind: &str, name: &str) -> anyhow::Result<f64> {
+    let explain = read_json(&dir.join(format!("{case}-explain.json")))?;
+    explain
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == kind))
+        .and_then(|f| figure(f, name))
+        .ok_or_else(|| anyhow!("{case}: explain has no {kind} finding with {name}"))
+}
+
+/// The sync writes per second zprof measured in a case: writers times each
+/// one's rate, from its sync-write finding.
+fn sync_writes_per_s(dir: &Path, case: &str) -> anyhow::Result<f64> {
+    let writers = explain_figure(dir, case, "sync_write_bound", "writers")?;
+    let each = explain_figure(dir, case, "sync_write_bound", "measured_per_writer_ops")?;
+    Ok(writers * each)
+}
+
 fn figure(finding: &Value, name: &str) -> Option<f64> {
     finding["figures"]
         .as_array()?
@@ -218,7 +339,15 @@ mod tests {
     #[ignore = "needs a guest run's results"]
     fn a_guest_runs_benchmarks_pass() {
         let dir = std::path::PathBuf::from(std::env::var("ZPROF_GUEST_RESULTS").unwrap());
-        eprintln!("{}", check_recv(&dir.join("recv")).unwrap());
-        eprintln!("{}", check_zvol_stream(&dir.join("zvol-stream")).unwrap());
+        let checks: [(&str, fn(&Path) -> anyhow::Result<String>); 3] = [
+            ("recv", check_recv),
+            ("zvol-stream", check_zvol_stream),
+            ("pgbench", check_pgbench),
+        ];
+        for (section, check) in checks {
+            if dir.join(section).exists() {
+                eprintln!("{section}: {}", check(&dir.join(section)).unwrap());
+            }
+        }
     }
 }

@@ -21,8 +21,8 @@ use std::{
 use anyhow::{Context as _, ensure};
 
 /// Packages the root is made with: the module build's compiler and tools
-/// (kbuild's own BTF needs pahole), and the libraries the guest's fio, zpool,
-/// zfs and zinject load.
+/// (kbuild's own BTF needs pahole), the libraries the guest's fio, zpool,
+/// zfs and zinject load, and PostgreSQL.
 const ROOT_PACKAGES: &[&str] = &[
     "gcc",
     "make",
@@ -36,6 +36,9 @@ const ROOT_PACKAGES: &[&str] = &[
     "libuuid1",
     "libaio1t64",
     "zlib1g",
+    // PostgreSQL's server, initdb and pgbench for the guest's pgbench
+    // section (the newest cell only: its root is trixie's).
+    "postgresql",
 ];
 
 /// The mirror debootstrap fetches from (the one the host's apt and
