@@ -339,7 +339,8 @@ mod tests {
     #[ignore = "needs a guest run's results"]
     fn a_guest_runs_benchmarks_pass() {
         let dir = std::path::PathBuf::from(std::env::var("ZPROF_GUEST_RESULTS").unwrap());
-        let checks: [(&str, fn(&Path) -> anyhow::Result<String>); 3] = [
+        type Check = fn(&Path) -> anyhow::Result<String>;
+        let checks: [(&str, Check); 3] = [
             ("recv", check_recv),
             ("zvol-stream", check_zvol_stream),
             ("pgbench", check_pgbench),
