@@ -393,6 +393,12 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a guest test run may take before it is killed.
+const GUEST_LIMIT: Duration = Duration::from_secs(900);
+
+/// The same for a run of every section.
+const GUEST_LIMIT_ALL_SECTIONS: Duration = Duration::from_secs(1500);
+
 /// The guest test script's command line for `variant`, when `variants` run.
 fn script_command(args: &TestArgs, variant: Variant, variants: &[Variant]) -> Vec<String> {
     let mut command = vec![
@@ -558,16 +564,14 @@ fn run_variant(
     let out = run_dir(combination, &format!("test-{variant}"));
     let console = out.join("console.log");
     let boot_case = format!("{name} {variant} boot");
-    let boot = || {
-        run::run(
-            artifacts,
-            variant,
-            command,
-            &out,
-            Duration::from_secs(900),
-            run::Echo::Steps,
-        )
+    // Every section (no --sections=): about 16 minutes in the newest cell,
+    // whose real benchmarks take 6 of them.
+    let limit = if command.iter().any(|a| a.starts_with("--sections=")) {
+        GUEST_LIMIT
+    } else {
+        GUEST_LIMIT_ALL_SECTIONS
     };
+    let boot = || run::run(artifacts, variant, command, &out, limit, run::Echo::Steps);
     let failure = |message: String| RunFailure {
         trouble: trouble_after_failure(&out),
         message,

@@ -253,33 +253,11 @@ pub fn check_pgbench(dir: &Path) -> anyhow::Result<String> {
     Ok(lines.join("; "))
 }
 
-/// One case: its fsyncs against PostgreSQL's count, its tps.
+/// One case: its fsyncs against PostgreSQL's count (the server's start and
+/// stop, measured alone in the first case, taken off both), its tps.
 fn check_pgbench_case(dir: &Path, case: &str) -> anyhow::Result<String> {
-    let counted = |run: &str| -> anyhow::Result<(u64, u64, f64)> {
-        let rec = read_json(&dir.join(format!("{case}-{run}.json")))?;
-        let fsyncs: u64 = rec["requests"]
-            .as_array()
-            .ok_or_else(|| anyhow!("{case}-{run}: no request rows"))?
-            .iter()
-            .filter(|r| r["op"] == "fsync" && r["comm"] == "postgres")
-            .map(|r| r["count"].as_u64().unwrap_or(0))
-            .sum();
-        let wal: u64 = std::fs::read_to_string(dir.join(format!("{case}-{run}-wal-sync.txt")))?
-            .trim()
-            .parse()?;
-        let log = std::fs::read_to_string(dir.join(format!("{case}-{run}-server.log")))?;
-        let files: u64 = log
-            .lines()
-            .filter_map(|l| l.split("sync files=").nth(1))
-            .filter_map(|rest| rest.split(',').next()?.trim().parse::<u64>().ok())
-            .sum();
-        let tps = rec["benchmark"]["jobs"][0]["transactions"]["tps"]
-            .as_f64()
-            .unwrap_or(0.0);
-        Ok((fsyncs, wal + files, tps))
-    };
-    let (idle_fsyncs, idle_expected, _) = counted("idle")?;
-    let (fsyncs, expected, tps) = counted("bench")?;
+    let (idle_fsyncs, idle_expected, _) = counted_in(dir, "8k-nolog", "idle")?;
+    let (fsyncs, expected, tps) = counted_in(dir, case, "bench")?;
     let (ours, theirs) = (
         fsyncs.saturating_sub(idle_fsyncs),
         expected.saturating_sub(idle_expected),
@@ -301,6 +279,33 @@ fn check_pgbench_case(dir: &Path, case: &str) -> anyhow::Result<String> {
     Ok(format!(
         "{case}: {ours} fsyncs = PostgreSQL's {theirs}, {tps:.1} tps"
     ))
+}
+
+/// One run of a case: the fsyncs zprof counted from the server's processes,
+/// PostgreSQL's count (WAL syncs and the files its checkpoints synced), and
+/// the benchmark's tps.
+fn counted_in(dir: &Path, case: &str, run: &str) -> anyhow::Result<(u64, u64, f64)> {
+    let rec = read_json(&dir.join(format!("{case}-{run}.json")))?;
+    let fsyncs: u64 = rec["requests"]
+        .as_array()
+        .ok_or_else(|| anyhow!("{case}-{run}: no request rows"))?
+        .iter()
+        .filter(|r| r["op"] == "fsync" && r["comm"] == "postgres")
+        .map(|r| r["count"].as_u64().unwrap_or(0))
+        .sum();
+    let wal: u64 = std::fs::read_to_string(dir.join(format!("{case}-{run}-wal-sync.txt")))?
+        .trim()
+        .parse()?;
+    let log = std::fs::read_to_string(dir.join(format!("{case}-{run}-server.log")))?;
+    let files: u64 = log
+        .lines()
+        .filter_map(|l| l.split("sync files=").nth(1))
+        .filter_map(|rest| rest.split(',').next()?.trim().parse::<u64>().ok())
+        .sum();
+    let tps = rec["benchmark"]["jobs"][0]["transactions"]["tps"]
+        .as_f64()
+        .unwrap_or(0.0);
+    Ok((fsyncs, wal + files, tps))
 }
 
 /// A figure of the first finding of `kind` in DIR/CASE-explain.json.
