@@ -23,7 +23,7 @@ use std::path::Path;
 use anyhow::{anyhow, ensure};
 use serde_json::Value;
 
-use super::results::{histograms, read_json};
+use super::results::{figure, histograms, read_json};
 
 /// The settings the script receives under, in its order.
 const SETTINGS: [&str; 5] = ["off", "lz4", "zstd-fast", "zstd-3", "zstd-19"];
@@ -324,14 +324,6 @@ fn sync_writes_per_s(dir: &Path, case: &str) -> anyhow::Result<f64> {
     let writers = explain_figure(dir, case, "sync_write_bound", "writers")?;
     let each = explain_figure(dir, case, "sync_write_bound", "measured_per_writer_ops")?;
     Ok(writers * each)
-}
-
-fn figure(finding: &Value, name: &str) -> Option<f64> {
-    finding["figures"]
-        .as_array()?
-        .iter()
-        .find(|f| f[0] == name)?[1]
-        .as_f64()
 }
 
 #[cfg(test)]

@@ -663,15 +663,7 @@ fn check_zvol_rmw(dir: &Path, with_offsets: bool) -> anyhow::Result<String> {
     );
     let finding = finding.ok_or_else(|| anyhow!("rmw: explain names no zvol read-modify-write"))?;
     let title = finding["title"].as_str().unwrap_or("");
-    let figure = |name: &str| {
-        finding["figures"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|f| f[0] == name)
-            .and_then(|f| f[1].as_f64())
-            .unwrap_or(0.0)
-    };
+    let figure = |name: &str| super::results::figure(finding, name).unwrap_or(0.0);
     let (per_byte, per_write) = (
         figure("read_bytes_per_written_byte"),
         figure("block_reads_per_write"),

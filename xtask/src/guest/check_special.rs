@@ -12,10 +12,9 @@
 use std::path::Path;
 
 use anyhow::{anyhow, ensure};
-use serde_json::Value;
 use zprof_common::alloc_class;
 
-use super::results::{histograms, kstat_delta, read_json};
+use super::results::{figure, histograms, kstat_delta, read_json};
 
 /// The special vdev's capacity (`zpool list -v`'s CAP) from which it is full.
 const FULL_PERCENT: u64 = 90;
@@ -86,14 +85,6 @@ fn special_vdev_fill(dir: &Path) -> anyhow::Result<(u64, u64)> {
             "cannot read sp-special's alloc and capacity: {line}"
         )),
     }
-}
-
-fn figure(finding: &Value, name: &str) -> Option<f64> {
-    finding["figures"]
-        .as_array()?
-        .iter()
-        .find(|f| f[0] == name)?[1]
-        .as_f64()
 }
 
 #[cfg(test)]

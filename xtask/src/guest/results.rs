@@ -31,6 +31,15 @@ pub(super) fn case_prefix(dir: &Path) -> String {
     }
 }
 
+/// A finding's figure by name (explain's JSON: `figures` as [name, value] pairs).
+pub(super) fn figure(finding: &Value, name: &str) -> Option<f64> {
+    finding["figures"]
+        .as_array()?
+        .iter()
+        .find(|f| f[0] == name)?[1]
+        .as_f64()
+}
+
 /// The JSON document at `path`.
 pub(super) fn read_json(path: &Path) -> anyhow::Result<Value> {
     let text =
