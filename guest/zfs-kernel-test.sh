@@ -321,6 +321,11 @@ run_pgbench() {
         for log in nolog log; do
             pgbench_case $pgbin $rs $log
         done
+        # The SLOG what-if of the run without a log vdev, on the log vdev
+        # of the run with one, against that run.
+        zprof compare --format json $d/$rs-nolog-bench.json $d/$rs-log-bench.json \
+            > $d/$rs-compare.json 2> $d/$rs-compare.err \
+            || fail "zprof compare (pgbench $rs): $(cat $d/$rs-compare.err)"
     done
     echo "pgbench: $(kprobes_left)" >> $R/detach.txt
 }

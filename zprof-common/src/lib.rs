@@ -200,7 +200,19 @@ pub enum Stage {
     /// A `zfs recv` (dmu_recv_stream, in the receiving process's ioctl):
     /// its time and the stream bytes it read, by pool.
     Recv = 39,
+    /// Per zil_commit call, by pool: when no other commit was in progress on
+    /// the pool, the time since its last commit ended (class 0); when one
+    /// was, counted only (class [`COMMIT_OVERLAPPED`], value 0). Whether a
+    /// pool's commits run one after another, each writer waiting for the
+    /// others' (a database's log flush under its lock: the pool's commit
+    /// rate is one commit plus one gap), or side by side (independent
+    /// writers, each with its own cycle).
+    CommitGap = 40,
 }
+
+/// Class of a [`Stage::CommitGap`] row: the commit started while another
+/// was in progress on its pool (counted only).
+pub const COMMIT_OVERLAPPED: u32 = COUNT_ONLY_CLASS;
 
 /// Slots of the per-stage arrays (one per stage number, with room to grow).
 pub const STAGE_SLOTS: u32 = 48;
@@ -266,7 +278,7 @@ pub mod arc_read_class {
 
 impl Stage {
     /// Every stage, in pipeline order (the order reports print them in).
-    pub const ALL: [Stage; 39] = [
+    pub const ALL: [Stage; 40] = [
         Stage::WorkloadWrite,
         Stage::WorkloadRead,
         Stage::Recv,
@@ -295,6 +307,7 @@ impl Stage {
         Stage::ZilOther,
         Stage::ZilLogBlock,
         Stage::SyncWriteCycle,
+        Stage::CommitGap,
         Stage::TxgWaitSynced,
         Stage::SpaSync,
         Stage::SyncPhase,
@@ -1145,6 +1158,9 @@ pub fn log_place_class(log_places: u64) -> u32 {
 pub struct CommitWindow {
     /// zil_commit calls in progress on this pool with a slot.
     pub active: u64,
+    /// When the last of them ended (ns, monotonic; 0 before the first):
+    /// the start of the pool's gap without a commit ([`Stage::CommitGap`]).
+    pub last_end_ns: u64,
     /// Their slots.
     pub slots: [CommitSlot; COMMIT_SLOTS],
 }

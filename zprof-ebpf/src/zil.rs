@@ -11,12 +11,14 @@ use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage, log_place_class};
+use zprof_common::{
+    COMMIT_OVERLAPPED, CommitSlot, FLUSH_LEAF_ISSUE_TO_DONE, Stage, log_place_class,
+};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
     memory::{arg, member_u64},
-    pools::{held_commit_slot, open_commit_slot},
+    pools::{commit_window_state, held_commit_slot, open_commit_slot},
     programs::{entry_programs, return_programs},
     record::{record, stage_key},
     spans::{INFLIGHT, enter, leave, take, thread_id, thread_key},
@@ -48,6 +50,9 @@ fn try_zil_commit_entry(ctx: &ProbeContext) -> Result<(), u32> {
     // below opens either way.
     let entered = enter(Stage::ZilCommit, thread_id(), 0, 0, pool, 0);
     internal_begin();
+    if entered.is_ok() {
+        note_commit_start(pool);
+    }
     // A slot of its own in the pool's window (kept as the span's class, plus
     // one): the vdev and flush probes charge what completes while it runs to
     // every commit then in progress. A nested call keeps the outer's.
@@ -86,8 +91,34 @@ fn try_zil_commit_return(_ctx: &RetProbeContext) -> Result<(), u32> {
         record_commit_parts(&window.slots[index], entry.pool, entry.extra, duration);
         window.slots[index].tid = 0;
         window.active = window.active.saturating_sub(1);
+        if window.active == 0 {
+            window.last_end_ns = unsafe { bpf_ktime_get_ns() };
+        }
     }
     Ok(())
+}
+
+/// A commit starts on `pool`: the pool's gap since its last commit ended,
+/// or, with another commit in progress, an overlapped start (counted).
+/// Commits that never overlap though several threads make them wait for
+/// each other: the model of `explain` then takes the pool's commit rate as
+/// one commit plus one gap.
+#[inline(always)]
+fn note_commit_start(pool: u64) {
+    let Some((active, last_end_ns)) = commit_window_state(pool) else {
+        return;
+    };
+    if active > 0 {
+        record(
+            &stage_key(Stage::CommitGap, COMMIT_OVERLAPPED, pool, 0),
+            0,
+            0,
+            0,
+        );
+    } else if last_end_ns != 0 {
+        let gap = unsafe { bpf_ktime_get_ns() }.saturating_sub(last_end_ns);
+        record(&stage_key(Stage::CommitGap, 0, pool, 0), gap, 0, 0);
+    }
 }
 
 /// A commit's parts: the slowest log block write and the flushes it waited

@@ -126,6 +126,14 @@ pub fn open_commit_slot(pool: u64, tid: u64) -> Option<usize> {
     Some(index)
 }
 
+/// `pool`'s window as a commit starts, before it takes a slot: the commits
+/// in progress and when the last one ended (None before the pool's first).
+#[inline(always)]
+pub fn commit_window_state(pool: u64) -> Option<(u64, u64)> {
+    let window = unsafe { COMMITS.get(&pool)? };
+    Some((window.active, window.last_end_ns))
+}
+
 /// Slot `index` of `pool`'s window, if the calling thread's commit still
 /// holds it. One slot by its index, not a search: the return program records
 /// five histograms from it, and a path per slot took the verifier past its

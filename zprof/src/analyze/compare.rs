@@ -9,7 +9,10 @@ use serde::Serialize;
 use zprof_common::Stage;
 
 use crate::{
-    analyze::findings::{ExplainOptions, Finding, explain},
+    analyze::{
+        findings::{ExplainOptions, Finding, explain},
+        slog_check::{SlogCheck, slog_check},
+    },
     recording::{Recording, Summary, stage_name, summarize},
 };
 
@@ -70,6 +73,9 @@ pub struct Comparison {
     /// what the release does (a cache flush is one zio_flush call on 2.1, one
     /// leaf flush on libzpool 2.3), not only by the workload or the pool.
     pub releases_differ: Option<String>,
+    /// Where A wrote its log blocks to its pool and B to a log device: A's
+    /// SLOG what-if on B's device, against B.
+    pub slog_check: Option<SlogCheck>,
 }
 
 /// A stage's time per workload operation in A and B.
@@ -122,6 +128,7 @@ pub fn compare(a: &Recording, b: &Recording, names: (String, String)) -> Compari
         rows,
         findings: finding_changes(a, b),
         releases_differ: releases_differ(a, b),
+        slog_check: slog_check(a, b),
     }
 }
 

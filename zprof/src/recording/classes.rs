@@ -89,6 +89,9 @@ pub fn class_name(stage: Stage, class: u32) -> String {
         Stage::SyncPhase => zprof_common::sync_phase::NAMES
             .get(class as usize)
             .map_or_else(|| format!("phase {class}"), |name| (*name).to_owned()),
+        Stage::CommitGap if class == zprof_common::COMMIT_OVERLAPPED => {
+            format!("overlapped {COUNT_ONLY}")
+        }
         Stage::TxgWaitSynced if class == zprof_common::TXG_WAIT_IN_ZIL_COMMIT => {
             "in zil commit".into()
         }

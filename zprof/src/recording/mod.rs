@@ -697,6 +697,7 @@ pub fn stage_name(stage: Stage) -> &'static str {
         Stage::TxgDirty => "txg_dirty",
         Stage::AllocClass => "alloc_class",
         Stage::Recv => "recv",
+        Stage::CommitGap => "commit_gap",
         Stage::ArcMissReuse => "arc_miss_reuse",
     }
 }

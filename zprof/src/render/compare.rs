@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 
 use crate::{
-    analyze::compare::{CompareRow, Comparison},
+    analyze::{
+        compare::{CompareRow, Comparison},
+        slog_check::SlogCheck,
+    },
     recording::{Summary, classes::COUNT_ONLY},
     units::{format_count, format_ns},
 };
@@ -88,6 +91,9 @@ pub fn render(c: &Comparison) -> String {
         );
     }
     render_moved(&mut out, c);
+    if let Some(check) = &c.slog_check {
+        render_slog_check(&mut out, check);
+    }
     if !c.findings.is_empty() {
         let _ = writeln!(out, "\nfindings that changed:");
         for f in &c.findings {
@@ -111,6 +117,37 @@ pub fn render(c: &Comparison) -> String {
         }
     }
     out
+}
+
+/// A's SLOG what-if on B's log device, against B.
+fn render_slog_check(out: &mut String, check: &SlogCheck) {
+    let _ = writeln!(
+        out,
+        "\nthe SLOG what-if of A (pool {}) on B's log device (pool {}: log block write {}, flush {}{}):",
+        check.pools.0,
+        check.pools.1,
+        format_ns(check.device_write_ns as u64),
+        format_ns(check.device_flush_ns as u64),
+        if check.serial {
+            "; A's commits ran one at a time, the model's pool rate"
+        } else {
+            ""
+        }
+    );
+    let line = |what: &str, (a, predicted, b): (f64, f64, f64)| {
+        format!(
+            "  {what:<14} A {:>9}  predicted {:>9}  B {:>9}  (prediction {} against B)",
+            format_count(a),
+            format_count(predicted),
+            format_count(b),
+            delta(b, predicted)
+        )
+    };
+    let _ = writeln!(out, "{}", line("sync writes/s", check.sync_writes));
+    let _ = writeln!(out, "{}", line("commits/s", check.commits));
+    if let Some(tps) = check.transactions {
+        let _ = writeln!(out, "{}", line("transactions/s", tps));
+    }
 }
 
 /// The stages whose time per workload operation moved most.
@@ -174,6 +211,7 @@ mod tests {
             workload_ops: (10, 12),
             moved: Vec::new(),
             releases_differ: None,
+            slog_check: None,
         };
         let text = render(&comparison);
         assert!(text.contains("reads/s: 0 -> 0\n"), "{text}");

@@ -234,6 +234,13 @@ const FAMILIES: &[Family] = &[
         "a sync writer's own time between two of its commits",
     ),
     family(
+        Stage::CommitGap,
+        "commit_gap",
+        "class",
+        false,
+        "per zil_commit, the pool's time since its last commit ended (count only: started while another was in progress)",
+    ),
+    family(
         Stage::ZilTimeoutWait,
         "zil_timeout_wait",
         "class",

@@ -115,6 +115,7 @@ fn label(stage: Stage) -> &'static str {
         Stage::TxgDirty => "dirty at txg sync",
         Stage::AllocClass => "class allocation",
         Stage::Recv => "zfs recv",
+        Stage::CommitGap => "pool gap between commits",
     }
 }
 

@@ -7,7 +7,7 @@ use zprof_common::Stage;
 
 use super::{Confidence, ExplainOptions, Finding, pct, stat};
 use crate::{
-    analyze::sync_path::{self, LogPlace, Prediction, SyncPath},
+    analyze::sync_path::{self, LogDeviceTimes, LogPlace, Prediction, SyncPath},
     recording::benchmark,
     recording::{Recording, Summary, pick, summarize},
     units::{format_count, format_ns},
@@ -165,7 +165,11 @@ pub(super) fn sync_write(
     // The sync writers' time: their commits and their own time between them.
     let writer_ns =
         path.commit_mean_ns * path.commits as f64 + path.cycle_mean_ns * path.cycles as f64;
-    let share = (commit.total_ns as f64 / writer_ns.max(1.0)).min(1.0);
+    // Writers that wait for each other's commits are bound by the pool's
+    // commits, whatever share of each writer's own time they are.
+    let share = path
+        .serial_commit_share()
+        .unwrap_or((commit.total_ns as f64 / writer_ns.max(1.0)).min(1.0));
     let w = SyncWriters {
         commit,
         path,
@@ -200,6 +204,7 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
     if rec.target.kind == crate::zfs::target::TargetKind::Kernel {
         missing.push("on the kernel target zio_flush only issues the flushes: their time is inside the log write".into());
     }
+    let whose = whose_time(path);
     let (title, action) = match path.log_place {
         LogPlace::LogDevice => (
             format!("sync writes are bound by ZIL commits on the log device ({} each)", format_ns(commit.p50_ns)),
@@ -207,7 +212,7 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
         ),
         LogPlace::Special => (
             format!(
-                "sync writes are bound by ZIL commits on the special vdev ({} each, {} of the sync writers' time)",
+                "sync writes are bound by ZIL commits on the special vdev ({} each, {} of {whose})",
                 format_ns(commit.p50_ns),
                 pct(w.share)
             ),
@@ -215,7 +220,7 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
         ),
         LogPlace::MainPool => (
             format!(
-                "sync writes are bound by ZIL commits to the main pool ({} each, {} of the sync writers' time)",
+                "sync writes are bound by ZIL commits to the main pool ({} each, {} of {whose})",
                 format_ns(commit.p50_ns),
                 pct(w.share)
             ),
@@ -246,7 +251,28 @@ fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
             ("writes_per_commit".into(), path.writes_per_commit()),
             ("writers".into(), w.writers),
             ("measured_per_writer_ops".into(), path.measured_per_writer()),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            path.commit_overlap
+                .map(|share| ("commits_overlapped_share".into(), share)),
+        )
+        .chain(
+            path.serial
+                .as_ref()
+                .map(|s| ("commit_gap_ns".into(), s.gap.typical_mean_ns)),
+        )
+        .collect(),
+    }
+}
+
+/// What the finding's share is of: the sync writers' time, or, where they
+/// waited for each other's commits, the pool's.
+fn whose_time(path: &SyncPath) -> &'static str {
+    if path.serial.is_some() {
+        "the pool's time, its writers waiting for each other's commits"
+    } else {
+        "the sync writers' time"
     }
 }
 
@@ -257,13 +283,14 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
     let (path, commit) = (&w.path, &w.commit);
     let mut evidence = vec![
         format!(
-            "{} sync writes (writes a thread made before its own zil_commit; {:.1} per commit) in {} commits, p50 {}, p99 {}: {} of the sync writers' time",
+            "{} sync writes (writes a thread made before its own zil_commit; {:.1} per commit) in {} commits, p50 {}, p99 {}: {} of {}",
             format_count(path.sync_writes as f64),
             path.writes_per_commit(),
             format_count(commit.count as f64),
             format_ns(commit.p50_ns),
             format_ns(commit.p99_ns),
-            pct(w.share)
+            pct(w.share),
+            whose_time(path)
         ),
         format!(
             "a commit, typical mean {}: log block write {} on {} + flushes {} + commit timeout {} + other (CPU, wake-ups) {}; {:.1} leaf I/Os per commit",
@@ -293,7 +320,31 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
     {
         evidence.insert(0, line);
     }
-    if path.commit.stalled + path.cycle.stalled > 0 {
+    if let Some(serial) = &path.serial {
+        evidence.push(format!(
+            "the pool's commits ran one at a time ({} of {} started while another was in progress) though {:.1} writers made them: a commit and the gap after it, {} + {} (typical means), so each writer's own time is mostly the others' commits",
+            format_count(serial.overlapped as f64),
+            format_count((serial.gaps + serial.overlapped) as f64),
+            path.writers,
+            format_ns(path.commit.typical_mean_ns as u64),
+            format_ns(serial.gap.typical_mean_ns as u64),
+        ));
+    }
+    if let Some(serial) = path
+        .serial
+        .as_ref()
+        .filter(|s| path.commit.stalled + s.gap.stalled > 0)
+    {
+        evidence.push(format!(
+            "{} commits and {} gaps between them stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: a txg-sync wait, the workload's start and end): {} lost, {} of the pool's time",
+            path.commit.stalled,
+            serial.gap.stalled,
+            sync_path::STALL_FACTOR,
+            crate::recording::STALL_GAP,
+            format_ns((path.commit.stalled_ns + serial.gap.stalled_ns) as u64),
+            pct(path.stall_fraction())
+        ));
+    } else if path.serial.is_none() && path.commit.stalled + path.cycle.stalled > 0 {
         evidence.push(format!(
             "{} commits and {} cycles stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
             path.commit.stalled,
@@ -419,12 +470,7 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
         rec.target.zfs_version.as_deref(),
         rec.target.kind == crate::zfs::target::TargetKind::Kernel,
     );
-    let rule = release
-        .series
-        .map_or(releases::COMMIT_TIMEOUT_ASSUMED, |s| s.commit_timeout);
-    let weight = release
-        .series
-        .map_or(sync_path::PER_LEAF_WEIGHT, |s| s.per_leaf_weight);
+    let (rule, weight) = sync_path::model_parameters(rec);
     let mut evidence = vec![slog_model_line(path, rule)];
     let predicted = predict_devices(w, rule, weight, options);
     evidence.extend(predicted.lines);
@@ -458,6 +504,9 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
             LogPlace::Special => format!(
                 "a log device (SLOG) instead of the special vdev would raise sync writes up to {best_gain:.1}x"
             ),
+            LogPlace::MainPool if path.serial.is_some() => {
+                format!("a log device (SLOG) would raise the pool's commits about {best_gain:.0}x")
+            }
             LogPlace::MainPool => {
                 format!("a log device (SLOG) would raise sync writes about {best_gain:.0}x")
             }
@@ -471,18 +520,33 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
     }
 }
 
-/// The model's first line: a commit's parts as measured, and how a writer's
-/// rate follows from them.
+/// The model's first line: a commit's parts as measured, and how the rate
+/// follows from them (per writer, or per pool where its commits ran one at
+/// a time).
 fn slog_model_line(path: &SyncPath, rule: CommitTimeout) -> String {
     let (timeout_fraction, timeout_wake) = path.timeout_parts(rule);
+    let rate = match &path.serial {
+        Some(serial) => format!(
+            "the pool's commits ran one at a time ({} of {} started while another was in progress) though {:.1} writers made them: they waited for each other's commits (a database's log flush under its lock), so a writer's own time {} is mostly the others' commits; for the pool, writes/s = {:.1} writes per commit / (commit + the gap between commits {})",
+            format_count(serial.overlapped as f64),
+            format_count((serial.gaps + serial.overlapped) as f64),
+            path.writers,
+            format_ns(path.cycle.typical_mean_ns as u64),
+            path.writes_per_commit(),
+            format_ns(serial.gap.typical_mean_ns as u64),
+        ),
+        None => format!(
+            "per writer, writes/s = {:.1} writes per commit / (commit + the writer's own time {})",
+            path.writes_per_commit(),
+            format_ns(path.cycle.typical_mean_ns as u64),
+        ),
+    };
     format!(
-        "model, from this recording: commit = log write + flush on the device + commit timeout (measured {} here: {:.0}% of the log block's latency + {} of wake-up) + other {}; per writer, writes/s = {:.1} writes per commit / (commit + the writer's own time {}), less the {} stalled",
+        "model, from this recording: commit = log write + flush on the device + commit timeout (measured {} here: {:.0}% of the log block's latency + {} of wake-up) + other {}; {rate}, less the {} stalled",
         format_ns(path.timeout_ns as u64),
         timeout_fraction * 100.0,
         format_ns(timeout_wake as u64),
         format_ns(path.other_ns as u64),
-        path.writes_per_commit(),
-        format_ns(path.cycle.typical_mean_ns as u64),
         pct(path.stall_fraction())
     )
 }
@@ -533,8 +597,12 @@ fn predict_devices(
         .push(("log_block_bytes".into(), path.log_block_bytes));
     for (name, device) in &slog_devices(options) {
         let write_ns = device.block_write_ns(path.log_block_bytes);
-        let p = path.predict(write_ns, device.flush_ns, rule, weight);
-        let total = p.per_writer * writers;
+        let times = LogDeviceTimes {
+            write_ns,
+            flush_ns: device.flush_ns,
+        };
+        let p = path.predict(times, rule, weight, writers);
+        let total = p.total;
         let gain = if measured > 0.0 {
             total / measured
         } else {
@@ -552,14 +620,14 @@ fn predict_devices(
             format_count(total),
             if gain.is_finite() { format!("{gain:.1}") } else { "-".into() },
             format_count(measured),
-            format_count(p.range.0 * writers),
-            format_count(p.range.1 * writers)
+            format_count(p.range.0),
+            format_count(p.range.1)
         ));
         out.figures.push((format!("predicted_ops_{name}"), total));
         out.figures
-            .push((format!("predicted_ops_low_{name}"), p.range.0 * writers));
+            .push((format!("predicted_ops_low_{name}"), p.range.0));
         out.figures
-            .push((format!("predicted_ops_high_{name}"), p.range.1 * writers));
+            .push((format!("predicted_ops_high_{name}"), p.range.1));
         out.figures
             .push((format!("predicted_commit_ns_{name}"), p.commit_ns));
         out.first.get_or_insert(p);
@@ -577,11 +645,16 @@ fn slog_limits(
     rule: CommitTimeout,
     saturated: Option<f64>,
 ) -> Vec<String> {
+    let (own, scaled) = if path.serial.is_some() {
+        ("the gap between commits, kept whole,", "the other")
+    } else {
+        ("the writer's own", "it")
+    };
     let uncertainty = format!(
-        "the largest uncertainty is the non-device time, {} per commit (other {} + the writer's own {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of it ({})",
+        "the largest uncertainty is the non-device time, {} per commit (other {} + {own} {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of {scaled} ({})",
         format_ns(path.non_device_ns() as u64),
         format_ns(path.other_ns as u64),
-        format_ns(path.cycle.typical_mean_ns as u64),
+        format_ns(path.own_time_ns() as u64),
         path.leaf_ios_per_commit,
         sync_path::LOG_DEVICE_LEAF_IOS,
         first.map_or(100.0, |p| p.non_device_scale * 100.0),
@@ -594,6 +667,12 @@ fn slog_limits(
         uncertainty,
         "assumes the log device's latencies above as ZFS sees them (pass --what-if slog=WRITE,rate=RATE,flush=FLUSH for yours); the data still reaches the main pool at txg sync, which must keep up".to_owned(),
     ];
+    if path.serial.is_some() {
+        missing.push(format!(
+            "the sync writes per commit ({:.1}) are taken to stay as they were; a database's may fall with faster commits (PostgreSQL's WAL pages per commit went from 2.3 to 1.8 with a log vdev in zprof's guest), so its commits and transactions are the figures to compare (zprof compare of this run and one with a log device sets them beside the prediction)",
+            path.writes_per_commit()
+        ));
+    }
     if let Some(busy) = saturated {
         missing.push(format!(
             "the machine's CPUs were {} busy: at the predicted commit rate ZFS's threads would compete harder for them than they did here, so the prediction is an upper bound",
