@@ -272,6 +272,8 @@ run_recv() {
             sh -c "zfs recv -o compression=$c sr/dst-$c < $V/stream" > $d/recv-$c-report.txt 2> $d/recv-$c.err \
             || fail "zprof run (zfs recv, $c): $(cat $d/recv-$c.err)"
         zfs get -Hp -o value compressratio sr/dst-$c > $d/ratio-$c.txt
+        zprof explain --format json $d/recv-$c.json > $d/recv-$c-explain.json 2> $d/recv-$c-explain.err \
+            || fail "zprof explain (zfs recv, $c): $(cat $d/recv-$c-explain.err)"
     done
     echo "recv: $(kprobes_left)" >> $R/detach.txt
     rm -f $V/stream

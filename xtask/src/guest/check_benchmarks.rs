@@ -13,7 +13,8 @@
 //!   recording's benchmark is the command's wall time; and where two
 //!   settings' wall times differ by more than a fifth, zprof's time for the
 //!   receive (dmu_recv_stream, then its wait for the txg to sync) orders
-//!   them the same way.
+//!   them the same way; explain says the syncs' write-out waited on
+//!   compression under zstd-19, and on the disks with compression off.
 //! - zvol stream: the zvol's write requests hold the 64 MiB dd wrote; the
 //!   1M zvol took them faster than the 8k one, and its leaves wrote fewer
 //!   bytes per byte (explain's write amplification figure).
@@ -70,6 +71,9 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
             }
         }
     }
+    for (setting, paced_by_compression) in [("zstd-19", true), ("off", false)] {
+        check_sync_pace(dir, setting, paced_by_compression)?;
+    }
     let table: Vec<String> = received
         .iter()
         .map(|r| {
@@ -88,6 +92,29 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
         "a {stream}-byte stream received: {}",
         table.join("; ")
     ))
+}
+
+/// Whether explain's txg-sync finding of a receive says compression set
+/// the pace of its write-out (a receive whose syncs were too short for the
+/// finding was not paced by anything).
+fn check_sync_pace(dir: &Path, setting: &str, paced_by_compression: bool) -> anyhow::Result<()> {
+    let explain = read_json(&dir.join(format!("recv-{setting}-explain.json")))?;
+    let action = explain
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["kind"] == "txg_sync_phases"))
+        .and_then(|f| f["action"].as_str());
+    let Some(action) = action else {
+        ensure!(
+            !paced_by_compression,
+            "{setting}: explain has no txg sync finding: {explain}"
+        );
+        return Ok(());
+    };
+    ensure!(
+        action.starts_with("Compression (") == paced_by_compression,
+        "{setting}: the txg sync finding's action is \"{action}\""
+    );
+    Ok(())
 }
 
 fn check_one_recv(dir: &Path, setting: &'static str, stream: u64) -> anyhow::Result<Received> {

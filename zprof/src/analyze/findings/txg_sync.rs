@@ -4,11 +4,13 @@
 //! and what to change for the phase that dominates. Per pool: the families
 //! run on each pool's part of the recording.
 
-use zprof_common::sync_phase;
+use std::collections::BTreeMap;
+
+use zprof_common::{Stage, sync_phase};
 
 use super::{Confidence, Finding};
 use crate::{
-    recording::{Recording, SyncSplit, TxgRecord},
+    recording::{Recording, SyncSplit, TxgRecord, pick, summarize},
     units::{format_bytes, format_ns, pct},
 };
 
@@ -113,12 +115,24 @@ pub(super) fn txg_sync(rec: &Recording, wall_ns: f64, out: &mut Vec<Finding>) {
     let read_wait_ns: Option<u64> = split.iter().map(|(_, s)| s.read_wait_ns).sum();
     let reads: u64 = split.iter().map(|(_, s)| s.reads).sum();
     let waits_matter = read_wait_ns.is_some_and(|ns| ns as f64 >= READ_WAIT_SHARE * sync_ns as f64);
+    let paced_by_compression = (dominant == "write_out")
+        .then(|| compression_pace(rec, dominant_ns))
+        .flatten();
+    let action = match paced_by_compression {
+        Some((words, setting)) => {
+            evidence.push(words);
+            format!(
+                "Compression ({setting}), not the disks, set the pace of the sync: a lighter setting (a lower zstd level, zstd-fast or lz4 often compress nearly as well for a fraction of the CPU: run both and set them side by side with zprof compare) or more CPUs for ZFS's write threads."
+            )
+        }
+        None => action.to_owned(),
+    };
     let action = if waits_matter {
         format!(
             "The syncs waited on their own reads of metadata not in the ARC: a special vdev for metadata makes them fast, a larger ARC (zfs_arc_max) keeps them cached. {action}"
         )
     } else {
-        action.to_owned()
+        action
     };
     out.push(Finding {
         kind: "txg_sync_phases".into(),
@@ -143,6 +157,51 @@ pub(super) fn txg_sync(rec: &Recording, wall_ns: f64, out: &mut Vec<Finding>) {
             .chain(read_wait_ns.map(|ns| ("sync_read_wait_ns".to_owned(), ns as f64)))
             .collect(),
     });
+}
+
+/// Where compression's CPU time on the pool was at least half the syncs'
+/// write-out time and more than the busiest leaf's I/O time: the write-out
+/// waited on compression, not on the disks (a zfs recv into zstd-19 in the
+/// guest: 2.53 s of zstd for a 2.61 s write-out, the busiest disk 165 ms).
+/// The evidence, and the setting that took the most time.
+fn compression_pace(rec: &Recording, write_out_ns: u64) -> Option<(String, String)> {
+    let rows = pick(rec, Stage::Compress, None, None);
+    let compress = summarize(rows.iter().copied());
+    let heaviest = rows.iter().max_by_key(|h| h.total_ns)?;
+    let busiest_leaf = pick(rec, Stage::VdevTotal, None, None)
+        .into_iter()
+        .fold(BTreeMap::<(&str, u64), u64>::new(), |mut leaves, h| {
+            *leaves.entry((h.pool.as_str(), h.vdev)).or_default() += h.total_ns;
+            leaves
+        })
+        .into_values()
+        .max()
+        .unwrap_or(0);
+    let paced =
+        compress.total_ns as f64 >= 0.5 * write_out_ns as f64 && compress.total_ns > busiest_leaf;
+    paced.then(|| {
+        let words = format!(
+            "compression took {} of CPU on the pool's blocks ({} of it {} on {}, {}), against {} of write-out; the busiest disk's I/O took {}",
+            format_ns(compress.total_ns),
+            format_ns(heaviest.total_ns),
+            heaviest.class_name,
+            format_bytes(heaviest.bytes as f64),
+            ratio_words(heaviest.bytes, heaviest.bytes_out),
+            format_ns(write_out_ns),
+            format_ns(busiest_leaf)
+        );
+        (words, heaviest.class_name.clone())
+    })
+}
+
+/// "2.48x smaller", or "not smaller" where the compressed size is unknown
+/// or no smaller.
+fn ratio_words(bytes: u64, bytes_out: u64) -> String {
+    if bytes_out > 0 && bytes_out < bytes {
+        format!("{:.2}x smaller", bytes as f64 / bytes_out as f64)
+    } else {
+        "not smaller".to_owned()
+    }
 }
 
 /// Time per phase over the syncs, and the rest ("other"), largest first.
@@ -285,6 +344,33 @@ mod tests {
     fn recording(file: &str) -> Recording {
         let path = format!("{}/../tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
         Recording::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
+    }
+
+    /// zfs recv of one stream into zstd-19 and into compression=off on the
+    /// guest's zfs.ko (tests/data/README.md): both syncs are mostly their
+    /// write-out, but zstd-19's waited on compression, which the finding
+    /// names in place of the disks; off's on the disks.
+    #[test]
+    fn a_write_out_that_waited_on_compression_names_compression_not_the_disks() {
+        let action = |file: &str| {
+            let findings = explain(&recording(file), &ExplainOptions::default());
+            let found = findings
+                .into_iter()
+                .find(|f| f.kind == "txg_sync_phases")
+                .expect("a sync finding");
+            assert!(found.title.contains("writing out"), "{found:#?}");
+            (found.action, found.evidence)
+        };
+        let (zstd, evidence) = action("guest-2.4.4-recv-zstd-19.json");
+        assert!(zstd.starts_with("Compression (zstd-19)"), "{zstd}");
+        assert!(
+            evidence
+                .iter()
+                .any(|e| e.contains("zstd-19 on 16.0 MiB, 2.48x smaller")),
+            "{evidence:#?}"
+        );
+        let (off, _) = action("guest-2.4.4-recv-off.json");
+        assert!(off.starts_with("The disks set the pace"), "{off}");
     }
 
     /// A 4k random-write job throttled on a raidz1 of emulated HDDs with a
