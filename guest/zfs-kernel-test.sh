@@ -274,6 +274,10 @@ run_recv() {
         zfs get -Hp -o value compressratio sr/dst-$c > $d/ratio-$c.txt
         zprof explain --format json $d/recv-$c.json > $d/recv-$c-explain.json 2> $d/recv-$c-explain.err \
             || fail "zprof explain (zfs recv, $c): $(cat $d/recv-$c-explain.err)"
+        for out in folded svg; do
+            zprof flamegraph --kind workload -o $d/recv-$c.$out $d/recv-$c.json 2> $d/recv-$c-flamegraph.err \
+                || fail "zprof flamegraph (zfs recv, $c): $(cat $d/recv-$c-flamegraph.err)"
+        done
     done
     echo "recv: $(kprobes_left)" >> $R/detach.txt
     rm -f $V/stream

@@ -462,3 +462,45 @@ fn wall_clock_title_states_the_split_and_the_differential_graph_shows_zstd_grown
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// zfs recv of one 16 MiB stream on the guest's zfs.ko (tests/data/README.md):
+/// nearly all of a receive's time is its wait for the txg syncs that
+/// compress and write what it read. The workload graph splits that wait by
+/// what the syncs did, so under zstd-19 its widest frame is compression and
+/// with compression off the disks; the stage graph has one txg_wait_synced
+/// frame for both.
+#[test]
+fn a_receives_workload_graph_is_compression_under_zstd_19_and_the_disks_uncompressed() {
+    let dir = scratch("workload");
+    for (setting, widest) in [("zstd-19", "compression"), ("off", "disk I/O")] {
+        let recording = common::data_dir().join(format!("guest-2.4.4-recv-{setting}.json"));
+        for out in ["folded", "svg"] {
+            let status = zprof()
+                .arg("flamegraph")
+                .arg(&recording)
+                .args(["--kind", "workload", "-o"])
+                .arg(dir.join(format!("{setting}.{out}")))
+                .status()
+                .unwrap();
+            assert!(status.success(), "{setting} {out}");
+        }
+        let lines: Vec<String> = std::fs::read_to_string(dir.join(format!("{setting}.folded")))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let mut roots = std::collections::BTreeMap::<String, u64>::new();
+        for (frames, weight) in parse_folded(&lines).unwrap() {
+            *roots.entry(frames[0].clone()).or_default() += weight;
+        }
+        let all: u64 = roots.values().sum();
+        let (root, weight) = roots.iter().max_by_key(|(_, w)| **w).unwrap();
+        assert_eq!(root, widest, "{setting}: {roots:?}");
+        assert!(*weight as f64 > 0.5 * all as f64, "{setting}: {roots:?}");
+        assert!(!roots.contains_key("txg_wait_synced"), "{setting}: {roots:?}");
+        let svg = std::fs::read_to_string(dir.join(format!("{setting}.svg"))).unwrap();
+        assert_valid_xml(&svg);
+        assert!(svg.contains("zprof workload time by cause"), "{setting}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

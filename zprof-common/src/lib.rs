@@ -357,6 +357,15 @@ pub struct HistKey {
 /// cannot drift apart.
 pub const COUNT_ONLY_CLASS: u32 = 0x100;
 
+/// zio_type_t's read and write, the same in every release (the flush's
+/// type is not: it is the semantics' `zio_type_flush`).
+pub mod zio_type {
+    /// ZIO_TYPE_READ.
+    pub const READ: u32 = 1;
+    /// ZIO_TYPE_WRITE.
+    pub const WRITE: u32 = 2;
+}
+
 /// One histogram, aggregated per CPU in the kernel and summed in user space.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

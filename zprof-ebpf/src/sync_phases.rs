@@ -18,7 +18,7 @@ use aya_ebpf::{
     maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{OFFSET_UNKNOWN, Stage, SyncPhases, counter, sync_phase};
+use zprof_common::{OFFSET_UNKNOWN, Stage, SyncPhases, counter, sync_phase, zio_type};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
@@ -98,7 +98,7 @@ fn try_read_wait_entry(ctx: &ProbeContext) -> Result<(), u32> {
         return Ok(());
     }
     let zio = arg(ctx, 0);
-    if zio == phases.read_parent || zio_type(zio) == Some(ZIO_TYPE_READ) {
+    if zio == phases.read_parent || io_type(zio) == Some(zio_type::READ) {
         phases.read_wait_start_ns = unsafe { bpf_ktime_get_ns() };
     }
     Ok(())
@@ -122,12 +122,9 @@ fn try_read_wait_return(_ctx: &RetProbeContext) -> Result<(), u32> {
     Ok(())
 }
 
-/// zio_type_t's read (the same in every release).
-const ZIO_TYPE_READ: u32 = 1;
-
 /// zio_t.io_type of `zio`, where the offsets are known.
 #[inline(always)]
-fn zio_type(zio: u64) -> Option<u32> {
+fn io_type(zio: u64) -> Option<u32> {
     let offset = config_u32(&CONFIG.offsets.zio_type);
     if !offsets_valid() || offset == OFFSET_UNKNOWN {
         return None;

@@ -19,7 +19,7 @@ use aya_ebpf::{
     maps::{HashMap, LruHashMap},
     programs::{ProbeContext, RetProbeContext},
 };
-use zprof_common::{DIRTY_UNKNOWN, OFFSET_UNKNOWN, Stage, TxgHistoryEvent, counter};
+use zprof_common::{DIRTY_UNKNOWN, OFFSET_UNKNOWN, Stage, TxgHistoryEvent, counter, zio_type};
 
 use crate::core::{
     config::{CONFIG, config_u32, offsets_valid},
@@ -194,18 +194,15 @@ fn root_stats(ts: u64, which: &u32) -> Option<[u64; 4]> {
         return None;
     }
     let stats = ts + fields[0] as u64;
-    let at = |array: u32, zio_type: u64| read_or::<u64>(stats + array as u64 + 8 * zio_type, 0);
+    let at =
+        |array: u32, io_type: u32| read_or::<u64>(stats + array as u64 + 8 * io_type as u64, 0);
     Some([
-        at(fields[1], ZIO_TYPE_READ),
-        at(fields[1], ZIO_TYPE_WRITE),
-        at(fields[2], ZIO_TYPE_READ),
-        at(fields[2], ZIO_TYPE_WRITE),
+        at(fields[1], zio_type::READ),
+        at(fields[1], zio_type::WRITE),
+        at(fields[2], zio_type::READ),
+        at(fields[2], zio_type::WRITE),
     ])
 }
-
-/// zio_type_t values (the same in every release).
-const ZIO_TYPE_READ: u64 = 1;
-const ZIO_TYPE_WRITE: u64 = 2;
 
 /// vdev_get_stats returns: inside fini_io on this thread, it has just
 /// filled the txg_stat_t's vs2, which ZFS subtracts vs1 from for the kstat.

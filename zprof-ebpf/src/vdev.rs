@@ -15,7 +15,7 @@ use aya_ebpf::{
 };
 use zprof_common::{
     ALLOC_BIAS_SPECIAL, InFlight, LEAF_PLACES_TRACKED, LOG_WENT_TO_LOG_VDEV, LOG_WENT_TO_SPECIAL,
-    LeafPlace, Stage, VDEV_CACHE_DEVICE, ZIO_WINDOW, counter,
+    LeafPlace, Stage, VDEV_CACHE_DEVICE, ZIO_WINDOW, counter, zio_type,
 };
 
 use crate::core::{
@@ -182,7 +182,7 @@ fn record_leaf_io(zio: &LeafZio, delta: u64) {
     // sync's label or uberblock write, which goes to every leaf (a special
     // vdev's too) and which no commit waits for.
     let config_writer = 1u32 << (config_u32(&CONFIG.semantics.zio_flag_config_writer_bit) & 31);
-    if zio.io_type == 2 && zio.priority == 1 && zio.flags & config_writer == 0 {
+    if zio.io_type == zio_type::WRITE && zio.priority == 1 && zio.flags & config_writer == 0 {
         charge_commit_write(zio.spa, top, delta);
     }
     record(

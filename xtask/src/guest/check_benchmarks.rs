@@ -14,7 +14,9 @@
 //!   settings' wall times differ by more than a fifth, zprof's time for the
 //!   receive (dmu_recv_stream, then its wait for the txg to sync) orders
 //!   them the same way; explain says the syncs' write-out waited on
-//!   compression under zstd-19, and on the disks with compression off.
+//!   compression under zstd-19, and on the disks with compression off; and
+//!   the workload flame graph's widest frame is compression under zstd-19,
+//!   not with compression off.
 //! - zvol stream: the zvol's write requests hold the 64 MiB dd wrote; the
 //!   1M zvol took them faster than the 8k one, and its leaves wrote fewer
 //!   bytes per byte (explain's write amplification figure).
@@ -71,8 +73,16 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
             }
         }
     }
+    let mut widest = Vec::new();
     for (setting, paced_by_compression) in [("zstd-19", true), ("off", false)] {
         check_sync_pace(dir, setting, paced_by_compression)?;
+        let (root, share) = widest_root(dir, setting)?;
+        ensure!(
+            (root == "compression") == paced_by_compression,
+            "{setting}: the workload flame graph's widest frame is {root} ({:.0}%)",
+            share * 100.0
+        );
+        widest.push(format!("{setting}: {root} {:.0}%", share * 100.0));
     }
     let table: Vec<String> = received
         .iter()
@@ -89,9 +99,30 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
         })
         .collect();
     Ok(format!(
-        "a {stream}-byte stream received: {}",
-        table.join("; ")
+        "a {stream}-byte stream received: {}; the workload flame graphs' widest frames: {}",
+        table.join("; "),
+        widest.join(", ")
     ))
+}
+
+/// The widest root frame of a receive's workload flame graph
+/// (recv-SETTING.folded), and its share of the graph.
+fn widest_root(dir: &Path, setting: &str) -> anyhow::Result<(String, f64)> {
+    let text = std::fs::read_to_string(dir.join(format!("recv-{setting}.folded")))?;
+    let mut roots = std::collections::BTreeMap::<String, u64>::new();
+    for line in text.lines() {
+        let (stack, weight) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| anyhow!("{setting}: not a folded line: {line}"))?;
+        let root = stack.split(';').next().unwrap_or(stack).to_owned();
+        *roots.entry(root).or_default() += weight.parse::<u64>()?;
+    }
+    let all: u64 = roots.values().sum();
+    roots
+        .into_iter()
+        .max_by_key(|(_, w)| *w)
+        .map(|(root, w)| (root, w as f64 / all.max(1) as f64))
+        .ok_or_else(|| anyhow!("{setting}: an empty workload flame graph"))
 }
 
 /// Whether explain's txg-sync finding of a receive says compression set

@@ -12,4 +12,5 @@ pub mod read_path;
 pub mod slog_check;
 pub mod sync_path;
 pub mod top_vdevs;
+pub mod waited_for;
 pub mod zvol_blocks;

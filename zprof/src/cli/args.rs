@@ -335,6 +335,10 @@ pub enum FlameKindArg {
     /// (compression, checksums, waiting for the ZIL, ...); idle threads left
     /// out (record --off-cpu).
     Wall,
+    /// The workload's stage time, its waits for txg sync split by what the
+    /// syncs did (their phases; the write-out by compression, checksums and
+    /// the busiest disk): compression or I/O for a zfs recv.
+    Workload,
 }
 
 /// `zprof flamegraph`.
@@ -352,7 +356,8 @@ pub struct FlamegraphArgs {
     /// wall kinds), e.g. the benchmark without ZFS's idle taskq threads.
     #[arg(long, value_name = "NAME")]
     pub process: Vec<String>,
-    /// Only this pool's stage time (stages kind: stacks are not kept per pool).
+    /// Only this pool's stage time (stages and workload kinds: stacks are not
+    /// kept per pool).
     #[arg(long, value_name = "POOL")]
     pub pool: Option<String>,
 }
@@ -533,6 +538,7 @@ impl From<FlameKindArg> for FlameKind {
             FlameKindArg::Cpu => FlameKind::Cpu,
             FlameKindArg::OffCpu => FlameKind::OffCpu,
             FlameKindArg::Wall => FlameKind::Wall,
+            FlameKindArg::Workload => FlameKind::Workload,
         }
     }
 }

@@ -90,9 +90,10 @@ pub(super) fn only_processes(
     if processes.is_empty() {
         return Ok(lines);
     }
-    if kind == crate::render::flamegraph::FlameKind::Stages {
+    use crate::render::flamegraph::FlameKind;
+    if matches!(kind, FlameKind::Stages | FlameKind::Workload) {
         return Err(UsageError(
-            "--process applies to the cpu and off-cpu kinds: stage time is not kept per process"
+            "--process applies to the cpu, off-cpu and wall kinds: stage time is not kept per process"
                 .into(),
         )
         .into());
@@ -125,9 +126,10 @@ pub(super) fn only_pool(
     kind: crate::render::flamegraph::FlameKind,
     pool: &str,
 ) -> anyhow::Result<Recording> {
-    if kind != crate::render::flamegraph::FlameKind::Stages {
+    use crate::render::flamegraph::FlameKind;
+    if !matches!(kind, FlameKind::Stages | FlameKind::Workload) {
         return Err(UsageError(
-            "--pool applies to the stages kind: CPU and off-CPU stacks are not kept per pool"
+            "--pool applies to the stages and workload kinds: CPU and off-CPU stacks are not kept per pool"
                 .into(),
         )
         .into());

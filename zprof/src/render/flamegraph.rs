@@ -10,7 +10,10 @@
 //! - wall clock: the CPU samples (as time) and the off-CPU time together, under
 //!   a root frame per kind of time (compression, checksums, other CPU, waiting
 //!   for the ZIL, for txg sync, throttled, ...), idle threads left out: the
-//!   answer to "compression or I/O?" in one picture, its split in the title.
+//!   answer to "compression or I/O?" in one picture, its split in the title;
+//! - workload: the workload's stage time, with its waits for txg sync split by
+//!   what the syncs did (`analyze::waited_for`): a `zfs recv` into zstd-19
+//!   is mostly compression, the same stream uncompressed mostly the disks.
 //!
 //! And a differential graph of two recordings of one kind (`compare
 //! --flamegraph`), normalised to the same workload operations.
@@ -57,6 +60,10 @@ fn classes(rec: &Recording, stage: Stage) -> Vec<String> {
 pub fn stage_stacks(rec: &Recording) -> Folded {
     let mut weights = Weights::default();
     workload_stacks(rec, &mut weights);
+    weights.add(
+        "txg_wait_synced".into(),
+        total(rec, Stage::TxgWaitSynced, None),
+    );
     // ZFS's own threads: each txg's sync, split into its phases where the
     // recording has them (the rest stays spa_sync's own frame).
     let mut phases_ns = 0;
@@ -72,11 +79,21 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
     compression_stacks(rec, &mut weights);
     pipeline_stacks(rec, &mut weights);
     vdev_stacks(rec, &mut weights);
-    weights
-        .0
-        .into_iter()
-        .map(|(stack, w)| format!("{stack} {w}"))
-        .collect()
+    weights.folded()
+}
+
+/// The frame under each share of a txg-sync wait in the workload graph.
+const WAITED_FOR: &str = "waited for at txg sync";
+
+/// The workload's stage time, its txg-sync waits split by their causes
+/// (what the syncs did), weighted in microseconds.
+pub fn workload_cause_stacks(rec: &Recording) -> Folded {
+    let mut weights = Weights::default();
+    workload_stacks(rec, &mut weights);
+    for (frames, ns) in crate::analyze::waited_for::txg_wait_causes(rec) {
+        weights.add(format!("{};{WAITED_FOR}", frames.join(";")), ns);
+    }
+    weights.folded()
 }
 
 /// Folded stacks and their weights in microseconds.
@@ -84,6 +101,14 @@ pub fn stage_stacks(rec: &Recording) -> Folded {
 struct Weights(BTreeMap<String, u64>);
 
 impl Weights {
+    /// The stacks as folded lines.
+    fn folded(self) -> Folded {
+        self.0
+            .into_iter()
+            .map(|(stack, w)| format!("{stack} {w}"))
+            .collect()
+    }
+
     /// Adds `ns` to `stack` (spans under a microsecond are left out).
     fn add(&mut self, stack: String, ns: u64) {
         if ns >= 1_000 {
@@ -92,8 +117,9 @@ impl Weights {
     }
 }
 
-/// The workload's own threads: writes and the throttle, reads, and fsync's
-/// zil_commit split into its log writes, flushes and waits.
+/// The workload's own threads: writes and the throttle, reads, a zfs recv's
+/// stream, and fsync's zil_commit split into its log writes, flushes and
+/// waits (their waits for txg sync are the caller's).
 fn workload_stacks(rec: &Recording, weights: &mut Weights) {
     let mut add = |stack: String, ns: u64| weights.add(stack, ns);
     add(
@@ -130,8 +156,8 @@ fn workload_stacks(rec: &Recording, weights: &mut Weights) {
         total(rec, Stage::ZilCommit, None).saturating_sub(inside_commit),
     );
     add(
-        "txg_wait_synced".into(),
-        total(rec, Stage::TxgWaitSynced, None),
+        "zfs recv;dmu_recv_stream".into(),
+        total(rec, Stage::Recv, None),
     );
 }
 
@@ -270,6 +296,7 @@ pub fn stacks_of(rec: &Recording, kind: FlameKind) -> Result<Folded, String> {
             Ok(offcpu_stacks(rec))
         }
         FlameKind::Wall => Ok(wall_clock(rec)?.0),
+        FlameKind::Workload => Ok(workload_cause_stacks(rec)),
     }
 }
 
@@ -284,6 +311,8 @@ pub enum FlameKind {
     OffCpu,
     /// On-CPU and off-CPU time together, under a root per kind of time.
     Wall,
+    /// The workload's stage time, its txg-sync waits split by cause.
+    Workload,
 }
 
 /// A kind's name as the command line spells it.
@@ -293,6 +322,7 @@ pub fn kind_name(kind: FlameKind) -> String {
         FlameKind::Cpu => "cpu",
         FlameKind::OffCpu => "off-cpu",
         FlameKind::Wall => "wall",
+        FlameKind::Workload => "workload",
     }
     .to_owned()
 }
@@ -571,6 +601,16 @@ pub fn titles(rec: &Recording, kind: FlameKind) -> Titles {
         FlameKind::OffCpu => offcpu_titles(rec, &target),
         FlameKind::Cpu => cpu_titles(rec, &target),
         FlameKind::Stages => stage_titles(rec, &target),
+        FlameKind::Workload => workload_titles(rec, &target),
+    }
+}
+
+/// The workload view's titles: how its waits were split.
+fn workload_titles(rec: &Recording, target: &str) -> Titles {
+    Titles {
+        title: format!("zprof workload time by cause: {target}, {:.1} s", rec.duration_s),
+        subtitle: "width = the workload's time in each stage, summed over threads; its txg-sync waits split as its pool's syncs spent theirs".into(),
+        count_name: "us".into(),
     }
 }
 
