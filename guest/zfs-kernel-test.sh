@@ -279,6 +279,9 @@ run_recv() {
                 || fail "zprof flamegraph (zfs recv, $c): $(cat $d/recv-$c-flamegraph.err)"
         done
     done
+    # One row per setting: time, bytes the leaves wrote, compression's CPU.
+    zprof compare --format json $(for c in $RECV_SETTINGS; do echo $d/recv-$c.json; done) \
+        > $d/settings.json 2> $d/settings.err || fail "zprof compare (zfs recv): $(cat $d/settings.err)"
     echo "recv: $(kprobes_left)" >> $R/detach.txt
     rm -f $V/stream
     destroy_pool sr

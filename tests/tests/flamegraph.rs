@@ -497,7 +497,10 @@ fn a_receives_workload_graph_is_compression_under_zstd_19_and_the_disks_uncompre
         let (root, weight) = roots.iter().max_by_key(|(_, w)| **w).unwrap();
         assert_eq!(root, widest, "{setting}: {roots:?}");
         assert!(*weight as f64 > 0.5 * all as f64, "{setting}: {roots:?}");
-        assert!(!roots.contains_key("txg_wait_synced"), "{setting}: {roots:?}");
+        assert!(
+            !roots.contains_key("txg_wait_synced"),
+            "{setting}: {roots:?}"
+        );
         let svg = std::fs::read_to_string(dir.join(format!("{setting}.svg"))).unwrap();
         assert_valid_xml(&svg);
         assert!(svg.contains("zprof workload time by cause"), "{setting}");

@@ -16,7 +16,9 @@
 //!   them the same way; explain says the syncs' write-out waited on
 //!   compression under zstd-19, and on the disks with compression off; and
 //!   the workload flame graph's widest frame is compression under zstd-19,
-//!   not with compression off.
+//!   not with compression off; `zprof compare` of the five has a row each,
+//!   zstd-19's named for its setting with the most compression time, and
+//!   compression off's leaves wrote the most.
 //! - zvol stream: the zvol's write requests hold the 64 MiB dd wrote; the
 //!   1M zvol took them faster than the 8k one, and its leaves wrote fewer
 //!   bytes per byte (explain's write amplification figure).
@@ -84,6 +86,7 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
         );
         widest.push(format!("{setting}: {root} {:.0}%", share * 100.0));
     }
+    check_settings_table(dir)?;
     let table: Vec<String> = received
         .iter()
         .map(|r| {
@@ -103,6 +106,31 @@ pub fn check_recv(dir: &Path) -> anyhow::Result<String> {
         table.join("; "),
         widest.join(", ")
     ))
+}
+
+/// `zprof compare`'s row per setting (settings.json), in [`SETTINGS`]' order.
+fn check_settings_table(dir: &Path) -> anyhow::Result<()> {
+    let table = read_json(&dir.join("settings.json"))?;
+    let rows = table.as_array().map(Vec::as_slice).unwrap_or_default();
+    ensure!(
+        rows.len() == SETTINGS.len(),
+        "compare has {} rows: {table}",
+        rows.len()
+    );
+    let field = |row: &Value, name: &str| row[name].as_u64().unwrap_or(0);
+    let most = |name: &str| {
+        rows.iter()
+            .enumerate()
+            .max_by_key(|(_, r)| field(r, name))
+            .map(|(i, _)| SETTINGS[i])
+    };
+    ensure!(
+        most("compression_ns") == Some("zstd-19") && most("leaf_bytes") == Some("off"),
+        "compare's rows: {table}"
+    );
+    let zstd = &rows[SETTINGS.len() - 1]["main_compression"][0];
+    ensure!(zstd == "zstd-19", "zstd-19's main setting is {zstd}");
+    Ok(())
 }
 
 /// The widest root frame of a receive's workload flame graph

@@ -9,6 +9,7 @@ pub mod findings;
 pub mod live;
 pub mod phases;
 pub mod read_path;
+pub mod settings;
 pub mod slog_check;
 pub mod sync_path;
 pub mod top_vdevs;

@@ -304,6 +304,12 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The recording to compare with it.
     pub b: PathBuf,
+    /// More recordings of the same workload under other settings (a zfs
+    /// recv of one stream into each compression setting): with any, one row
+    /// per recording (wall time, bytes written, bytes the leaves wrote,
+    /// compression's CPU, leaf bytes saved per second more than A's) in
+    /// place of the stage table.
+    pub more: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,

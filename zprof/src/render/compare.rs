@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 use crate::{
     analyze::{
         compare::{CompareRow, Comparison},
+        settings::SettingRow,
         slog_check::SlogCheck,
     },
     recording::{Summary, classes::COUNT_ONLY},
-    units::{format_count, format_ns},
+    units::{format_bytes, format_count, format_ns},
 };
 
 fn delta(a: f64, b: f64) -> String {
@@ -117,6 +118,59 @@ pub fn render(c: &Comparison) -> String {
         }
     }
     out
+}
+
+/// One workload under several settings: a row per recording.
+pub fn render_settings(rows: &[SettingRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>8} {:>10} {:>10} {:>9} {:>16} {:>16}",
+        "RECORDING", "WALL", "WRITTEN", "LEAVES", "COMPRESS", "MAIN SETTING", "SAVED/EXTRA S"
+    );
+    let first_wall_s = rows.first().map_or(0.0, |r| r.wall_s);
+    for (index, row) in rows.iter().enumerate() {
+        let setting = row
+            .main_compression
+            .as_ref()
+            .map_or("-".to_owned(), |(name, ratio)| {
+                format!("{name} {ratio:.2}x")
+            });
+        let saved = match row.saved_bytes_per_extra_s {
+            Some(bytes) if bytes <= 0.0 => "none".to_owned(),
+            Some(bytes) => format!("{}/s", format_bytes(bytes)),
+            None if index > 0 && row.wall_s <= first_wall_s => "faster".to_owned(),
+            None => "-".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>7.2}s {:>10} {:>10} {:>9} {:>16} {:>16}",
+            shorten(&row.name, 28),
+            row.wall_s,
+            format_bytes(row.workload_bytes as f64),
+            format_bytes(row.leaf_bytes as f64),
+            format_ns(row.compression_ns),
+            setting,
+            saved
+        );
+    }
+    let _ = writeln!(
+        out,
+        "WRITTEN: what the workload wrote (a receive's stream); LEAVES: what the leaf vdevs wrote for it (parity and metadata too); COMPRESS: compression's CPU time over threads; MAIN SETTING: the compression that took the most bytes (half the workload's or more), with its ratio; SAVED/EXTRA S: leaf bytes saved per second of wall time more than the first row"
+    );
+    out
+}
+
+/// The last `width` characters of a name (its file name end tells runs apart).
+fn shorten(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    if chars.len() <= width {
+        name.to_owned()
+    } else {
+        std::iter::once('…')
+            .chain(chars[chars.len() - (width - 1)..].iter().copied())
+            .collect()
+    }
 }
 
 /// A's SLOG what-if on B's log device, against B.

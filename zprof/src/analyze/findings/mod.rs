@@ -40,7 +40,7 @@ mod reflow;
 mod sync_writes;
 mod txg_sync;
 mod unsplit;
-mod writes;
+pub(crate) mod writes;
 mod zvol;
 
 use unsplit::{

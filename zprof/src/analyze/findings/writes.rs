@@ -103,7 +103,7 @@ pub(super) fn write_amplification(
 /// writes in the traced processes), else the write requests' (zvol writes
 /// run on ZFS's zvol threads, not the writer's: only their bios are the
 /// writer's).
-fn written_by_workload(rec: &Recording) -> Option<(u64, &'static str)> {
+pub(crate) fn written_by_workload(rec: &Recording) -> Option<(u64, &'static str)> {
     let workload = stat(rec, Stage::WorkloadWrite, None).bytes;
     if workload > 0 {
         return Some((workload, "the workload"));
