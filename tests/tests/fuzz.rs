@@ -130,10 +130,18 @@ fn render_all(rec: &Recording) -> String {
         rec,
         ("a".into(), "b".into()),
     )));
-    for line in flamegraph::stage_stacks(rec) {
+    for line in flamegraph::stage_stacks(rec)
+        .into_iter()
+        .chain(flamegraph::workload_cause_stacks(rec))
+    {
         out.push_str(&line);
         out.push('\n');
     }
+    let settings = zprof::analyze::settings::setting_rows(&[
+        ("a".into(), rec.clone()),
+        ("b".into(), rec.clone()),
+    ]);
+    out.push_str(&zprof::render::compare::render_settings(&settings));
     out
 }
 

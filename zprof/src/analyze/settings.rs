@@ -61,12 +61,11 @@ fn row(name: &str, rec: &Recording) -> SettingRow {
     let leaf_bytes = pick(rec, Stage::VdevTotal, None, None)
         .into_iter()
         .filter(|h| h.class_name.contains("write"))
-        .map(|h| h.bytes)
-        .sum();
+        .fold(0u64, |sum, h| sum.saturating_add(h.bytes));
     let main_compression = pick(rec, Stage::Compress, None, None)
         .into_iter()
         .max_by_key(|h| h.bytes)
-        .filter(|h| h.bytes_out > 0 && 2 * h.bytes >= workload_bytes)
+        .filter(|h| h.bytes_out > 0 && h.bytes.saturating_mul(2) >= workload_bytes)
         .map(|h| (h.class_name.clone(), h.bytes as f64 / h.bytes_out as f64));
     SettingRow {
         name: name.to_owned(),

@@ -67,15 +67,22 @@ pub fn slog_check(a: &Recording, b: &Recording) -> Option<SlogCheck> {
         predicted.total / path_a.writes_per_commit(),
         ops_b / path_b.writes_per_commit(),
     );
+    let finite = |(x, y, z): (f64, f64, f64)| x.is_finite() && y.is_finite() && z.is_finite();
     let transactions = tps(a)
         .zip(tps(b))
-        .map(|(tps_a, tps_b)| (tps_a, tps_a * commits.1 / commits.0.max(1e-9), tps_b));
+        .map(|(tps_a, tps_b)| (tps_a, tps_a * commits.1 / commits.0.max(1e-9), tps_b))
+        .filter(|t| finite(*t));
+    let sync_writes = (ops_a, predicted.total, ops_b);
+    // A damaged recording's figures are not a prediction.
+    if !finite(sync_writes) || !finite(commits) {
+        return None;
+    }
     Some(SlogCheck {
         pools: (pool_a, pool_b),
         device_write_ns: device.write_ns,
         device_flush_ns: device.flush_ns,
         serial: path_a.serial.is_some(),
-        sync_writes: (ops_a, predicted.total, ops_b),
+        sync_writes,
         commits,
         transactions,
     })

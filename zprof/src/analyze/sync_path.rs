@@ -113,8 +113,7 @@ fn commit_starts(rec: &Recording, pool: &str) -> (u64, u64) {
     let count = |gap: bool| {
         rows(rec, Stage::CommitGap, pool)
             .filter(|h| is_gap(h) == gap)
-            .map(|h| h.count)
-            .sum::<u64>()
+            .fold(0u64, |sum, h| sum.saturating_add(h.count))
     };
     (count(true), count(false))
 }
@@ -123,7 +122,8 @@ fn commit_starts(rec: &Recording, pool: &str) -> (u64, u64) {
 /// progress (None for a recording made before zprof measured it).
 fn overlap_share(rec: &Recording, pool: &str) -> Option<f64> {
     let (gaps, overlapped) = commit_starts(rec, pool);
-    (gaps + overlapped > 0).then(|| overlapped as f64 / (gaps + overlapped) as f64)
+    let starts = gaps.saturating_add(overlapped);
+    (starts > 0).then(|| overlapped as f64 / starts as f64)
 }
 
 impl SerialCommits {
@@ -132,7 +132,7 @@ impl SerialCommits {
     /// recording has no gaps (made before zprof measured them).
     fn measure(rec: &Recording, pool: &str, writers: f64) -> Option<SerialCommits> {
         let (gaps, overlapped) = commit_starts(rec, pool);
-        let starts = (gaps + overlapped) as f64;
+        let starts = gaps.saturating_add(overlapped) as f64;
         if gaps == 0
             || writers < SERIAL_WRITERS
             || overlapped as f64 > SERIAL_OVERLAP_SHARE * starts
@@ -333,7 +333,8 @@ impl SyncPath {
             Some(serial) => (
                 self.commit.stalled_ns + serial.gap.stalled_ns,
                 commits
-                    + serial.gap.typical_mean_ns * (serial.gaps - serial.gap.stalled) as f64
+                    + serial.gap.typical_mean_ns
+                        * serial.gaps.saturating_sub(serial.gap.stalled) as f64
                     + serial.gap.stalled_ns,
             ),
             None => (

@@ -55,7 +55,7 @@ fn pool_causes(rec: &Recording, pool: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     let mut phases_ns = 0;
     for phase in pick(rec, Stage::SyncPhase, Some(pool), None) {
-        phases_ns += phase.total_ns;
+        phases_ns = phase.total_ns.saturating_add(phases_ns);
         if phase.class_name == "write_out" {
             causes.extend(write_out_causes(rec, pool, share(phase.total_ns)));
         } else {
@@ -96,7 +96,9 @@ fn write_out_causes(rec: &Recording, pool: &str, ns: u64) -> Vec<Cause> {
         vec!["disk I/O".to_owned(), "the busiest disk".to_owned()],
         busiest_leaf_ns(rec, pool),
     ));
-    let all: u64 = parts.iter().map(|(_, t)| t).sum();
+    let all = parts
+        .iter()
+        .fold(0u64, |all, (_, t)| all.saturating_add(*t));
     if all == 0 {
         return vec![(vec!["txg sync: write_out".to_owned()], ns)];
     }
@@ -110,7 +112,8 @@ fn write_out_causes(rec: &Recording, pool: &str, ns: u64) -> Vec<Cause> {
 fn busiest_leaf_ns(rec: &Recording, pool: &str) -> u64 {
     let mut leaves = BTreeMap::<u64, u64>::new();
     for h in pick(rec, Stage::VdevTotal, Some(pool), None) {
-        *leaves.entry(h.vdev).or_default() += h.total_ns;
+        let leaf = leaves.entry(h.vdev).or_default();
+        *leaf = leaf.saturating_add(h.total_ns);
     }
     leaves.into_values().max().unwrap_or(0)
 }
@@ -119,7 +122,8 @@ fn busiest_leaf_ns(rec: &Recording, pool: &str) -> u64 {
 fn merge(causes: Vec<Cause>) -> Vec<Cause> {
     let mut merged = BTreeMap::<Vec<String>, u64>::new();
     for (frames, ns) in causes {
-        *merged.entry(frames).or_default() += ns;
+        let sum = merged.entry(frames).or_default();
+        *sum = sum.saturating_add(ns);
     }
     merged.into_iter().filter(|(_, ns)| *ns > 0).collect()
 }

@@ -324,7 +324,7 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
         evidence.push(format!(
             "the pool's commits ran one at a time ({} of {} started while another was in progress) though {:.1} writers made them: a commit and the gap after it, {} + {} (typical means), so each writer's own time is mostly the others' commits",
             format_count(serial.overlapped as f64),
-            format_count((serial.gaps + serial.overlapped) as f64),
+            format_count(serial.gaps.saturating_add(serial.overlapped) as f64),
             path.writers,
             format_ns(path.commit.typical_mean_ns as u64),
             format_ns(serial.gap.typical_mean_ns as u64),
@@ -529,7 +529,7 @@ fn slog_model_line(path: &SyncPath, rule: CommitTimeout) -> String {
         Some(serial) => format!(
             "the pool's commits ran one at a time ({} of {} started while another was in progress) though {:.1} writers made them: they waited for each other's commits (a database's log flush under its lock), so a writer's own time {} is mostly the others' commits; for the pool, writes/s = {:.1} writes per commit / (commit + the gap between commits {})",
             format_count(serial.overlapped as f64),
-            format_count((serial.gaps + serial.overlapped) as f64),
+            format_count(serial.gaps.saturating_add(serial.overlapped) as f64),
             path.writers,
             format_ns(path.cycle.typical_mean_ns as u64),
             path.writes_per_commit(),

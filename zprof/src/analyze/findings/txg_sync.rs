@@ -171,7 +171,8 @@ fn compression_pace(rec: &Recording, write_out_ns: u64) -> Option<(String, Strin
     let busiest_leaf = pick(rec, Stage::VdevTotal, None, None)
         .into_iter()
         .fold(BTreeMap::<(&str, u64), u64>::new(), |mut leaves, h| {
-            *leaves.entry((h.pool.as_str(), h.vdev)).or_default() += h.total_ns;
+            let leaf = leaves.entry((h.pool.as_str(), h.vdev)).or_default();
+            *leaf = leaf.saturating_add(h.total_ns);
             leaves
         })
         .into_values()
