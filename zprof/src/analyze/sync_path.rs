@@ -38,11 +38,11 @@
 //! row until the previous commit ends, so the pool's commits never overlap
 //! though several backends make them. A writer's own time between its
 //! commits is then mostly the other writers' commits, and shrinks with
-//! them: on a guest's pgbench (4 clients, raidz1 of 5 ms disks) it was 68 ms
-//! without a log vdev and 18 ms with one, where the gap between the pool's
-//! commits stayed 3-4 ms. Where the pool's commits ran one at a time
+//! them: on a guest's pgbench (4 clients, raidz1 of 5 ms disks) it was 60-74
+//! ms without a log vdev and 18-20 ms with one, where the gap between the
+//! pool's commits went from 3.6-6.5 ms to 2.7-4.0 ms. Where the pool's commits ran one at a time
 //! ([`SerialCommits`]), the model takes the pool's rate as one commit plus
-//! one gap, the gap kept whole.
+//! one gap, the gap scaled a little ([`SERIAL_GAP_WEIGHT`]).
 
 use zprof_common::{COMMIT_OVERLAPPED, Stage};
 
@@ -86,6 +86,22 @@ pub const LOG_DEVICE_LEAF_IOS: f64 = 2.0;
 /// The largest share of a pool's commits that may start while another is in
 /// progress for its commits to count as one after another.
 pub const SERIAL_OVERLAP_SHARE: f64 = 0.1;
+
+/// How far the point prediction scales the gap between serial commits from
+/// kept whole (0) to per leaf I/O (1), in log space: a tenth of the way,
+/// 0.86 of itself at pgbench's 8.9 leaf I/Os per commit. With a log vdev
+/// the gap came out 0.58-0.84 of the one without in 8 pairs of the guest's
+/// pgbench runs (the next backend wakes from a shorter sleep; the lock
+/// passes sooner): kept whole, the what-if was 27% low to 6% high against
+/// the runs with the log vdev; at 0.1, 18% low to 19% high; at 0.2, 8% low
+/// to 34% high. The range keeps it whole at one end and
+/// [`SERIAL_GAP_LEAST`] of it at the other.
+pub const SERIAL_GAP_WEIGHT: f64 = 0.1;
+
+/// The least share of the gap between serial commits the range keeps: the
+/// least the guest's pgbench pairs kept was 0.58 (scaled per leaf I/O it
+/// would keep 0.22 at 8.9 leaf I/Os per commit, four times the rate).
+pub const SERIAL_GAP_LEAST: f64 = 0.55;
 
 /// Sync writers from which commits one after another mean the writers
 /// waited for each other (with one writer both models are the same).
@@ -404,13 +420,15 @@ impl SyncPath {
         // the two parts apart in one run.
         let scale = per_leaf.powf(weight);
         let kept = 1.0 - self.stall_fraction();
-        let rate = |non_device_scale: f64| {
+        // The rate with the commit's other time and the gap between serial
+        // commits scaled so.
+        let rate = |non_device_scale: f64, gap_scale: f64| {
             let commit = timeout + device_ns + self.other_ns * non_device_scale;
             match &self.serial {
-                // The pool's rate: one commit and one gap, the gap (the
-                // writers' work between commits) kept whole.
+                // The pool's rate: one commit and one gap (the writers' work
+                // between commits).
                 Some(serial) => {
-                    let pool_cycle = commit + serial.gap.typical_mean_ns;
+                    let pool_cycle = commit + serial.gap.typical_mean_ns * gap_scale;
                     let total = self.writes_per_commit() * 1e9 / pool_cycle.max(1.0) * kept;
                     (commit, (writers * pool_cycle - commit).max(0.0), total)
                 }
@@ -422,15 +440,19 @@ impl SyncPath {
                 }
             }
         };
-        let (commit_ns, cycle_ns, total) = rate(scale);
-        let (_, _, all_per_commit) = rate(1.0);
-        let (_, _, all_per_leaf) = rate(per_leaf);
+        let (commit_ns, cycle_ns, total) = rate(scale, per_leaf.powf(SERIAL_GAP_WEIGHT));
+        let (_, _, all_per_commit) = rate(1.0, 1.0);
+        let (_, _, all_per_leaf) = rate(per_leaf, SERIAL_GAP_LEAST.max(per_leaf));
         Prediction {
             commit_ns,
             cycle_ns,
             total,
             range: (all_per_commit, all_per_leaf),
             non_device_scale: scale,
+            gap_scale: self
+                .serial
+                .as_ref()
+                .map(|_| per_leaf.powf(SERIAL_GAP_WEIGHT)),
         }
     }
 }
@@ -510,6 +532,9 @@ pub struct Prediction {
     pub range: (f64, f64),
     /// The share of the non-device time kept (log device's leaf I/Os over the pool's).
     pub non_device_scale: f64,
+    /// The share of the gap between serial commits kept (None where the
+    /// commits were not serial).
+    pub gap_scale: Option<f64>,
 }
 
 #[cfg(test)]

@@ -611,8 +611,16 @@ fn predict_devices(
         if gain.is_finite() {
             out.best_gain = out.best_gain.max(gain);
         }
+        let high_end = if path.serial.is_some() {
+            format!(
+                "the other per leaf I/O, the gap at {:.0}%",
+                sync_path::SERIAL_GAP_LEAST * 100.0
+            )
+        } else {
+            "all per leaf I/O".to_owned()
+        };
         out.lines.push(format!(
-            "with a {name} log device (write {}{}, flush {}): commit about {}, about {} sync writes/s ({}x the {}/s measured by {measured_by}); between {} (the non-device time all per commit) and {} (all per leaf I/O)",
+            "with a {name} log device (write {}{}, flush {}): commit about {}, about {} sync writes/s ({}x the {}/s measured by {measured_by}); between {} (the non-device time all per commit) and {} ({high_end})",
             format_ns(write_ns as u64),
             block_size_words(device, path.log_block_bytes),
             format_ns(device.flush_ns as u64),
@@ -645,19 +653,28 @@ fn slog_limits(
     rule: CommitTimeout,
     saturated: Option<f64>,
 ) -> Vec<String> {
-    let (own, scaled) = if path.serial.is_some() {
-        ("the gap between commits, kept whole,", "the other")
-    } else {
-        ("the writer's own", "it")
+    let kept = |share: f64| format!("{:.0}%", share * 100.0);
+    let (own, scaled) = match first.and_then(|p| p.gap_scale) {
+        Some(gap) => (
+            "the gap between commits",
+            format!(
+                "{} of the other and {} of the gap (the next writer wakes from a shorter sleep)",
+                kept(first.map_or(1.0, |p| p.non_device_scale)),
+                kept(gap)
+            ),
+        ),
+        None => (
+            "the writer's own",
+            format!("{} of it", kept(first.map_or(1.0, |p| p.non_device_scale))),
+        ),
     };
     let uncertainty = format!(
-        "the largest uncertainty is the non-device time, {} per commit (other {} + {own} {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {:.0}% of {scaled} ({})",
+        "the largest uncertainty is the non-device time, {} per commit (other {} + {own} {}): it was measured with {:.1} leaf I/Os per commit and a log device has {:.0}; the prediction keeps {scaled} ({})",
         format_ns(path.non_device_ns() as u64),
         format_ns(path.other_ns as u64),
         format_ns(path.own_time_ns() as u64),
         path.leaf_ios_per_commit,
         sync_path::LOG_DEVICE_LEAF_IOS,
-        first.map_or(100.0, |p| p.non_device_scale * 100.0),
         match rec.machine_cpu_busy {
             Some(busy) => format!("between per leaf I/O and per commit: the machine's CPUs were {} busy", pct(busy)),
             None => "between per leaf I/O and per commit: the recording does not say how busy the machine was".into(),
@@ -669,7 +686,7 @@ fn slog_limits(
     ];
     if path.serial.is_some() {
         missing.push(format!(
-            "the sync writes per commit ({:.1}) are taken to stay as they were; a database's may fall with faster commits (PostgreSQL's WAL pages per commit went from 2.3 to 1.8 with a log vdev in zprof's guest), so its commits and transactions are the figures to compare (zprof compare of this run and one with a log device sets them beside the prediction)",
+            "the sync writes per commit ({:.1}) are taken to stay as they were; a database's may fall with faster commits (PostgreSQL's WAL writes per commit went from 2.3 to 1.9 with a log vdev in zprof's guest), so its commits and transactions are the figures to compare (zprof compare of this run and one with a log device sets them beside the prediction)",
             path.writes_per_commit()
         ));
     }
