@@ -40,9 +40,10 @@
 //! commits is then mostly the other writers' commits, and shrinks with
 //! them: on a guest's pgbench (4 clients, raidz1 of 5 ms disks) it was 60-74
 //! ms without a log vdev and 18-20 ms with one, where the gap between the
-//! pool's commits went from 3.6-6.5 ms to 2.7-4.0 ms. Where the pool's commits ran one at a time
-//! ([`SerialCommits`]), the model takes the pool's rate as one commit plus
-//! one gap, the gap scaled a little ([`SERIAL_GAP_WEIGHT`]).
+//! pool's commits went from 3.6-6.5 ms to 2.7-4.0 ms. Where the pool's
+//! commits ran one at a time ([`SerialCommits`]), the model takes the pool's
+//! rate as one commit plus one gap, the gap scaled a little
+//! ([`SERIAL_GAP_WEIGHT`]).
 
 use zprof_common::{COMMIT_OVERLAPPED, Stage};
 
