@@ -330,28 +330,30 @@ fn sync_write_evidence(rec: &Recording, pool: &str, w: &SyncWriters) -> Vec<Stri
             format_ns(serial.gap.typical_mean_ns as u64),
         ));
     }
-    if let Some(serial) = path
-        .serial
-        .as_ref()
-        .filter(|s| path.commit.stalled + s.gap.stalled > 0)
-    {
+    // Beside the commits, the time the rate carries: the gaps between serial
+    // commits, or each writer's own cycles.
+    let (other, other_stalls, why, whose) = match &path.serial {
+        Some(serial) => (
+            "gaps between them",
+            &serial.gap,
+            "a txg-sync wait, the workload's start and end",
+            "the pool's time",
+        ),
+        None => (
+            "cycles",
+            &path.cycle,
+            "a txg-sync wait, such as the first commit creating the log",
+            "the writers' time",
+        ),
+    };
+    if path.commit.stalled + other_stalls.stalled > 0 {
         evidence.push(format!(
-            "{} commits and {} gaps between them stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: a txg-sync wait, the workload's start and end): {} lost, {} of the pool's time",
+            "{} commits and {} {other} stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: {why}): {} lost, {} of {whose}",
             path.commit.stalled,
-            serial.gap.stalled,
+            other_stalls.stalled,
             sync_path::STALL_FACTOR,
             crate::recording::STALL_GAP,
-            format_ns((path.commit.stalled_ns + serial.gap.stalled_ns) as u64),
-            pct(path.stall_fraction())
-        ));
-    } else if path.serial.is_none() && path.commit.stalled + path.cycle.stalled > 0 {
-        evidence.push(format!(
-            "{} commits and {} cycles stalled (over {:.0}x their median, or over {:.0}x the longest of the rest: a txg-sync wait, such as the first commit creating the log): {} lost, {} of the writers' time",
-            path.commit.stalled,
-            path.cycle.stalled,
-            sync_path::STALL_FACTOR,
-            crate::recording::STALL_GAP,
-            format_ns((path.commit.stalled_ns + path.cycle.stalled_ns) as u64),
+            format_ns((path.commit.stalled_ns + other_stalls.stalled_ns) as u64),
             pct(path.stall_fraction())
         ));
     }
