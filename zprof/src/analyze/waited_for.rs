@@ -94,7 +94,7 @@ fn write_out_causes(rec: &Recording, pool: &str, ns: u64) -> Vec<Cause> {
     );
     parts.push((
         vec!["disk I/O".to_owned(), "the busiest disk".to_owned()],
-        busiest_leaf_ns(rec, pool),
+        busiest_leaf_ns(rec, Some(pool)),
     ));
     let all = parts
         .iter()
@@ -108,11 +108,11 @@ fn write_out_causes(rec: &Recording, pool: &str, ns: u64) -> Vec<Cause> {
         .collect()
 }
 
-/// The I/O time of the pool's busiest leaf.
-fn busiest_leaf_ns(rec: &Recording, pool: &str) -> u64 {
-    let mut leaves = BTreeMap::<u64, u64>::new();
-    for h in pick(rec, Stage::VdevTotal, Some(pool), None) {
-        let leaf = leaves.entry(h.vdev).or_default();
+/// The I/O time of the busiest leaf of `pool` (of any pool: None).
+pub fn busiest_leaf_ns(rec: &Recording, pool: Option<&str>) -> u64 {
+    let mut leaves = BTreeMap::<(&str, u64), u64>::new();
+    for h in pick(rec, Stage::VdevTotal, pool, None) {
+        let leaf = leaves.entry((h.pool.as_str(), h.vdev)).or_default();
         *leaf = leaf.saturating_add(h.total_ns);
     }
     leaves.into_values().max().unwrap_or(0)

@@ -4,8 +4,6 @@
 //! and what to change for the phase that dominates. Per pool: the families
 //! run on each pool's part of the recording.
 
-use std::collections::BTreeMap;
-
 use zprof_common::{Stage, sync_phase};
 
 use super::{Confidence, Finding};
@@ -168,16 +166,7 @@ fn compression_pace(rec: &Recording, write_out_ns: u64) -> Option<(String, Strin
     let rows = pick(rec, Stage::Compress, None, None);
     let compress = summarize(rows.iter().copied());
     let heaviest = rows.iter().max_by_key(|h| h.total_ns)?;
-    let busiest_leaf = pick(rec, Stage::VdevTotal, None, None)
-        .into_iter()
-        .fold(BTreeMap::<(&str, u64), u64>::new(), |mut leaves, h| {
-            let leaf = leaves.entry((h.pool.as_str(), h.vdev)).or_default();
-            *leaf = leaf.saturating_add(h.total_ns);
-            leaves
-        })
-        .into_values()
-        .max()
-        .unwrap_or(0);
+    let busiest_leaf = crate::analyze::waited_for::busiest_leaf_ns(rec, None);
     let paced =
         compress.total_ns as f64 >= 0.5 * write_out_ns as f64 && compress.total_ns > busiest_leaf;
     paced.then(|| {
