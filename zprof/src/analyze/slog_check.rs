@@ -37,6 +37,15 @@ pub struct SlogCheck {
     /// The benchmark's transactions per second (pgbench's tps), the same
     /// three, where both runs reported them: A's scaled by the commits.
     pub transactions: Option<(f64, f64, f64)>,
+    /// A typical commit, ns: A measured, predicted on B's device, B measured.
+    /// The part of the prediction the log device decides.
+    pub commit_ns: (f64, f64, f64),
+    /// The pool's gap between serial commits, ns, the same three, where both
+    /// runs' commits ran one at a time. The part the workload decides: a gap
+    /// in B longer than A's whole gap (the model's longest) means B's
+    /// writers took longer between commits for reasons of their own (a host
+    /// giving them less CPU), which no log device explains.
+    pub gap_ns: Option<(f64, f64, f64)>,
 }
 
 /// The pool of `rec` with the most commits whose log blocks went to a log
@@ -73,6 +82,20 @@ pub fn slog_check(a: &Recording, b: &Recording) -> Option<SlogCheck> {
         .map(|(tps_a, tps_b)| (tps_a, tps_a * commits.1 / commits.0.max(1e-9), tps_b))
         .filter(|t| finite(*t));
     let sync_writes = (ops_a, predicted.total, ops_b);
+    let commit_ns = (
+        path_a.commit.typical_mean_ns,
+        predicted.commit_ns,
+        path_b.commit.typical_mean_ns,
+    );
+    let gap_ns = path_a
+        .serial
+        .as_ref()
+        .zip(path_b.serial.as_ref())
+        .zip(predicted.gap_scale)
+        .map(|((gap_a, gap_b), scale)| {
+            let (a, b) = (gap_a.gap.typical_mean_ns, gap_b.gap.typical_mean_ns);
+            (a, a * scale, b)
+        });
     // A damaged recording's figures are not a prediction.
     if !finite(sync_writes) || !finite(commits) {
         return None;
@@ -85,6 +108,8 @@ pub fn slog_check(a: &Recording, b: &Recording) -> Option<SlogCheck> {
         sync_writes,
         commits,
         transactions,
+        commit_ns,
+        gap_ns,
     })
 }
 

@@ -188,19 +188,25 @@ fn render_slog_check(out: &mut String, check: &SlogCheck) {
             ""
         }
     );
-    let line = |what: &str, (a, predicted, b): (f64, f64, f64)| {
+    let line = |what: &str, (a, predicted, b): (f64, f64, f64), show: fn(f64) -> String| {
         format!(
             "  {what:<14} A {:>9}  predicted {:>9}  B {:>9}  (prediction {} against B)",
-            format_count(a),
-            format_count(predicted),
-            format_count(b),
+            show(a),
+            show(predicted),
+            show(b),
             delta(b, predicted)
         )
     };
-    let _ = writeln!(out, "{}", line("sync writes/s", check.sync_writes));
-    let _ = writeln!(out, "{}", line("commits/s", check.commits));
+    let count: fn(f64) -> String = format_count;
+    let time: fn(f64) -> String = |ns| format_ns(ns as u64);
+    let _ = writeln!(out, "{}", line("sync writes/s", check.sync_writes, count));
+    let _ = writeln!(out, "{}", line("commits/s", check.commits, count));
     if let Some(tps) = check.transactions {
-        let _ = writeln!(out, "{}", line("transactions/s", tps));
+        let _ = writeln!(out, "{}", line("transactions/s", tps, count));
+    }
+    let _ = writeln!(out, "{}", line("commit", check.commit_ns, time));
+    if let Some(gap) = check.gap_ns {
+        let _ = writeln!(out, "{}", line("commit gap", gap, time));
     }
 }
 
