@@ -316,8 +316,8 @@ const PGBENCH_CASES: [(&str, &str); 4] = [
 ///   vdev is a file, not the what-if's SSD), predicts its commits per
 ///   second within [`SLOG_SHARE`], from the pool's gap between commits (the
 ///   commits run one at a time: PostgreSQL flushes its WAL under a lock);
-///   where the run with the log vdev had the longer gap, the host, not the
-///   device, changed, and the miss cannot be checked here.
+///   where the run with the log vdev's gap fell outside the model's range,
+///   the host, not the device, changed, and the miss cannot be checked here.
 ///   Commits, not sync writes: the WAL pages per commit fall with a faster
 ///   commit for PostgreSQL's own reasons (full-page images).
 pub fn check_pgbench(dir: &Path) -> anyhow::Result<String> {
@@ -335,20 +335,23 @@ pub fn check_pgbench(dir: &Path) -> anyhow::Result<String> {
 }
 
 /// `zprof compare`'s SLOG check of recordsize `rs` (see [`check_pgbench`]).
-/// Where the commits miss and the run with the log vdev spent longer between
-/// its commits than the one without (the model's range keeps the gap whole
-/// at most; in 6 pairs run here it kept 0.58-0.84 of it), its writers were
-/// slower for reasons no log device has: the rate cannot be checked on this
-/// host, and the ledger says so with the commit's and the gap's times.
+/// Where the commits miss and the run with the log vdev's gap between
+/// commits fell outside the model's range (A's gap scaled least, and whole;
+/// in 6 pairs run here it kept 0.58-0.84 of it), its writers took a
+/// different time between commits for reasons no log device has (the host
+/// gave them more or less CPU): the rate cannot be checked on this host, and
+/// the ledger says so with the commit's and the gap's times.
 fn check_slog_prediction(dir: &Path, rs: &str) -> anyhow::Result<String> {
     let compare = read_json(&dir.join(format!("{rs}-compare.json")))?;
     let check = &compare["slog_check"];
-    let triple = |name: &str| -> anyhow::Result<[f64; 3]> {
-        let values: Vec<f64> = check[name]
+    let numbers = |name: &str| -> Vec<f64> {
+        check[name]
             .as_array()
             .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
-            .unwrap_or_default();
-        values
+            .unwrap_or_default()
+    };
+    let triple = |name: &str| -> anyhow::Result<[f64; 3]> {
+        numbers(name)
             .try_into()
             .map_err(|_| anyhow!("recordsize {rs}: compare has no SLOG check of {name}: {check}"))
     };
@@ -356,23 +359,28 @@ fn check_slog_prediction(dir: &Path, rs: &str) -> anyhow::Result<String> {
     let [writes_a, writes_predicted, writes_b] = triple("sync_writes")?;
     let [_, commit_predicted, commit_b] = triple("commit_ns")?;
     let [gap_a, _, gap_b] = triple("gap_ns")?;
+    let [least, most]: [f64; 2] = numbers("gap_range_ns")
+        .try_into()
+        .map_err(|_| anyhow!("recordsize {rs}: compare has no gap range: {check}"))?;
     let serial = check["serial"].as_bool().unwrap_or(false);
     let words = format!(
-        "recordsize {rs}: the SLOG what-if on the log vdev as measured (write {:.0} us, flush {:.0} us; commits one at a time: {serial}) predicted {predicted:.0} commits/s, the run with it made {measured:.0}/s (sync writes {writes_a:.0}/s without, {writes_predicted:.0} predicted, {writes_b:.0} made); a commit {:.2} ms predicted, {:.2} ms made; the gap between commits {:.2} ms without, {:.2} ms with",
+        "recordsize {rs}: the SLOG what-if on the log vdev as measured (write {:.0} us, flush {:.0} us; commits one at a time: {serial}) predicted {predicted:.0} commits/s, the run with it made {measured:.0}/s (sync writes {writes_a:.0}/s without, {writes_predicted:.0} predicted, {writes_b:.0} made); a commit {:.2} ms predicted, {:.2} ms made; the gap between commits {:.2} ms without, {:.2} ms with (the model's range {:.2}-{:.2} ms)",
         check["device_write_ns"].as_f64().unwrap_or(0.0) / 1e3,
         check["device_flush_ns"].as_f64().unwrap_or(0.0) / 1e3,
         commit_predicted / 1e6,
         commit_b / 1e6,
         gap_a / 1e6,
         gap_b / 1e6,
+        least / 1e6,
+        most / 1e6,
     );
-    match slog_verdict((predicted, measured), (gap_a, gap_b)) {
+    match slog_verdict((predicted, measured), gap_b, (least, most)) {
         SlogVerdict::Close => return Ok(words),
         SlogVerdict::Misses => bail!("{words}"),
         SlogVerdict::CannotCheck => {}
     }
     let why = format!(
-        "{words}: the writers took longer between commits with the log vdev than without, which no log device explains (the host gave them less CPU)"
+        "{words}: the writers' gap between commits with the log vdev is outside the model's range, which no log device explains (the host gave them more or less CPU)"
     );
     crate::ledger::record("guest", &ledger_case(dir, rs), "cannot-check", &why);
     Ok(format!("{why} (cannot be checked on this host)"))
@@ -384,19 +392,23 @@ fn check_slog_prediction(dir: &Path, rs: &str) -> anyhow::Result<String> {
 enum SlogVerdict {
     /// Within [`SLOG_SHARE`].
     Close,
-    /// Off by more, though the writers' gap between commits was no longer.
+    /// Off by more, though the gap between commits with the log vdev was in
+    /// the model's range.
     Misses,
-    /// Off by more, and the writers took longer between commits with the
-    /// log vdev than without.
+    /// Off by more, and the gap was outside it.
     CannotCheck,
 }
 
-/// The verdict on commits per second (predicted, measured) and the gaps
-/// between commits (without the log vdev, with it).
-fn slog_verdict((predicted, measured): (f64, f64), (gap_a, gap_b): (f64, f64)) -> SlogVerdict {
+/// The verdict on commits per second (predicted, measured), the gap between
+/// commits with the log vdev and the model's range for it.
+fn slog_verdict(
+    (predicted, measured): (f64, f64),
+    gap: f64,
+    (least, most): (f64, f64),
+) -> SlogVerdict {
     if (predicted / measured - 1.0).abs() <= SLOG_SHARE {
         SlogVerdict::Close
-    } else if gap_b > gap_a {
+    } else if gap < least || gap > most {
         SlogVerdict::CannotCheck
     } else {
         SlogVerdict::Misses
@@ -477,21 +489,28 @@ mod tests {
     /// A guest run's results, where ZPROF_GUEST_RESULTS names them (the
     /// directory `guest run -- zfs-kernel-test.sh --only=benchmarks` fills).
     #[test]
-    fn a_slog_miss_fails_unless_the_writers_were_slower_between_commits() {
+    fn a_slog_miss_fails_unless_the_gap_between_commits_left_the_models_range() {
         // A 6.17-2.4.4 guest's pgbench 8k pair: 123 commits/s predicted, 140
-        // made, the gap 6.52 ms without the log vdev and 3.99 ms with it.
+        // made; the gap 6.52 ms without the log vdev (the model's range
+        // 3.59-6.52 ms), 3.99 ms with it.
+        let range = (3.59, 6.52);
         assert_eq!(
-            slog_verdict((123.0, 140.0), (6.52, 3.99)),
+            slog_verdict((123.0, 140.0), 3.99, range),
             SlogVerdict::Close
         );
         // The same gaps with a prediction off by half: the model's fault.
         assert_eq!(
-            slog_verdict((210.0, 140.0), (6.52, 3.99)),
+            slog_verdict((210.0, 140.0), 3.99, range),
             SlogVerdict::Misses
         );
-        // A longer gap with the log vdev: the writers', not the device's.
+        // A gap longer than the whole, or shorter than the least: the
+        // writers', not the device's.
         assert_eq!(
-            slog_verdict((210.0, 140.0), (4.0, 5.4)),
+            slog_verdict((210.0, 140.0), 7.4, range),
+            SlogVerdict::CannotCheck
+        );
+        assert_eq!(
+            slog_verdict((70.0, 140.0), 2.1, range),
             SlogVerdict::CannotCheck
         );
     }

@@ -41,11 +41,13 @@ pub struct SlogCheck {
     /// The part of the prediction the log device decides.
     pub commit_ns: (f64, f64, f64),
     /// The pool's gap between serial commits, ns, the same three, where both
-    /// runs' commits ran one at a time. The part the workload decides: a gap
-    /// in B longer than A's whole gap (the model's longest) means B's
-    /// writers took longer between commits for reasons of their own (a host
-    /// giving them less CPU), which no log device explains.
+    /// runs' commits ran one at a time. The part the workload decides.
     pub gap_ns: Option<(f64, f64, f64)>,
+    /// The gaps the model allows B (the ends of its range: A's gap scaled
+    /// least, and whole). A gap of B outside them means B's writers took a
+    /// different time between commits for reasons of their own (a host
+    /// giving them more or less CPU), which no log device explains.
+    pub gap_range_ns: Option<(f64, f64)>,
 }
 
 /// The pool of `rec` with the most commits whose log blocks went to a log
@@ -87,14 +89,14 @@ pub fn slog_check(a: &Recording, b: &Recording) -> Option<SlogCheck> {
         predicted.commit_ns,
         path_b.commit.typical_mean_ns,
     );
-    let gap_ns = path_a
+    let gaps = path_a
         .serial
         .as_ref()
         .zip(path_b.serial.as_ref())
         .zip(predicted.gap_scale)
-        .map(|((gap_a, gap_b), scale)| {
+        .map(|((gap_a, gap_b), (scale, least))| {
             let (a, b) = (gap_a.gap.typical_mean_ns, gap_b.gap.typical_mean_ns);
-            (a, a * scale, b)
+            ((a, a * scale, b), (a * least, a))
         });
     // A damaged recording's figures are not a prediction.
     if !finite(sync_writes) || !finite(commits) {
@@ -109,7 +111,8 @@ pub fn slog_check(a: &Recording, b: &Recording) -> Option<SlogCheck> {
         commits,
         transactions,
         commit_ns,
-        gap_ns,
+        gap_ns: gaps.map(|(gap, _)| gap),
+        gap_range_ns: gaps.map(|(_, range)| range),
     })
 }
 

@@ -442,8 +442,9 @@ impl SyncPath {
             }
         };
         let (commit_ns, cycle_ns, total) = rate(scale, per_leaf.powf(SERIAL_GAP_WEIGHT));
+        let gap_least = SERIAL_GAP_LEAST.max(per_leaf);
         let (_, _, all_per_commit) = rate(1.0, 1.0);
-        let (_, _, all_per_leaf) = rate(per_leaf, SERIAL_GAP_LEAST.max(per_leaf));
+        let (_, _, all_per_leaf) = rate(per_leaf, gap_least);
         Prediction {
             commit_ns,
             cycle_ns,
@@ -453,7 +454,7 @@ impl SyncPath {
             gap_scale: self
                 .serial
                 .as_ref()
-                .map(|_| per_leaf.powf(SERIAL_GAP_WEIGHT)),
+                .map(|_| (per_leaf.powf(SERIAL_GAP_WEIGHT), gap_least)),
         }
     }
 }
@@ -533,9 +534,9 @@ pub struct Prediction {
     pub range: (f64, f64),
     /// The share of the non-device time kept (log device's leaf I/Os over the pool's).
     pub non_device_scale: f64,
-    /// The share of the gap between serial commits kept (None where the
-    /// commits were not serial).
-    pub gap_scale: Option<f64>,
+    /// The share of the gap between serial commits kept, and the least the
+    /// range keeps (None where the commits were not serial).
+    pub gap_scale: Option<(f64, f64)>,
 }
 
 #[cfg(test)]

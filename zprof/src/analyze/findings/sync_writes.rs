@@ -657,7 +657,7 @@ fn slog_limits(
 ) -> Vec<String> {
     let kept = |share: f64| format!("{:.0}%", share * 100.0);
     let (own, scaled) = match first.and_then(|p| p.gap_scale) {
-        Some(gap) => (
+        Some((gap, _)) => (
             "the gap between commits",
             format!(
                 "{} of the other and {} of the gap (the next writer wakes from a shorter sleep)",
