@@ -24,15 +24,22 @@ const TIME_SHARE: f64 = 0.01;
 /// txg taken for another is milliseconds to seconds off).
 const TIME_SLACK_NS: u64 = 500_000;
 
-/// How much later than ZFS's stamp zprof may start a sync. The kstat stamps
-/// it in spa_txg_history_init_io, which then reads every vdev's stats under
-/// the config lock; zprof stamps it at spa_sync's entry, after that (once in
-/// CI, a mirror of loop devices on 6.17: 1.79 ms later, the wait that much
-/// longer and the sync that much shorter, their sum the kstat's). Where
-/// the two parts are not each close, their sum must be, with zprof's start
-/// no earlier than ZFS's and at most this much later. Taking the start at
-/// init_io's entry would close the gap.
+/// How much later than ZFS's stamp zprof may start a sync. ZFS stamps the
+/// end of the wait at the end of spa_txg_history_init_io (after reading
+/// every vdev's stats); zprof at spa_sync's entry, a few instructions later
+/// in txg_sync_thread. Any more between them is time the guest did not run
+/// those instructions: its vCPU thread waiting for the host (once in CI, a
+/// mirror of loop devices on 6.17: 1.79 ms), or an interrupt. Where the two
+/// parts are not each close, their sum must be, with zprof's start no
+/// earlier than ZFS's and at most this much later; or later still for at
+/// most [`LATE_STARTS_SHARE`] of the txgs (a misplaced start would move
+/// every one).
 const SYNC_START_SLACK_NS: u64 = 5_000_000;
+
+/// The share of txgs (at least one) whose sync may start later than
+/// [`SYNC_START_SLACK_NS`] after ZFS's stamp, the sum still the kstat's:
+/// the host stopped the guest between the two.
+const LATE_STARTS_SHARE: f64 = 0.1;
 
 /// One row of the txgs kstat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,8 +132,7 @@ pub fn compare_txgs(
         .collect();
     let mut bad = Vec::new();
     let mut compared = 0;
-    let mut worst = (0u64, 0u64);
-    let mut latest_start = 0u64;
+    let mut times = WaitAndSync::default();
     for txg in &ours {
         let number = txg["txg"].as_u64().unwrap_or(0);
         // A txg whose sync the kstat has not stamped (it keeps the last
@@ -165,17 +171,8 @@ pub fn compare_txgs(
             bad.push(format!("txg {number}: no wait_ns or sync_ns"));
             continue;
         };
-        if close(wait, row.wtime) && close(sync, row.stime) {
-            worst = worst
-                .max((wait.abs_diff(row.wtime), row.wtime))
-                .max((sync.abs_diff(row.stime), row.stime));
-        } else if let Some(shift) = start_moved(wait, sync, row) {
-            latest_start = latest_start.max(shift);
-        } else {
-            bad.push(format!(
-                "txg {number}: wait_ns {wait}, the kstat's {}; sync_ns {sync}, the kstat's {}",
-                row.wtime, row.stime
-            ));
+        if let Err(e) = times.add(number, wait, sync, row) {
+            bad.push(e);
         }
     }
     ensure!(
@@ -190,15 +187,11 @@ pub fn compare_txgs(
             String::new()
         }
     };
+    if let Err(e) = times.late_starts(compared) {
+        bad.push(e);
+    }
     ensure!(bad.is_empty(), "txgs against the kstat: {}", bad.join("; "));
-    let moved = if latest_start > 0 {
-        format!(
-            "; a sync's start up to {} us after ZFS's stamp, the sum of wait and sync the kstat's",
-            latest_start / 1000
-        )
-    } else {
-        String::new()
-    };
+    let moved = times.moved_words();
     Ok(format!(
         "{compared} txgs equal the txgs kstat (dirty, bytes and I/Os read and written{} open and quiesce times; wait and sync at most {} us off, of {} us{moved}); {phases}",
         if variant == Variant::Nobtf {
@@ -206,16 +199,84 @@ pub fn compare_txgs(
         } else {
             ","
         },
-        worst.0 / 1000,
-        worst.1 / 1000
+        times.worst.0 / 1000,
+        times.worst.1 / 1000
     ))
 }
 
+/// zprof's wait and sync times of the txgs against the kstat's.
+#[derive(Default)]
+struct WaitAndSync {
+    /// The largest difference where both were close, and its kstat time.
+    worst: (u64, u64),
+    /// The latest start of a sync after ZFS's stamp, where it moved.
+    latest_start: u64,
+    /// The txgs whose sync started over [`SYNC_START_SLACK_NS`] late.
+    late: Vec<String>,
+}
+
+impl WaitAndSync {
+    /// One txg: close, or moved by a later start of the sync (its sum
+    /// close), or wrong.
+    fn add(&mut self, number: u64, wait: u64, sync: u64, row: &KstatTxg) -> Result<(), String> {
+        if close(wait, row.wtime) && close(sync, row.stime) {
+            self.worst = self
+                .worst
+                .max((wait.abs_diff(row.wtime), row.wtime))
+                .max((sync.abs_diff(row.stime), row.stime));
+        } else if let Some(shift) = start_moved(wait, sync, row) {
+            self.latest_start = self.latest_start.max(shift);
+            if shift > SYNC_START_SLACK_NS {
+                self.late.push(format!("txg {number} {} us", shift / 1000));
+            }
+        } else {
+            return Err(format!(
+                "txg {number}: wait_ns {wait}, the kstat's {}; sync_ns {sync}, the kstat's {}",
+                row.wtime, row.stime
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether few enough of `compared` txgs started late (see
+    /// [`LATE_STARTS_SHARE`]).
+    fn late_starts(&self, compared: usize) -> Result<(), String> {
+        let allowed = ((compared as f64 * LATE_STARTS_SHARE) as usize).max(1);
+        if self.late.len() <= allowed {
+            return Ok(());
+        }
+        Err(format!(
+            "{} of {compared} syncs started over {} ms after ZFS's stamp (at most {allowed} may): {}",
+            self.late.len(),
+            SYNC_START_SLACK_NS / 1_000_000,
+            self.late.join(", ")
+        ))
+    }
+
+    /// The summary's words on moved starts (none where no start moved).
+    fn moved_words(&self) -> String {
+        if self.latest_start == 0 {
+            return String::new();
+        }
+        format!(
+            "; a sync's start up to {} us after ZFS's stamp ({} over {} ms{}), the sum of wait and sync the kstat's",
+            self.latest_start / 1000,
+            self.late.len(),
+            SYNC_START_SLACK_NS / 1_000_000,
+            if self.late.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", self.late.join(", "))
+            }
+        )
+    }
+}
+
 /// Where zprof's wait and sync differ from the kstat's only by a later
-/// start of the sync (see [`SYNC_START_SLACK_NS`]): how much later.
+/// start of the sync: how much later (see [`SYNC_START_SLACK_NS`]).
 fn start_moved(wait: u64, sync: u64, row: &KstatTxg) -> Option<u64> {
     let shift = wait.checked_sub(row.wtime)?;
-    (shift <= SYNC_START_SLACK_NS && close(sync.saturating_add(shift), row.stime)).then_some(shift)
+    close(sync.saturating_add(shift), row.stime).then_some(shift)
 }
 
 /// Every txg born while zprof was attached has its sync split into phases,
@@ -299,6 +360,31 @@ mod tests {
             }
         );
         assert!(parse_kstat("nothing\n").is_err());
+    }
+
+    #[test]
+    fn a_late_sync_start_is_allowed_for_few_txgs_with_the_sum_kept() {
+        // CI's 6.17 mirror of loop devices: zprof's sync started 1.79 ms
+        // after ZFS's stamp, the wait that much longer, the sum the same.
+        let row = KstatTxg {
+            ndirty: 0,
+            otime: 0,
+            qtime: 0,
+            wtime: 2_000_000,
+            stime: 40_000_000,
+            io: [0; 4],
+        };
+        let mut times = WaitAndSync::default();
+        assert!(times.add(1, 3_790_000, 38_210_000, &row).is_ok());
+        assert_eq!((times.latest_start, times.late.len()), (1_790_000, 0));
+        // A start 9 ms late: allowed once in ten txgs, not twice.
+        assert!(times.add(2, 11_000_000, 31_000_000, &row).is_ok());
+        assert!(times.late_starts(10).is_ok());
+        assert!(times.add(3, 11_000_000, 31_000_000, &row).is_ok());
+        assert!(times.late_starts(10).is_err());
+        // An earlier start, or a sum that is not the kstat's, is wrong.
+        assert!(times.add(4, 1_000_000, 41_000_000, &row).is_err());
+        assert!(times.add(5, 11_000_000, 38_000_000, &row).is_err());
     }
 
     #[test]
