@@ -540,7 +540,8 @@ fn compare_explains_the_log_device(without: &Path, with: &Path) {
 /// the what-if predict 246-254 sync writes/s where the run with the log vdev
 /// made 264-372 (a CI run failed on it); the model takes the pool's rate as
 /// one commit plus the gap between commits (3.6 ms here, 3.0 with the log
-/// vdev; the model keeps 86% of it).
+/// vdev; the model keeps 74% of it, and the commit's other time whole on the
+/// kernel).
 /// `zprof compare` sets the prediction on the log vdev as the second run
 /// measured it beside that run: commits and transactions within 30%.
 #[test]

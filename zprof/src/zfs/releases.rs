@@ -72,8 +72,9 @@ const PER_LEAF_WEIGHT_2_1: f64 = 0.6;
 /// its disks' flushes: ZFS saw the lab's delivered 100 us flush take 139-156
 /// us on 2.3.2 against 111 on 2.1.11 (Intel VM). At 0.6 the what-if came
 /// out +17% to +55% on 2.3.2 there (8 pairs: raidz3:8 4k and 32k, raidz1:4
-/// 16k, raidz2:6 8k); at 0.4 +1% to +27%. Fitted on libzpool; the kernel
-/// (flushes are bios) is not checked against it.
+/// 16k, raidz2:6 8k); at 0.4 +1% to +27%. Fitted on libzpool: on the
+/// kernel a commit's other time is kept whole
+/// (`analyze::sync_path::KERNEL_PER_LEAF_WEIGHT`).
 const PER_LEAF_WEIGHT_2_3: f64 = 0.4;
 /// Sync writes larger than this go to a pool without a log device as
 /// WR_INDIRECT records (the data written in place by dmu_sync, the log

@@ -11,7 +11,10 @@ use crate::{
     recording::benchmark,
     recording::{Recording, Summary, pick, summarize},
     units::{format_count, format_ns},
-    zfs::releases::{self, CommitTimeout, Interpretation},
+    zfs::{
+        releases::{self, CommitTimeout, Interpretation},
+        target::TargetKind,
+    },
 };
 
 /// A log device to predict with (`--what-if slog=...`).
@@ -201,7 +204,7 @@ fn commits_can_bind(rec: &Recording, pool: &str, commit: &Summary) -> bool {
 fn sync_write_bound(rec: &Recording, pool: &str, w: &SyncWriters) -> Finding {
     let (path, commit) = (&w.path, &w.commit);
     let mut missing = Vec::new();
-    if rec.target.kind == crate::zfs::target::TargetKind::Kernel {
+    if rec.target.kind == TargetKind::Kernel {
         missing.push("on the kernel target zio_flush only issues the flushes: their time is inside the log write".into());
     }
     let whose = whose_time(path);
@@ -470,7 +473,7 @@ fn slog_what_if(rec: &Recording, pool: &str, w: &SyncWriters, options: &ExplainO
     let path = &w.path;
     let release = releases::interpret(
         rec.target.zfs_version.as_deref(),
-        rec.target.kind == crate::zfs::target::TargetKind::Kernel,
+        rec.target.kind == TargetKind::Kernel,
     );
     let (rule, weight) = sync_path::model_parameters(rec);
     let mut evidence = vec![slog_model_line(path, rule)];
@@ -682,6 +685,13 @@ fn slog_limits(
             None => "between per leaf I/O and per commit: the recording does not say how busy the machine was".into(),
         }
     );
+    let uncertainty = if rec.target.kind == TargetKind::Kernel {
+        format!(
+            "{uncertainty}; on the kernel the other is a commit's CPU work (its itxs, the log block's allocation and checksum), which stayed with a log vdev in zprof's guest"
+        )
+    } else {
+        uncertainty
+    };
     let mut missing = vec![
         uncertainty,
         "assumes the log device's latencies above as ZFS sees them (pass --what-if slog=WRITE,rate=RATE,flush=FLUSH for yours); the data still reaches the main pool at txg sync, which must keep up".to_owned(),
