@@ -18,8 +18,10 @@ fi
 # libzfslinux-dev lacks): zprof's offsets check compiles against them.
 # prometheus (with promtool) for the tests of `zprof serve`, its own service not
 # started (see below), and python3-prometheus-client, whose OpenMetrics parser
-# checks serve's OpenMetrics; tmux drives `zprof top` in its test.
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux)
+# checks serve's OpenMetrics; tmux drives `zprof top` in its test. man-db,
+# systemd (systemd-analyze), zsh and fish check the package's man pages, unit
+# and completions (tests/tests/package.rs).
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux man-db systemd zsh fish)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

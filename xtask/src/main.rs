@@ -14,6 +14,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod deb;
 mod guest;
 mod layout;
 mod ledger;
@@ -68,6 +69,9 @@ enum Task {
     /// Check the import graph of each crate's src/: no circle between files, and
     /// zprof's layers (xtask/src/layout.rs) imported downwards only.
     Layout,
+    /// The Debian package: zprof, its man pages and completions, the service
+    /// unit, the dashboard and rules (target/deb/zprof_VERSION_amd64.deb).
+    Deb(deb::DebArgs),
     /// The guest step of `test`, which runs it as a child beside the test runner.
     #[command(hide = true)]
     GuestTestStep,
@@ -326,6 +330,7 @@ fn main() -> ExitCode {
             }),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
         Task::GuestTestStep => guest::test_step(),
+        Task::Deb(args) => setup().and_then(|()| deb::deb(&args).map(|_| ())),
         Task::Layout => layout::layout(&workspace_root()),
     };
     match result {

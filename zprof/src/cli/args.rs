@@ -40,6 +40,32 @@ pub enum Command {
     Serve(ServeArgs),
     /// A live view of the stages, refreshed every second (keys: p pool, s sort, f finding, q quit).
     Top(TopArgs),
+    /// Man pages or shell completions, from these very definitions (for packagers).
+    Generate(GenerateArgs),
+}
+
+/// `zprof generate`: what to write.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(subcommand)]
+    /// Man pages or completions.
+    pub what: Generate,
+}
+
+/// `zprof generate`'s outputs.
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// A man page per command (zprof.1, zprof-record.1, ...) in DIR.
+    Man {
+        /// Directory to write the pages to (created if missing).
+        dir: PathBuf,
+    },
+    /// The completion script for SHELL, on standard output.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// `zprof top`: the live view.

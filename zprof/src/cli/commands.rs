@@ -37,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(args) => super::explain::explain_cmd(args),
         Command::Compare(args) => super::compare::compare_cmd(args),
         Command::Flamegraph(args) => super::flamegraph::flamegraph_cmd(args),
+        Command::Generate(args) => super::generate::generate(args),
     }
 }
 
@@ -49,7 +50,8 @@ mod tests {
     fn input_errors_exit_2() {
         let err: anyhow::Error = UsageError("no process with pid 1".into()).into();
         assert_eq!(exit_code_for(&err), 2);
-        let err = anyhow::Error::new(TargetError::NotPrivileged).context("while starting");
+        let err = anyhow::Error::new(TargetError::NotPrivileged("CAP_BPF".into()))
+            .context("while starting");
         assert_eq!(exit_code_for(&err), 2);
         assert_eq!(exit_code_for(&anyhow!("bpf load failed")), 1);
     }

@@ -1,6 +1,7 @@
 //! The command line: clap's definitions and the subcommands, which compose
 //! the layers below (collect, analyze, render) into `record`, `run`,
-//! `report`, `explain`, `compare`, `flamegraph`, `serve` and `top`.
+//! `report`, `explain`, `compare`, `flamegraph`, `serve` and `top`; and
+//! `generate`, its own man pages and completions.
 
 pub mod args;
 mod child;
@@ -9,6 +10,7 @@ pub mod common;
 mod compare;
 mod explain;
 mod flamegraph;
+mod generate;
 mod offsets;
 mod probes;
 mod record;

@@ -69,12 +69,13 @@ impl Default for SystemPaths {
 /// Why a target cannot be used. Each message names what is missing and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// Not root and lacking the capabilities eBPF tracing needs.
+    /// Lacking the capabilities eBPF tracing needs (root included, where a
+    /// service manager or setpriv took them away).
     #[error(
-        "zprof needs root (or CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH) to load eBPF programs and read tracefs; \
-         run it with sudo"
+        "zprof lacks {0}, which loading and attaching its eBPF programs needs: run it as root (sudo), \
+         or give it CAP_BPF and CAP_PERFMON (zprof-serve.service: CapabilityBoundingSet=CAP_BPF CAP_PERFMON)"
     )]
-    NotPrivileged,
+    NotPrivileged(String),
     /// Kernel target requested where it cannot work.
     #[error(
         "the kernel target cannot run here: {0}; use --target libzpool to trace OpenZFS in user space"
@@ -138,26 +139,55 @@ pub struct Target {
     pub functions: HashMap<String, u64>,
 }
 
-/// Whether the process may load and attach tracing programs.
-pub fn privileged() -> bool {
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
+/// The capabilities this process lacks to load and attach tracing programs
+/// (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN, which holds both), by name:
+/// none when it has them. Root counts by its effective set, which a unit's
+/// CapabilityBoundingSet or setpriv may have cut down.
+pub fn missing_capabilities() -> Vec<&'static str> {
+    let effective = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| effective_capabilities(&status));
+    let Some(caps) = effective else {
+        // No /proc: root is taken at its word, anyone else is refused.
+        return if unsafe { libc::geteuid() } == 0 {
+            Vec::new()
+        } else {
+            vec!["CAP_BPF", "CAP_PERFMON"]
+        };
     };
-    let Some(caps) = status
+    missing_from(caps)
+}
+
+/// The CapEff line of /proc/self/status.
+fn effective_capabilities(status: &str) -> Option<u64> {
+    status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-    else {
-        return false;
-    };
+}
+
+/// The tracing capabilities an effective set lacks.
+fn missing_from(caps: u64) -> Vec<&'static str> {
     const CAP_SYS_ADMIN: u64 = 21;
-    const CAP_PERFMON: u64 = 38;
-    const CAP_BPF: u64 = 39;
-    caps & (1 << CAP_SYS_ADMIN) != 0
-        || (caps & (1 << CAP_BPF) != 0 && caps & (1 << CAP_PERFMON) != 0)
+    const NEEDED: [(u64, &str); 2] = [(39, "CAP_BPF"), (38, "CAP_PERFMON")];
+    if caps & (1 << CAP_SYS_ADMIN) != 0 {
+        return Vec::new();
+    }
+    NEEDED
+        .iter()
+        .filter(|(bit, _)| caps & (1 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
+/// `Err` naming what [`missing_capabilities`] found missing.
+fn check_privileged() -> Result<(), TargetError> {
+    let missing = missing_capabilities();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(TargetError::NotPrivileged(missing.join(" and ")))
+    }
 }
 
 /// What tells zprof which libzpool a recording is about: the command it runs
@@ -435,9 +465,7 @@ pub fn resolve(
     match spec {
         TargetSpec::Kernel => {
             check_kernel(paths)?;
-            if !privileged() {
-                return Err(TargetError::NotPrivileged);
-            }
+            check_privileged()?;
             let version = crate::zfs::offsets::kbuild::loaded_module_version(&paths.zfs_module);
             Ok(Target {
                 kind: TargetKind::Kernel,
@@ -460,9 +488,7 @@ pub fn resolve(
                     elf::ElfError::Parse { source, .. } => format!("not an ELF library ({source})"),
                 },
             })?;
-            if !privileged() {
-                return Err(TargetError::NotPrivileged);
-            }
+            check_privileged()?;
             Ok(Target {
                 kind: TargetKind::Libzpool,
                 object: path.display().to_string(),
@@ -495,6 +521,20 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_missing_tracing_capabilities_are_named() {
+        // CapEff of root under `setpriv --bounding-set=-all,+bpf` (CAP_BPF is
+        // bit 39), of full root, and of CAP_SYS_ADMIN alone.
+        let status = "Name:\tzprof\nCapEff:\t0000008000000000\n";
+        assert_eq!(
+            missing_from(effective_capabilities(status).unwrap()),
+            ["CAP_PERFMON"]
+        );
+        assert!(missing_from(0x000001ffffffffff).is_empty());
+        assert!(missing_from(1 << 21).is_empty());
+        assert_eq!(missing_from(0), ["CAP_BPF", "CAP_PERFMON"]);
+    }
 
     #[test]
     fn target_spec_parses() {
