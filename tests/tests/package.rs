@@ -7,8 +7,11 @@
 //!   --version` and `man zprof-record` work, the service unit passes
 //!   `systemd-analyze verify`, and purging it leaves none of its files;
 //! - `zprof serve` started with exactly the unit's capabilities (setpriv, as
-//!   root) attaches and serves; without CAP_BPF or CAP_PERFMON it exits 2
-//!   naming the one missing, before anything is attached.
+//!   root) attaches and serves, and as systemd runs it (stderr the journal's
+//!   stream, a notify socket) says READY=1 when it serves and STOPPING=1 on
+//!   SIGTERM, each log line with its priority; without CAP_BPF or
+//!   CAP_PERFMON it exits 2 naming the one missing, before anything is
+//!   attached.
 //!
 //! Needs root for the last two.
 
@@ -18,7 +21,7 @@ use std::{
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use clap::CommandFactory as _;
@@ -264,20 +267,39 @@ fn unit_capabilities() -> Vec<String> {
 }
 
 /// `zprof serve` under `setpriv --bounding-set` with these capabilities.
-fn serve_with(capabilities: &[String], listen: &str, libzpool: &Path) -> std::process::Child {
+fn serve_with(capabilities: &[String], listen: &str, libzpool: &Path) -> Command {
     let bounding = std::iter::once("-all".to_owned())
         .chain(capabilities.iter().map(|c| format!("+{c}")))
         .collect::<Vec<_>>()
         .join(",");
-    Command::new("setpriv")
+    let mut command = Command::new("setpriv");
+    command
         .arg(format!("--bounding-set={bounding}"))
         .arg(common::zprof_binary())
         .args(["serve", "--target"])
         .arg(format!("libzpool={}", libzpool.display()))
-        .args(["--listen", listen])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("setpriv (util-linux) runs zprof with chosen capabilities")
+        .args(["--listen", listen]);
+    command
+}
+
+/// A pipe for a child's stderr that passes for the journal's stream, as
+/// systemd connects it: JOURNAL_STREAM names its device and inode.
+fn journal_stream() -> (std::fs::File, Stdio, String) {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills two descriptors we then own.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on the descriptor just made.
+    assert_eq!(unsafe { libc::fstat(fds[1], &mut stat) }, 0);
+    // SAFETY: each descriptor is owned once, by the File and the Stdio.
+    let (read, write) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            Stdio::from(std::os::fd::OwnedFd::from_raw_fd(fds[1])),
+        )
+    };
+    (read, write, format!("{}:{}", stat.st_dev, stat.st_ino))
 }
 
 #[test]
@@ -290,20 +312,24 @@ fn serve_runs_with_exactly_the_units_capabilities_and_names_a_missing_one() {
         .local_addr()
         .unwrap()
         .to_string();
-    let mut child = serve_with(&capabilities, &address, &release.libzpool);
-    let mut said = String::new();
-    let started = Instant::now();
-    let pipe = child.stderr.as_mut().unwrap();
-    while !said.contains("serving http") {
-        let mut buf = [0u8; 256];
-        let n = pipe.read(&mut buf).unwrap();
-        assert!(n > 0, "serve with {capabilities:?} exited: {said}");
-        said.push_str(&String::from_utf8_lossy(&buf[..n]));
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "not serving in 60 s: {said}"
-        );
-    }
+    // As systemd starts it: stderr the journal's stream, a notify socket.
+    let (mut journal, stderr_end, stream) = journal_stream();
+    let dir = scratch("package", "notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(dir.join("notify")).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut command = serve_with(&capabilities, &address, &release.libzpool);
+    let mut child = command
+        .env("JOURNAL_STREAM", &stream)
+        .env("NOTIFY_SOCKET", dir.join("notify"))
+        .stderr(stderr_end)
+        .spawn()
+        .expect("setpriv (util-linux) runs zprof with chosen capabilities");
+    drop(command);
+    let mut buf = [0u8; 64];
+    let n = notify.recv(&mut buf).expect("READY=1 within 60 s");
+    assert_eq!(&buf[..n], b"READY=1");
     let mut stream = TcpStream::connect(&address).unwrap();
     write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
     let mut reply = String::new();
@@ -311,8 +337,25 @@ fn serve_runs_with_exactly_the_units_capabilities_and_names_a_missing_one() {
     assert!(reply.contains("zprof_build_info"), "{reply}");
     // SAFETY: kill on a child we spawned and have not waited for.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = notify.recv(&mut buf).expect("STOPPING=1 after SIGTERM");
+    assert_eq!(&buf[..n], b"STOPPING=1");
     let status = child.wait().unwrap();
+    let mut said = String::new();
+    journal.read_to_string(&mut said).unwrap();
     assert_eq!(status.code(), Some(0), "{said}");
+    // One line per event, each with its syslog priority for journald.
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("<6>zprof serve: ") && l.contains("serving http"))
+            && lines
+                .iter()
+                .any(|l| l.starts_with("<6>zprof serve: SIGTERM")),
+        "{said}"
+    );
+    assert!(lines.iter().all(|l| l.starts_with('<')), "{said}");
+    std::fs::remove_dir_all(dir).unwrap();
     for needed in ["bpf", "perfmon"] {
         assert!(capabilities.iter().any(|c| c == needed), "{capabilities:?}");
         let fewer: Vec<String> = capabilities
@@ -321,8 +364,8 @@ fn serve_runs_with_exactly_the_units_capabilities_and_names_a_missing_one() {
             .cloned()
             .collect();
         let output = serve_with(&fewer, &address, &release.libzpool)
-            .wait_with_output()
-            .unwrap();
+            .output()
+            .expect("setpriv (util-linux) runs zprof with chosen capabilities");
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(2), "without {needed}: {err}");
         let name = format!("CAP_{}", needed.to_ascii_uppercase());

@@ -16,4 +16,5 @@ mod probes;
 mod record;
 mod report;
 pub mod serve;
+mod service;
 pub mod top;

@@ -3,7 +3,8 @@
 //! Accept header asks for it), until SIGTERM or SIGINT detaches every probe.
 //!
 //! A foreground process for systemd: it logs to stderr, one line per event
-//! worth knowing (attached, listening, a bad request, stopping). It has no
+//! worth knowing (attached, listening, a bad request, stopping), in the
+//! journal's conventions, and says when it is ready (`cli::service`). It has no
 //! configuration file, so SIGHUP only says so (and does not kill it, as the
 //! default action would). The HTTP side is the least a scraper needs: one
 //! request per connection, answered in turn on one thread, which also keeps
@@ -20,6 +21,7 @@ use tokio::{
 use crate::{
     cli::args::{LiveArgs, ServeArgs},
     cli::common::{UsageError, prepare},
+    cli::service::{self, Priority, log},
     collect::session::{Session, SessionOptions},
     render::exposition::{self, Options},
     zfs::target,
@@ -97,29 +99,37 @@ async fn run(
     let listener = TcpListener::from_std(listener)?;
     let attached = session.probes().iter().filter(|p| p.attached).count();
     let release = session.release();
-    eprintln!(
-        "zprof serve: {attached} of {} probe points attached (OpenZFS {}, {}); serving http://{address}/metrics",
-        session.probes().len(),
-        release.version.as_deref().unwrap_or("of unknown release"),
-        release.status.word()
+    log(
+        Priority::Info,
+        &format!(
+            "zprof serve: {attached} of {} probe points attached (OpenZFS {}, {}); serving http://{address}/metrics",
+            session.probes().len(),
+            release.version.as_deref().unwrap_or("of unknown release"),
+            release.status.word()
+        ),
     );
+    service::notify("READY=1");
     let why = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     if let Err(err) = answer(&mut session, stream, &options).await {
-                        eprintln!("zprof serve: request from {peer}: {err:#}");
+                        log(Priority::Warning, &format!("zprof serve: request from {peer}: {err:#}"));
                     }
                 }
-                Err(err) => eprintln!("zprof serve: accept: {err}"),
+                Err(err) => log(Priority::Warning, &format!("zprof serve: accept: {err}")),
             },
-            _ = hangup.recv() => eprintln!("zprof serve: SIGHUP: there is no configuration file to re-read; still serving"),
+            _ = hangup.recv() => log(Priority::Warning, "zprof serve: SIGHUP: there is no configuration file to re-read; still serving"),
             _ = interrupt.recv() => break "SIGINT",
             _ = terminate.recv() => break "SIGTERM",
         }
     };
+    service::notify("STOPPING=1");
     drop(session);
-    eprintln!("zprof serve: {why}: every probe detached");
+    log(
+        Priority::Info,
+        &format!("zprof serve: {why}: every probe detached"),
+    );
     Ok(0)
 }
 
