@@ -486,35 +486,32 @@ fn counted_in(dir: &Path, case: &str, run: &str) -> anyhow::Result<(u64, u64, f6
 mod tests {
     use super::*;
 
-    /// A guest run's results, where ZPROF_GUEST_RESULTS names them (the
-    /// directory `guest run -- zfs-kernel-test.sh --only=benchmarks` fills).
     #[test]
     fn a_slog_miss_fails_unless_the_gap_between_commits_left_the_models_range() {
         // A 6.17-2.4.4 guest's pgbench 8k pair: 123 commits/s predicted, 140
         // made; the gap 6.52 ms without the log vdev (the model's range
         // 3.59-6.52 ms), 3.99 ms with it.
         let range = (3.59, 6.52);
-        assert_eq!(
-            slog_verdict((123.0, 140.0), 3.99, range),
-            SlogVerdict::Close
-        );
-        // The same gaps with a prediction off by half: the model's fault.
-        assert_eq!(
-            slog_verdict((210.0, 140.0), 3.99, range),
-            SlogVerdict::Misses
-        );
-        // A gap longer than the whole, or shorter than the least: the
-        // writers', not the device's.
-        assert_eq!(
-            slog_verdict((210.0, 140.0), 7.4, range),
-            SlogVerdict::CannotCheck
-        );
-        assert_eq!(
-            slog_verdict((70.0, 140.0), 2.1, range),
-            SlogVerdict::CannotCheck
-        );
+        let cases = [
+            ((123.0, 140.0), 3.99, SlogVerdict::Close),
+            // The same gaps with a prediction off by half: the model's fault.
+            ((210.0, 140.0), 3.99, SlogVerdict::Misses),
+            // A gap longer than the whole, or shorter than the least: the
+            // writers', not the device's.
+            ((210.0, 140.0), 7.4, SlogVerdict::CannotCheck),
+            ((70.0, 140.0), 2.1, SlogVerdict::CannotCheck),
+        ];
+        for (commits, gap, verdict) in cases {
+            assert_eq!(
+                slog_verdict(commits, gap, range),
+                verdict,
+                "{commits:?} {gap}"
+            );
+        }
     }
 
+    /// A guest run's results, where ZPROF_GUEST_RESULTS names them (the
+    /// directory `guest run -- zfs-kernel-test.sh --only=benchmarks` fills).
     #[test]
     #[ignore = "needs a guest run's results"]
     fn a_guest_runs_benchmarks_pass() {
