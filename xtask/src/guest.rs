@@ -393,11 +393,14 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long a guest test run may take before it is killed.
-const GUEST_LIMIT: Duration = Duration::from_secs(900);
+/// How long a guest test run may take before it is killed: about ten times
+/// a variant's run alone here (116-133 s), which `cargo xtask test` slows
+/// by running nextest beside it.
+const GUEST_LIMIT: Duration = Duration::from_secs(1200);
 
-/// The same for a run of every section.
-const GUEST_LIMIT_ALL_SECTIONS: Duration = Duration::from_secs(1500);
+/// The same for a run of every section (685 s alone for the 6.17 cell, the
+/// longest).
+const GUEST_LIMIT_ALL_SECTIONS: Duration = Duration::from_secs(2100);
 
 /// The guest test script's command line for `variant`, when `variants` run.
 fn script_command(args: &TestArgs, variant: Variant, variants: &[Variant]) -> Vec<String> {
