@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use inferno::flamegraph::{self, Options, color::Color, color::PaletteMap};
 use zprof_common::Stage;
 
+use super::flamegraph_header as header;
 use crate::{
     recording::classes::ZSTD_EARLY_ABORT_TRIAL,
     recording::{Recording, Summary, stage_name, summarize},
@@ -848,7 +849,8 @@ pub fn render_svg(lines: &Folded, titles: &Titles) -> std::io::Result<String> {
     }
     let mut options = Options::default();
     options.title = titles.title.clone();
-    options.subtitle = Some(titles.subtitle.clone());
+    let subtitle = header::wrap(&titles.subtitle, header::SUBTITLE_CHARS);
+    options.subtitle = Some(subtitle[0].clone());
     options.count_name = titles.count_name.clone();
     options.palette_map = Some(&mut palette);
     options.deterministic = true;
@@ -860,7 +862,8 @@ pub fn render_svg(lines: &Folded, titles: &Titles) -> std::io::Result<String> {
     } else {
         flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     }
-    Ok(String::from_utf8_lossy(&svg).into_owned())
+    let svg = String::from_utf8_lossy(&svg).into_owned();
+    Ok(header::add_lines(svg, &subtitle[1..]))
 }
 
 /// Share of weight in frames matching `pred` (for tests and summaries).

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod exposition;
 pub mod findings;
 pub mod flamegraph;
+mod flamegraph_header;
 pub mod report;
 pub mod top;
 pub mod top_vdevs;
