@@ -583,7 +583,13 @@ fn sigterm_detaches_cleanly() {
     let output = stop_and_check_detached(libc::SIGTERM);
     assert!(output.status.success(), "{:?}", output.status);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("lost events"), "{stdout}");
+    // The report's loss line, whatever it counts: this recording samples
+    // every process's CPU, and on a busy host (the guest's qemu beside the
+    // tests) a sample whose stack names no frame is counted there.
+    assert!(
+        stdout.contains("lost events: none") || stdout.contains("lost or unmatched: "),
+        "{stdout}"
+    );
     assert!(stdout.contains("(uprobe_multi links)"), "{stdout}");
 }
 
