@@ -24,21 +24,25 @@ const TIME_SHARE: f64 = 0.01;
 /// txg taken for another is milliseconds to seconds off).
 const TIME_SLACK_NS: u64 = 500_000;
 
-/// How much later than ZFS's stamp zprof may start a sync. ZFS stamps the
-/// end of the wait at the end of spa_txg_history_init_io (after reading
-/// every vdev's stats); zprof at spa_sync's entry, a few instructions later
-/// in txg_sync_thread. Any more between them is time the guest did not run
+/// How far from ZFS's stamp zprof may start a sync. ZFS stamps the end of
+/// the wait at the end of spa_txg_history_init_io (after reading every
+/// vdev's stats); zprof at spa_sync's entry, a few instructions later in
+/// txg_sync_thread. Any more between them is time the guest did not run
 /// those instructions: its vCPU thread waiting for the host (once in CI, a
-/// mirror of loop devices on 6.17: 1.79 ms), or an interrupt. Where the two
-/// parts are not each close, their sum must be, with zprof's start no
-/// earlier than ZFS's and at most this much later; or later still for at
-/// most [`LATE_STARTS_SHARE`] of the txgs (a misplaced start would move
-/// every one).
+/// mirror of loop devices on 6.17: 1.79 ms), or an interrupt. ZFS's stamps
+/// are gethrtime, CLOCK_MONOTONIC_RAW, zprof's CLOCK_MONOTONIC, read on
+/// whichever vCPU ran the thread: with nextest beside the guest, zprof's
+/// wait of txg 17 on 2.1.11 came out 0.77 ms short of the kstat's, its sync
+/// equal (one of that run's 4 txgs). Where the two parts are not each close,
+/// their sum must be, with zprof's start at most this far from ZFS's; for
+/// at most [`LATE_STARTS_SHARE`] of the txgs, the start may be farther, or
+/// each part off by up to this much (a misplaced start, or a wrong clock,
+/// would move every one).
 const SYNC_START_SLACK_NS: u64 = 5_000_000;
 
-/// The share of txgs (at least one) whose sync may start later than
-/// [`SYNC_START_SLACK_NS`] after ZFS's stamp, the sum still the kstat's:
-/// the host stopped the guest between the two.
+/// The share of txgs (at least one) whose sync may start farther than
+/// [`SYNC_START_SLACK_NS`] from ZFS's stamp, the sum still the kstat's: the
+/// host stopped the guest between the two.
 const LATE_STARTS_SHARE: f64 = 0.1;
 
 /// One row of the txgs kstat.
@@ -209,9 +213,9 @@ pub fn compare_txgs(
 struct WaitAndSync {
     /// The largest difference where both were close, and its kstat time.
     worst: (u64, u64),
-    /// The latest start of a sync after ZFS's stamp, where it moved.
+    /// The farthest a sync's start moved from ZFS's stamp, either way.
     latest_start: u64,
-    /// The txgs whose sync started over [`SYNC_START_SLACK_NS`] late.
+    /// The txgs whose sync started over [`SYNC_START_SLACK_NS`] from it.
     late: Vec<String>,
 }
 
@@ -225,10 +229,21 @@ impl WaitAndSync {
                 .max((wait.abs_diff(row.wtime), row.wtime))
                 .max((sync.abs_diff(row.stime), row.stime));
         } else if let Some(shift) = start_moved(wait, sync, row) {
-            self.latest_start = self.latest_start.max(shift);
-            if shift > SYNC_START_SLACK_NS {
-                self.late.push(format!("txg {number} {} us", shift / 1000));
+            self.latest_start = self.latest_start.max(shift.unsigned_abs());
+            if shift.unsigned_abs() > SYNC_START_SLACK_NS {
+                self.late
+                    .push(format!("txg {number} {:+} us", shift / 1000));
             }
+        } else if wait.abs_diff(row.wtime) <= SYNC_START_SLACK_NS
+            && sync.abs_diff(row.stime) <= SYNC_START_SLACK_NS
+        {
+            // ZFS's raw clock against zprof's monotonic one (see
+            // SYNC_START_SLACK_NS): a rare txg, counted with the late ones.
+            self.late.push(format!(
+                "txg {number} wait {:+} us, sync {:+} us",
+                (wait as i64 - row.wtime as i64) / 1000,
+                (sync as i64 - row.stime as i64) / 1000
+            ));
         } else {
             return Err(format!(
                 "txg {number}: wait_ns {wait}, the kstat's {}; sync_ns {sync}, the kstat's {}",
@@ -246,7 +261,7 @@ impl WaitAndSync {
             return Ok(());
         }
         Err(format!(
-            "{} of {compared} syncs started over {} ms after ZFS's stamp (at most {allowed} may): {}",
+            "{} of {compared} syncs started over {} ms from ZFS's stamp (at most {allowed} may): {}",
             self.late.len(),
             SYNC_START_SLACK_NS / 1_000_000,
             self.late.join(", ")
@@ -255,14 +270,14 @@ impl WaitAndSync {
 
     /// The summary's words on moved starts (none where no start moved).
     fn moved_words(&self) -> String {
-        if self.latest_start == 0 {
+        if self.latest_start == 0 && self.late.is_empty() {
             return String::new();
         }
+        let ms = SYNC_START_SLACK_NS / 1_000_000;
         format!(
-            "; a sync's start up to {} us after ZFS's stamp ({} over {} ms{}), the sum of wait and sync the kstat's",
+            "; a sync's start up to {} us from ZFS's stamp, the sum of wait and sync the kstat's; {} rare txg(s) (a start over {ms} ms from the stamp, or a part off by up to {ms} ms){}",
             self.latest_start / 1000,
             self.late.len(),
-            SYNC_START_SLACK_NS / 1_000_000,
             if self.late.is_empty() {
                 String::new()
             } else {
@@ -272,11 +287,13 @@ impl WaitAndSync {
     }
 }
 
-/// Where zprof's wait and sync differ from the kstat's only by a later
-/// start of the sync: how much later (see [`SYNC_START_SLACK_NS`]).
-fn start_moved(wait: u64, sync: u64, row: &KstatTxg) -> Option<u64> {
-    let shift = wait.checked_sub(row.wtime)?;
-    close(sync.saturating_add(shift), row.stime).then_some(shift)
+/// Where zprof's wait and sync differ from the kstat's only by where the
+/// sync starts: how much later (negative: earlier; see
+/// [`SYNC_START_SLACK_NS`]).
+fn start_moved(wait: u64, sync: u64, row: &KstatTxg) -> Option<i64> {
+    let shift = i64::try_from(wait).ok()? - i64::try_from(row.wtime).ok()?;
+    let sync = i64::try_from(sync).ok()?.checked_add(shift)?;
+    close(u64::try_from(sync).ok()?, row.stime).then_some(shift)
 }
 
 /// Every txg born while zprof was attached has its sync split into phases,
@@ -382,9 +399,18 @@ mod tests {
         assert!(times.late_starts(10).is_ok());
         assert!(times.add(3, 11_000_000, 31_000_000, &row).is_ok());
         assert!(times.late_starts(10).is_err());
-        // An earlier start, or a sum that is not the kstat's, is wrong.
-        assert!(times.add(4, 1_000_000, 41_000_000, &row).is_err());
-        assert!(times.add(5, 11_000_000, 38_000_000, &row).is_err());
+        // An earlier start, the sum kept (ZFS's raw clock against zprof's
+        // monotonic one, on another vCPU: txg 17 on 2.1.11, 0.77 ms), is
+        // allowed as a later one is; a sum that is not the kstat's is wrong.
+        assert!(times.add(4, 1_230_000, 40_770_000, &row).is_ok());
+        assert_eq!(times.latest_start, 9_000_000);
+        assert!(times.add(5, 11_000_000, 32_000_000, &row).is_err());
+        // A wait off by 0.77 ms with the sync equal (txg 17, 2.1.11, the
+        // clocks apart): counted with the rare ones.
+        let mut times = WaitAndSync::default();
+        assert!(times.add(17, 1_230_000, 40_000_000, &row).is_ok());
+        assert_eq!(times.late.len(), 1);
+        assert!(times.late_starts(4).is_ok());
     }
 
     #[test]
