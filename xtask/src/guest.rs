@@ -801,13 +801,7 @@ pub fn start_test_step() -> anyhow::Result<BesideRunner> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    // This very binary, from /proc/self/exe: `cargo build --bins` has
-    // replaced target/debug/xtask by then (the workspace's features unified),
-    // and the path of a replaced executable no longer runs.
-    let exe = log.with_file_name("xtask-guest-step");
-    std::fs::copy("/proc/self/exe", &exe)
-        .with_context(|| format!("copying this xtask to {}", exe.display()))?;
-    let child = std::process::Command::new(&exe)
+    let child = std::process::Command::new(std::env::current_exe()?)
         .arg("guest-test-step")
         .env("ZPROF_TEST_LEDGER", crate::ledger::path())
         .stdout(out.try_clone()?)
