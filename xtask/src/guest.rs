@@ -394,8 +394,7 @@ pub fn test(args: &TestArgs) -> anyhow::Result<()> {
 }
 
 /// How long a guest test run may take before it is killed: about ten times
-/// a variant's run alone here (116-133 s), which `cargo xtask test` slows
-/// by running nextest beside it.
+/// a variant's run here (116-139 s), room for a loaded host.
 const GUEST_LIMIT: Duration = Duration::from_secs(1200);
 
 /// The same for a run of every section (685 s alone for the 6.17 cell, the
@@ -780,73 +779,6 @@ pub fn test_step() -> anyhow::Result<()> {
         runtime: 8,
         variant: None,
     })
-}
-
-/// The guest step of `cargo xtask test` run beside the test runner: a child
-/// xtask (`guest-test-step`) whose output goes to a file, so that the
-/// runner's output stays whole and its summary last. The guest is mostly
-/// waiting on its emulated disks and the runner on its labs' (the two cores
-/// were about half idle under either alone), so side by side they take
-/// about the time of the longer one.
-pub struct BesideRunner {
-    child: std::process::Child,
-    log: PathBuf,
-    started: Instant,
-}
-
-/// Starts the guest step beside the test runner (see [`BesideRunner`]).
-pub fn start_test_step() -> anyhow::Result<BesideRunner> {
-    let log = crate::target_dir().join("guest").join("test-step.log");
-    if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let child = std::process::Command::new(std::env::current_exe()?)
-        .arg("guest-test-step")
-        .env("ZPROF_TEST_LEDGER", crate::ledger::path())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()
-        .context("cannot start the guest step (xtask guest-test-step)")?;
-    eprintln!(
-        "xtask: the kernel-target (guest) tests run beside the test runner; their output goes to {}",
-        log.display()
-    );
-    Ok(BesideRunner {
-        child,
-        log,
-        started: Instant::now(),
-    })
-}
-
-impl BesideRunner {
-    /// Waits for the guest step and prints its summary: its lines from the
-    /// first of the guest test's own summary on (or its last lines, where
-    /// it stopped before one).
-    pub fn wait(mut self) -> anyhow::Result<()> {
-        let status = self.child.wait().context("waiting for the guest step")?;
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let from = lines
-            .iter()
-            .position(|l| l.starts_with("xtask: guest test"))
-            .unwrap_or(lines.len().saturating_sub(15));
-        for line in &lines[from..] {
-            eprintln!("{line}");
-        }
-        eprintln!(
-            "xtask: the guest step ran {:.0?} beside the test runner (all its output: {})",
-            self.started.elapsed(),
-            self.log.display()
-        );
-        if !status.success() {
-            bail!(
-                "the guest step exited with {status} (all its output: {})",
-                self.log.display()
-            );
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -72,9 +72,6 @@ enum Task {
     /// The Debian package: zprof, its man pages and completions, the service
     /// unit, the dashboard and rules (target/deb/zprof_VERSION_amd64.deb).
     Deb(deb::DebArgs),
-    /// The guest step of `test`, which runs it as a child beside the test runner.
-    #[command(hide = true)]
-    GuestTestStep,
 }
 
 fn workspace_root() -> PathBuf {
@@ -257,24 +254,17 @@ fn test() -> anyhow::Result<()> {
     // Default members: the eBPF crate is built by zprof's build.rs, never for the host.
     run(cargo().args(["build", "--bins"]))?;
     build_release_labs(false)?;
+    // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
+    // use). First, so that the test runner's summary is the last thing printed.
+    let kernel = guest::test_step();
     // Every package but the eBPF one: the default members' unit tests and the
     // integration tests, which default-members leaves out of a plain `cargo test`.
     let packages = ["--workspace", "--exclude", "zprof-ebpf"];
     let nextest = Command::new("cargo")
         .args(["nextest", "--version"])
         .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    // What the guest and the tests run is compiled first, one build at a
-    // time (2 cores): the guest's release zprof, the test binaries.
-    run(cargo().args(["build", "-p", "zprof", "--bin", "zprof", "--release"]))?;
-    if nextest {
-        run(cargo().args(["nextest", "run", "--no-run"]).args(packages))?;
-    }
-    // The kernel target, on OpenZFS's zfs.ko in a qemu guest (built on first
-    // use), beside the test runner; its summary is printed after the runner's.
-    let kernel = guest::start_test_step();
-    let tests = if nextest {
+        .map(|o| o.status.success());
+    let tests = if nextest.unwrap_or(false) {
         // nextest runs no doc tests: cargo test runs them, before it.
         let doc = run(cargo()
             .args(["test", "--doc", "--no-fail-fast"])
@@ -290,7 +280,6 @@ fn test() -> anyhow::Result<()> {
             .args(packages)
             .args(["--", "--test-threads=1"]))
     };
-    let kernel = kernel.and_then(guest::BesideRunner::wait);
     if let Err(err) = &kernel {
         eprintln!("xtask: the kernel-target (guest) tests failed: {err:#}");
     }
@@ -329,7 +318,6 @@ fn main() -> ExitCode {
                 }
             }),
         Task::Guest(command) => setup().and_then(|()| guest::main(command)),
-        Task::GuestTestStep => guest::test_step(),
         Task::Deb(args) => setup().and_then(|()| deb::deb(&args).map(|_| ())),
         Task::Layout => layout::layout(&workspace_root()),
     };
