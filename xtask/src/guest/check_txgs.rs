@@ -191,7 +191,7 @@ pub fn compare_txgs(
             String::new()
         }
     };
-    if let Err(e) = times.late_starts(compared) {
+    if let Err(e) = times.rare_txgs(compared) {
         bad.push(e);
     }
     ensure!(bad.is_empty(), "txgs against the kstat: {}", bad.join("; "));
@@ -214,14 +214,15 @@ struct WaitAndSync {
     /// The largest difference where both were close, and its kstat time.
     worst: (u64, u64),
     /// The farthest a sync's start moved from ZFS's stamp, either way.
-    latest_start: u64,
-    /// The txgs whose sync started over [`SYNC_START_SLACK_NS`] from it.
-    late: Vec<String>,
+    farthest_shift: u64,
+    /// The rare txgs: a start over [`SYNC_START_SLACK_NS`] from the stamp,
+    /// or a part off by up to that much.
+    rare: Vec<String>,
 }
 
 impl WaitAndSync {
-    /// One txg: close, or moved by a later start of the sync (its sum
-    /// close), or wrong.
+    /// One txg: close; or its sync's start moved, the sum close; or a part
+    /// off by up to [`SYNC_START_SLACK_NS`] (rare); or wrong.
     fn add(&mut self, number: u64, wait: u64, sync: u64, row: &KstatTxg) -> Result<(), String> {
         if close(wait, row.wtime) && close(sync, row.stime) {
             self.worst = self
@@ -229,17 +230,17 @@ impl WaitAndSync {
                 .max((wait.abs_diff(row.wtime), row.wtime))
                 .max((sync.abs_diff(row.stime), row.stime));
         } else if let Some(shift) = start_moved(wait, sync, row) {
-            self.latest_start = self.latest_start.max(shift.unsigned_abs());
+            self.farthest_shift = self.farthest_shift.max(shift.unsigned_abs());
             if shift.unsigned_abs() > SYNC_START_SLACK_NS {
-                self.late
+                self.rare
                     .push(format!("txg {number} {:+} us", shift / 1000));
             }
         } else if wait.abs_diff(row.wtime) <= SYNC_START_SLACK_NS
             && sync.abs_diff(row.stime) <= SYNC_START_SLACK_NS
         {
             // ZFS's raw clock against zprof's monotonic one (see
-            // SYNC_START_SLACK_NS): a rare txg, counted with the late ones.
-            self.late.push(format!(
+            // SYNC_START_SLACK_NS).
+            self.rare.push(format!(
                 "txg {number} wait {:+} us, sync {:+} us",
                 (wait as i64 - row.wtime as i64) / 1000,
                 (sync as i64 - row.stime as i64) / 1000
@@ -253,35 +254,36 @@ impl WaitAndSync {
         Ok(())
     }
 
-    /// Whether few enough of `compared` txgs started late (see
+    /// Whether few enough of `compared` txgs were rare (see
     /// [`LATE_STARTS_SHARE`]).
-    fn late_starts(&self, compared: usize) -> Result<(), String> {
+    fn rare_txgs(&self, compared: usize) -> Result<(), String> {
         let allowed = ((compared as f64 * LATE_STARTS_SHARE) as usize).max(1);
-        if self.late.len() <= allowed {
+        if self.rare.len() <= allowed {
             return Ok(());
         }
+        let ms = SYNC_START_SLACK_NS / 1_000_000;
         Err(format!(
-            "{} of {compared} syncs started over {} ms from ZFS's stamp (at most {allowed} may): {}",
-            self.late.len(),
-            SYNC_START_SLACK_NS / 1_000_000,
-            self.late.join(", ")
+            "{} of {compared} txgs started their sync over {ms} ms from ZFS's stamp or had a part off by up to {ms} ms (at most {allowed} may): {}",
+            self.rare.len(),
+            self.rare.join(", ")
         ))
     }
 
-    /// The summary's words on moved starts (none where no start moved).
+    /// The summary's words on moved starts and rare txgs (none where there
+    /// are neither).
     fn moved_words(&self) -> String {
-        if self.latest_start == 0 && self.late.is_empty() {
+        if self.farthest_shift == 0 && self.rare.is_empty() {
             return String::new();
         }
         let ms = SYNC_START_SLACK_NS / 1_000_000;
         format!(
             "; a sync's start up to {} us from ZFS's stamp, the sum of wait and sync the kstat's; {} rare txg(s) (a start over {ms} ms from the stamp, or a part off by up to {ms} ms){}",
-            self.latest_start / 1000,
-            self.late.len(),
-            if self.late.is_empty() {
+            self.farthest_shift / 1000,
+            self.rare.len(),
+            if self.rare.is_empty() {
                 String::new()
             } else {
-                format!(": {}", self.late.join(", "))
+                format!(": {}", self.rare.join(", "))
             }
         )
     }
@@ -393,24 +395,24 @@ mod tests {
         };
         let mut times = WaitAndSync::default();
         assert!(times.add(1, 3_790_000, 38_210_000, &row).is_ok());
-        assert_eq!((times.latest_start, times.late.len()), (1_790_000, 0));
+        assert_eq!((times.farthest_shift, times.rare.len()), (1_790_000, 0));
         // A start 9 ms late: allowed once in ten txgs, not twice.
         assert!(times.add(2, 11_000_000, 31_000_000, &row).is_ok());
-        assert!(times.late_starts(10).is_ok());
+        assert!(times.rare_txgs(10).is_ok());
         assert!(times.add(3, 11_000_000, 31_000_000, &row).is_ok());
-        assert!(times.late_starts(10).is_err());
+        assert!(times.rare_txgs(10).is_err());
         // An earlier start, the sum kept (ZFS's raw clock against zprof's
         // monotonic one, on another vCPU: txg 17 on 2.1.11, 0.77 ms), is
         // allowed as a later one is; a sum that is not the kstat's is wrong.
         assert!(times.add(4, 1_230_000, 40_770_000, &row).is_ok());
-        assert_eq!(times.latest_start, 9_000_000);
+        assert_eq!(times.farthest_shift, 9_000_000);
         assert!(times.add(5, 11_000_000, 32_000_000, &row).is_err());
         // A wait off by 0.77 ms with the sync equal (txg 17, 2.1.11, the
         // clocks apart): counted with the rare ones.
         let mut times = WaitAndSync::default();
         assert!(times.add(17, 1_230_000, 40_000_000, &row).is_ok());
-        assert_eq!(times.late.len(), 1);
-        assert!(times.late_starts(4).is_ok());
+        assert_eq!(times.rare.len(), 1);
+        assert!(times.rare_txgs(4).is_ok());
     }
 
     #[test]
