@@ -20,8 +20,10 @@ fi
 # started (see below), and python3-prometheus-client, whose OpenMetrics parser
 # checks serve's OpenMetrics; tmux drives `zprof top` in its test. man-db,
 # systemd (systemd-analyze), zsh and fish check the package's man pages, unit
-# and completions (tests/tests/package.rs).
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux man-db systemd zsh fish)
+# and completions (tests/tests/package.rs). apache2-utils (htpasswd), openssl
+# and curl make and use the bcrypt users and certificates of serve's web
+# configuration (tests/tests/serve_web.rs).
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux man-db systemd zsh fish apache2-utils openssl curl)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

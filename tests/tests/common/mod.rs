@@ -14,6 +14,7 @@ use std::{
 use serde_json::Value;
 
 pub mod ledger;
+pub mod serving;
 
 /// The zprof binary under test.
 pub fn zprof() -> Command {

@@ -137,6 +137,12 @@ pub struct ServeArgs {
     /// one labelled "_other" and counted in zprof_series_folded.
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_series: u64,
+    /// Web configuration in Prometheus exporter-toolkit's format (as
+    /// node_exporter's): tls_server_config, basic_auth_users (bcrypt),
+    /// http_server_config.headers, rate_limit. Checked before anything
+    /// attaches; re-read on SIGHUP.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
 }
 
 /// Options choosing and describing the target.

@@ -16,5 +16,7 @@ mod probes;
 mod record;
 mod report;
 pub mod serve;
+mod serve_http;
 mod service;
 pub mod top;
+mod web_config;

@@ -8,8 +8,9 @@
 //!   in a file the line is plain.
 //! - With `Type=notify` (zprof-serve.service), READY=1 goes to
 //!   NOTIFY_SOCKET once every probe is attached and the port listens, so
-//!   `systemctl start` returns when scrapes can be answered, and STOPPING=1
-//!   when a signal starts the detach.
+//!   `systemctl start` returns when scrapes can be answered, STOPPING=1
+//!   when a signal starts the detach, and RELOADING=1 then READY=1 around
+//!   the re-read of the web configuration on SIGHUP (`systemctl reload`).
 
 use std::os::unix::net::UnixDatagram;
 
@@ -59,6 +60,15 @@ pub fn notify(state: &str) {
             );
         }
     }
+}
+
+/// CLOCK_MONOTONIC in microseconds, which systemd wants beside RELOADING=1
+/// to tell this reload from an earlier one.
+pub fn monotonic_usec() -> u64 {
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime fills the struct we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000
 }
 
 /// Sends `state` to the datagram socket `socket` (a path, or `@name` for an
