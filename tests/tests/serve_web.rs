@@ -642,3 +642,54 @@ fn hostile_requests(address: SocketAddr) -> String {
     said.push(format!("a byte a second: cut after {sent} bytes, {cut:?}"));
     said.join("\n")
 }
+
+/// SIGHUP (`systemctl reload`) re-reads the web configuration: a user added
+/// is asked for at once; a bad file keeps the previous configuration.
+#[test]
+fn sighup_rereads_the_web_configuration_and_a_bad_file_keeps_the_last_good_one() {
+    require_root();
+    let release = lab_releases().remove(0);
+    let dir = scratch("zprof-serve-reload", &release.version);
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        "http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
+    )
+    .unwrap();
+    let (mut serve, address, _) = start_serve(
+        &release.libzpool,
+        &["--web.config.file", web.to_str().unwrap()],
+    );
+    let url = format!("http://{address}/metrics");
+    let right = format!("{USER}:{PASSWORD}");
+    assert_eq!(curl_status(&[], &url), "200");
+    let hangup = |serve: &mut Child, marker: &str| {
+        // SAFETY: kill on our own child.
+        unsafe { libc::kill(serve.id() as i32, libc::SIGHUP) };
+        line_with(serve, marker)
+    };
+    std::fs::write(
+        &web,
+        format!(
+            "basic_auth_users:\n  {USER}: {}\n",
+            bcrypt_hash(PASSWORD, 10)
+        ),
+    )
+    .unwrap();
+    let said = hangup(&mut serve, "SIGHUP: re-read");
+    eprintln!("{said}");
+    assert!(said.contains("1 basic-auth user(s)"), "{said}");
+    assert_eq!(curl_status(&[], &url), "401", "a user added is asked for");
+    assert_eq!(curl_status(&["-u", &right], &url), "200");
+    std::fs::write(&web, "basic_auth_users: [").unwrap();
+    let said = hangup(&mut serve, "previous configuration stays");
+    eprintln!("{said}");
+    assert_eq!(
+        curl_status(&["-u", &right], &url),
+        "200",
+        "the last good file"
+    );
+    assert_eq!(curl_status(&[], &url), "401", "the last good file");
+    stop(serve);
+    std::fs::remove_dir_all(dir).unwrap();
+}
