@@ -20,6 +20,7 @@ mod layout;
 mod ledger;
 mod soak;
 mod soak_serve;
+mod soak_tls;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "zprof project tasks")]
@@ -62,6 +63,10 @@ enum Task {
         /// Soak `zprof serve` instead, scraped every second: scrape time and size too.
         #[arg(long)]
         serve: bool,
+        /// With --serve: a second serve with TLS and basic auth beside it, both
+        /// scraped by curl on kept-alive connections, their times compared.
+        #[arg(long, requires = "serve")]
+        tls: bool,
     },
     /// The kernel-target test rig: OpenZFS's zfs.ko in a qemu guest (build, run, test).
     #[command(subcommand)]
@@ -306,13 +311,17 @@ fn main() -> ExitCode {
             .and_then(|releases| {
                 bench::bench(&workspace_root(), rounds, job.as_deref(), &releases)
             }),
-        Task::Soak { minutes, serve } => setup()
+        Task::Soak {
+            minutes,
+            serve,
+            tls,
+        } => setup()
             .and_then(|()| {
                 run(cargo().args(["build", "--release", "-p", "zprof", "-p", "zprof-lab"]))
             })
             .and_then(|()| {
                 if serve {
-                    soak_serve::soak_serve(&workspace_root(), minutes)
+                    soak_serve::soak_serve(&workspace_root(), minutes, tls)
                 } else {
                     soak::soak(&workspace_root(), minutes)
                 }

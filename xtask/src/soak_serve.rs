@@ -5,6 +5,7 @@
 //! client, and zprof's own time to read its maps), the size of a scrape, and
 //! every loss counter of the last scrape; it fails only if a part of the run
 //! fails (a scrape that errors, the exporter exiting, the lab failing).
+//! `--tls` adds a second exporter with TLS and basic auth (`soak_tls`).
 
 use std::{
     io::{BufRead as _, BufReader, Read as _, Write as _},
@@ -55,8 +56,9 @@ fn metric_sum(body: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// Starts `zprof serve` on a free loopback port; returns it and its address.
-fn start_serve(root: &Path) -> anyhow::Result<(Child, SocketAddr)> {
+/// Starts `zprof serve` on a free loopback port with `extra` options;
+/// returns it and its address.
+pub(crate) fn start_serve(root: &Path, extra: &[&str]) -> anyhow::Result<(Child, SocketAddr)> {
     let libzpool = [
         "/lib/x86_64-linux-gnu/libzpool.so.5",
         "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
@@ -72,18 +74,19 @@ fn start_serve(root: &Path) -> anyhow::Result<(Child, SocketAddr)> {
             "--listen",
             "127.0.0.1:0",
         ])
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .context("starting zprof serve")?;
     let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
     let line = lines
-        .find_map(|l| l.ok().filter(|l| l.contains("serving http://")))
+        .find_map(|l| l.ok().filter(|l| l.contains("serving http")))
         .context("zprof serve exited before serving")?;
     eprintln!("xtask: soak: {line}");
     // The rest of its log goes to ours.
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("{l}")));
     let address = line
-        .rsplit("http://")
+        .rsplit("://")
         .next()
         .unwrap_or("")
         .trim_end_matches("/metrics")
@@ -91,14 +94,20 @@ fn start_serve(root: &Path) -> anyhow::Result<(Child, SocketAddr)> {
     Ok((child, address))
 }
 
-pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
+pub fn soak_serve(root: &Path, minutes: u64, tls: bool) -> anyhow::Result<()> {
     ensure!(minutes > 0, "--minutes must be positive");
     let out_dir = root.join("target/soak");
     std::fs::create_dir_all(&out_dir)?;
     let scratch = std::env::temp_dir().join(format!("zprof-soak-serve-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let (mut serve, address) = start_serve(root)?;
+    let (mut serve, address) = start_serve(root, &[])?;
     let pid = serve.id();
+    let mut tls = match tls {
+        true => Some(crate::soak_tls::TlsSide::start(
+            root, &scratch, address, minutes,
+        )?),
+        false => None,
+    };
     let mut lab = Command::new(root.join("target/release/zprof-lab"))
         .args(lab_args(minutes, &scratch))
         .stdout(Stdio::piped())
@@ -123,10 +132,14 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
         bytes = s.bytes;
         collect.push(metric_sum(&s.body, "zprof_collect_seconds"));
         footprint.observe(pid, started.elapsed());
+        if let Some(tls) = &mut tls {
+            tls.observe(started.elapsed())?;
+        }
         std::thread::sleep(Duration::from_secs(1).saturating_sub(tick.elapsed()));
     }
     let lab_status = lab.wait()?;
     let final_scrape = scrape(address)?;
+    let tls = tls.map(crate::soak_tls::TlsSide::finish).transpose()?;
     // SIGTERM, as systemd stops it: it must detach and exit 0.
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -151,6 +164,9 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
         &lab,
     );
     footprint.add_to(&mut summary)?;
+    if let Some(tls) = tls {
+        summary["tls"] = tls;
+    }
     std::fs::write(
         out_dir.join("soak-serve.json"),
         serde_json::to_string_pretty(&summary)?,
@@ -163,7 +179,7 @@ pub fn soak_serve(root: &Path, minutes: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted
         .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
         .copied()
@@ -242,4 +258,7 @@ fn print(s: &Value) {
         "  lost events         {} (non-zero loss counters: {})",
         s["lost_events_total"], s["losses"]
     );
+    if s["tls"].is_object() {
+        crate::soak_tls::print(&s["tls"]);
+    }
 }

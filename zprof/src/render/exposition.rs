@@ -10,6 +10,9 @@
 //! ([`FAMILIES`]); a stage it does not list is exported under its own name in
 //! seconds, without bytes.
 
+#[cfg(feature = "encoder-comparison")]
+pub mod by_prometheus_client;
+
 use std::{collections::BTreeMap, fmt::Write as _};
 
 use zprof_common::{HIST_BUCKETS, Stage, hist_bucket_high};
@@ -385,14 +388,25 @@ impl Series {
         }
     }
 
-    /// Values below 2^shift.
-    fn below(&self, shift: u32) -> u64 {
-        let bound = 1u64 << shift;
-        self.buckets
+    /// Values below 2^shift for each shift of `shifts` (ascending): one
+    /// pass over the buckets, which are in index order, their bounds rising.
+    fn below_each(&self, shifts: std::ops::RangeInclusive<u32>) -> Vec<u64> {
+        let mut buckets = self
+            .buckets
             .iter()
-            .filter(|(i, _)| **i < HIST_BUCKETS && hist_bucket_high(**i) < bound)
-            .map(|(_, n)| n)
-            .sum()
+            .filter(|(i, _)| **i < HIST_BUCKETS)
+            .peekable();
+        let mut below = 0;
+        shifts
+            .map(|shift| {
+                while let Some((_, n)) =
+                    buckets.next_if(|(i, _)| hist_bucket_high(**i) < 1u64 << shift)
+                {
+                    below += n;
+                }
+                below
+            })
+            .collect()
     }
 }
 
@@ -606,23 +620,24 @@ fn histogram_lines<'a>(
 ) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
+    // Written straight into `out`: a scrape has tens of thousands of lines.
+    let bounds: Vec<String> = shifts
+        .clone()
+        .map(|shift| ((1u64 << shift) as f64 * scale).to_string())
+        .collect();
     for (labels, series) in series {
-        let with = |extra: &str| {
-            if labels.is_empty() {
-                format!("{{{extra}}}")
-            } else {
-                format!("{{{labels},{extra}}}")
-            }
-        };
-        for shift in shifts.clone() {
+        let comma = if labels.is_empty() { "" } else { "," };
+        for (bound, below) in bounds.iter().zip(series.below_each(shifts.clone())) {
             let _ = writeln!(
                 out,
-                "{name}_bucket{} {}",
-                with(&format!("le=\"{}\"", (1u64 << shift) as f64 * scale)),
-                series.below(shift)
+                "{name}_bucket{{{labels}{comma}le=\"{bound}\"}} {below}"
             );
         }
-        let _ = writeln!(out, "{name}_bucket{} {}", with("le=\"+Inf\""), series.count);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{comma}le=\"+Inf\"}} {}",
+            series.count
+        );
         let _ = writeln!(
             out,
             "{name}_sum{{{labels}}} {}",
