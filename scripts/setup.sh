@@ -22,8 +22,9 @@ fi
 # systemd (systemd-analyze), zsh and fish check the package's man pages, unit
 # and completions (tests/tests/package.rs). apache2-utils (htpasswd), openssl
 # and curl make and use the bcrypt users and certificates of serve's web
-# configuration (tests/tests/serve_web.rs).
-APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux man-db systemd zsh fish apache2-utils openssl curl)
+# configuration (tests/tests/serve_web.rs); golang-go's `go tool pprof` reads
+# the pprof profiles (tests/tests/flamegraph.rs).
+APT_PACKAGES=(libzpool5linux libzfslinux-dev zfs-dkms zfs-test fio bpftrace gcc make pkg-config prometheus python3-prometheus-client tmux man-db systemd zsh fish apache2-utils openssl curl golang-go)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -507,3 +507,111 @@ fn a_receives_workload_graph_is_compression_under_zstd_19_and_the_disks_uncompre
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `go tool pprof -top` of a profile: its total and each function's flat
+/// value, in the unit `-unit` asks for (ns, or plain counts).
+fn pprof_top(profile: &Path, sample_index: &str) -> (f64, Vec<(String, f64)>) {
+    let output = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top", "-nodecount=1000", "-unit=ns"])
+        .arg(format!("-sample_index={sample_index}"))
+        .arg(profile)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("no go: cargo xtask setup installs Debian's golang-go");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "go tool pprof: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let number = |word: &str| -> f64 {
+        word.trim_end_matches("ns")
+            .trim_end_matches(',')
+            .parse()
+            .unwrap()
+    };
+    let total = text
+        .lines()
+        .find(|l| l.starts_with("Showing nodes accounting for"))
+        .and_then(|l| l.split(" of ").nth(1))
+        .map(|t| number(t.split_whitespace().next().unwrap()))
+        .unwrap_or_else(|| panic!("no total in {text}"));
+    // Rows: flat flat% sum% cum cum% name (the name may hold spaces).
+    let rows = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[5..].join(" "), number(words[0]))
+        })
+        .collect();
+    (total, rows)
+}
+
+/// The pprof profiles of a real recording (the lab's zstd-3 writes, with
+/// CPU samples and off-CPU stacks) open in `go tool pprof` (Debian's
+/// golang-go) with the folded stacks' totals and top functions: CPU samples,
+/// and off-CPU and stage time in nanoseconds (folded weights are in us).
+#[test]
+fn pprof_profiles_open_in_go_tool_pprof_with_the_folded_stacks_totals() {
+    let dir = scratch("pprof");
+    let recording = record_compression(&dir, "zstd", "zstd-3", &["--off-cpu"]);
+    for (kind, sample_index, unit) in [
+        ("cpu", "samples", 1.0),
+        ("off-cpu", "off_cpu", 1e3),
+        ("stages", "stage", 1e3),
+    ] {
+        let lines: Vec<String> = {
+            let out = dir.join(format!("{kind}.folded"));
+            let status = zprof()
+                .arg("flamegraph")
+                .arg(&recording)
+                .args(["--kind", kind, "-o"])
+                .arg(&out)
+                .status()
+                .unwrap();
+            assert!(status.success());
+            std::fs::read_to_string(&out)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        };
+        let profile = dir.join(format!("{kind}.profile"));
+        let output = zprof()
+            .arg("flamegraph")
+            .arg(&recording)
+            .args(["--kind", kind, "--format", "pprof", "-o"])
+            .arg(&profile)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stacks = parse_folded(&lines).unwrap();
+        let folded_total = stacks.iter().map(|(_, w)| *w as f64 * unit).sum::<f64>();
+        let mut flat: std::collections::BTreeMap<String, f64> = Default::default();
+        for (frames, weight) in &stacks {
+            *flat.entry(frames.last().unwrap().clone()).or_default() += *weight as f64 * unit;
+        }
+        let (total, rows) = pprof_top(&profile, sample_index);
+        eprintln!(
+            "{kind}: go tool pprof total {total}, folded {folded_total}; top: {}",
+            rows.iter()
+                .take(3)
+                .map(|(n, v)| format!("{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert_eq!(total, folded_total, "{kind}: the totals");
+        assert!(!rows.is_empty());
+        // The top five by flat value (pprof lists frames of no flat value too).
+        for (name, value) in rows.iter().filter(|(_, v)| *v > 0.0).take(5) {
+            assert_eq!(Some(value), flat.get(name), "{kind}: {name}'s flat value");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -387,9 +387,13 @@ pub struct FlamegraphArgs {
     /// What to show.
     #[arg(long, value_enum, default_value = "stages")]
     pub kind: FlameKindArg,
-    /// Output: .svg for a flame graph, .folded for folded stacks (other tools).
+    /// Output: .svg for a flame graph, .folded for folded stacks (other
+    /// tools), .pb.gz for a pprof profile (go tool pprof, Pyroscope, Parca).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
+    /// What to write, whatever the output's name (default: from its name).
+    #[arg(long, value_enum)]
+    pub format: Option<FlameFormat>,
     /// Only the stacks of processes of this name (repeatable; cpu, off-cpu and
     /// wall kinds), e.g. the benchmark without ZFS's idle taskq threads.
     #[arg(long, value_name = "NAME")]
@@ -398,6 +402,18 @@ pub struct FlamegraphArgs {
     /// kept per pool).
     #[arg(long, value_name = "POOL")]
     pub pool: Option<String>,
+}
+
+/// What a flame graph's file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlameFormat {
+    /// A flame graph (SVG).
+    Svg,
+    /// Folded stacks, one line each with its weight (inferno, flamegraph.pl).
+    Folded,
+    /// A gzipped pprof profile (profile.proto) for `go tool pprof`, Grafana
+    /// Pyroscope and Parca.
+    Pprof,
 }
 
 /// Report formats.

@@ -1,21 +1,60 @@
-//! `zprof flamegraph` and the flame graphs `record` writes: folded stacks
-//! or SVG, of one pool or of named processes only.
+//! `zprof flamegraph` and the flame graphs `record` writes: folded stacks,
+//! SVG or a pprof profile, of one pool or of named processes only.
 
 use super::common::{UsageError, check_writable};
-use crate::cli::args::FlamegraphArgs;
+use crate::cli::args::{FlameFormat, FlamegraphArgs};
 use crate::recording::Recording;
 use anyhow::Context as _;
 
 /// `zprof flamegraph`.
 pub(super) fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<i32> {
-    check_flamegraph_path(&args.output)?;
+    if args.format.is_none() {
+        check_profile_path(&args.output)?;
+    } else {
+        check_writable(&args.output)?;
+    }
     let recording = Recording::load(&args.file)?;
     let recording = match &args.pool {
         Some(pool) => only_pool(recording, args.kind.into(), pool)?,
         None => recording,
     };
-    write_flamegraph(&recording, args.kind.into(), &args.output, &args.process)?;
+    let format = args.format.or_else(|| format_of(&args.output));
+    write_stacks(
+        &recording,
+        args.kind.into(),
+        &args.output,
+        format,
+        &args.process,
+    )?;
     Ok(0)
+}
+
+/// The format a path's name asks for: .svg, .folded, .pb.gz or .pprof.
+fn format_of(path: &std::path::Path) -> Option<FlameFormat> {
+    let name = path.file_name()?.to_str()?;
+    [
+        (".svg", FlameFormat::Svg),
+        (".folded", FlameFormat::Folded),
+        (".pb.gz", FlameFormat::Pprof),
+        (".pprof", FlameFormat::Pprof),
+    ]
+    .into_iter()
+    .find(|(ending, _)| name.ends_with(ending))
+    .map(|(_, format)| format)
+}
+
+/// A stack file's path (`record --flamegraph`, `flamegraph -o`): named for
+/// what it will hold (a flame graph, folded stacks or a pprof profile), and
+/// writable.
+pub(super) fn check_profile_path(path: &std::path::Path) -> anyhow::Result<()> {
+    if format_of(path).is_none() {
+        return Err(UsageError(format!(
+            "cannot write stacks to {}: name it .svg (a flame graph), .folded (folded stacks) or .pb.gz (a pprof profile), or give --format",
+            path.display()
+        ))
+        .into());
+    }
+    check_writable(path)
 }
 
 /// A flame graph's path: named for what it will hold, and writable.
@@ -33,19 +72,39 @@ pub(super) fn check_flamegraph_path(path: &std::path::Path) -> anyhow::Result<()
     check_writable(path)
 }
 
-/// Writes a flame graph: folded stacks for a `.folded` path, SVG otherwise.
-/// Writes a flame graph (of the `processes` named only, when any are).
+/// Writes a flame graph, as its path's name asks (see [`format_of`]).
 pub(super) fn write_flamegraph(
     recording: &Recording,
     kind: crate::render::flamegraph::FlameKind,
     path: &std::path::Path,
     processes: &[String],
 ) -> anyhow::Result<()> {
+    write_stacks(recording, kind, path, format_of(path), processes)
+}
+
+/// Writes the stacks of `kind` (of the `processes` named only, when any
+/// are) in `format`: folded stacks, a pprof profile, or SVG.
+fn write_stacks(
+    recording: &Recording,
+    kind: crate::render::flamegraph::FlameKind,
+    path: &std::path::Path,
+    format: Option<FlameFormat>,
+    processes: &[String],
+) -> anyhow::Result<()> {
     use crate::render::flamegraph::{self, FlameKind};
     let all = flamegraph::stacks_of(recording, kind).map_err(UsageError)?;
     let all_lines = all.clone();
     let lines = only_processes(all, kind, processes)?;
-    let text = if path.extension().is_some_and(|e| e == "folded") {
+    let text = if format == Some(FlameFormat::Pprof) {
+        let bytes = pprof_profile(recording, kind, &lines)?;
+        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "pprof profile written to {} ({})",
+            path.display(),
+            flamegraph::describe(&lines, kind != FlameKind::Cpu)
+        );
+        return Ok(());
+    } else if format == Some(FlameFormat::Folded) {
         lines.join("\n") + "\n"
     } else {
         let mut titles = flamegraph::titles(recording, kind);
@@ -78,6 +137,35 @@ pub(super) fn write_flamegraph(
         flamegraph::describe(&lines, kind != FlameKind::Cpu)
     );
     Ok(())
+}
+
+/// The pprof profile of folded `lines` of `kind`, labelled with the
+/// recording's pool where it holds one and the stacks are per pool.
+fn pprof_profile(
+    recording: &Recording,
+    kind: crate::render::flamegraph::FlameKind,
+    lines: &[String],
+) -> anyhow::Result<Vec<u8>> {
+    use crate::render::{flamegraph::FlameKind, pprof};
+    let stacks = crate::render::flamegraph::parse_folded(lines).map_err(|e| anyhow::anyhow!(e))?;
+    let mut pools: Vec<&str> = recording
+        .histograms
+        .iter()
+        .map(|h| h.pool.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    pools.sort();
+    pools.dedup();
+    // CPU and off-CPU stacks are not kept per pool: no pool label on them.
+    let per_pool = matches!(kind, FlameKind::Stages | FlameKind::Workload);
+    let info = pprof::ProfileInfo {
+        kind,
+        cpu_hz: recording.cpu.as_ref().map(|c| c.frequency_hz),
+        pool: (per_pool && pools.len() == 1).then(|| pools[0]),
+        started_unix_ms: recording.started_unix_ms,
+        duration_s: recording.duration_s,
+    };
+    Ok(pprof::profile(&stacks, &info)?)
 }
 
 /// The folded stacks whose process (first frame) is one of `processes`; all

@@ -5,7 +5,7 @@ use super::{
     child::{Tee, collect, is_running, process_state, spawn_gated},
     common::{UsageError, check_writable, prepare},
     explain::explain_recording,
-    flamegraph::{check_flamegraph_path, write_flamegraph},
+    flamegraph::{check_profile_path, write_flamegraph},
     report::print_all,
 };
 use crate::cli::args::RecordArgs;
@@ -103,7 +103,7 @@ fn check_before_attaching(args: &RecordArgs, run_mode: bool) -> anyhow::Result<(
         check_writable(path)?;
     }
     if let Some(path) = &args.flamegraph {
-        check_flamegraph_path(path)?;
+        check_profile_path(path)?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod exposition;
 pub mod findings;
 pub mod flamegraph;
 mod flamegraph_header;
+pub mod pprof;
 pub mod report;
 pub mod top;
 pub mod top_vdevs;
