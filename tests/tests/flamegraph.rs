@@ -562,22 +562,7 @@ fn pprof_profiles_open_in_go_tool_pprof_with_the_folded_stacks_totals() {
         ("off-cpu", "off_cpu", 1e3),
         ("stages", "stage", 1e3),
     ] {
-        let lines: Vec<String> = {
-            let out = dir.join(format!("{kind}.folded"));
-            let status = zprof()
-                .arg("flamegraph")
-                .arg(&recording)
-                .args(["--kind", kind, "-o"])
-                .arg(&out)
-                .status()
-                .unwrap();
-            assert!(status.success());
-            std::fs::read_to_string(&out)
-                .unwrap()
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        };
+        let lines = folded(&recording, kind);
         let profile = dir.join(format!("{kind}.profile"));
         let output = zprof()
             .arg("flamegraph")

@@ -18,7 +18,7 @@ use std::{
     io::{Read as _, Write as _},
     net::{SocketAddr, TcpStream},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -27,7 +27,9 @@ use std::{
 };
 
 mod common;
-use common::serving::{Reaper, line_with, query, query_series, settled, start_prometheus_with};
+use common::serving::{
+    Reaper, line_with, query, query_series, settled, start_prometheus_with, start_serve,
+};
 use common::{lab_releases, require_root, scratch, zprof};
 
 const USER: &str = "prometheus";
@@ -129,29 +131,21 @@ fn bcrypt_hash(password: &str, cost: u32) -> String {
     line.trim().split_once(':').unwrap().1.to_owned()
 }
 
-/// Starts serve on the lab release's libzpool with `extra` options; its
-/// address from the start line.
-fn start_serve(libzpool: &Path, extra: &[&str]) -> (Child, SocketAddr, String) {
-    let mut serve = zprof()
-        .args([
-            "serve",
-            "--target",
-            &format!("libzpool={}", libzpool.display()),
-        ])
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
+/// The lab's fsync writes for `runtime` ("runtime=3"); its JSON.
+fn run_lab(lab: &Path, dir: &Path, runtime: &str) -> serde_json::Value {
+    let job = format!("name=f,rw=randwrite,bs=4k,size=8m,{runtime},fsync=1");
+    let output = Command::new(lab)
+        .args(["run", "--dir"])
+        .arg(dir)
+        .args(["--job", &job, "--output-format", "json"])
+        .output()
         .unwrap();
-    let line = line_with(&mut serve, "serving http");
-    let address = line
-        .rsplit("://")
-        .next()
-        .unwrap()
-        .trim_end_matches("/metrics")
-        .parse()
-        .unwrap();
-    (serve, address, line)
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    common::first_json(&String::from_utf8_lossy(&output.stdout))
 }
 
 /// curl's status code for a GET of /metrics with `options`.
@@ -225,23 +219,7 @@ fn prometheus_scrapes_serve_over_tls_with_basic_auth_and_gets_the_samples_of_pla
     let (prometheus, prometheus_address) = start_prometheus_with(&dir, &jobs, &["plain", "tls"]);
     reaper.0.push(prometheus);
 
-    let output = Command::new(&release.lab)
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .args([
-            "--job",
-            "name=f,rw=randwrite,bs=4k,size=8m,runtime=3,fsync=1",
-            "--output-format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lab = common::first_json(&String::from_utf8_lossy(&output.stdout));
+    let lab = run_lab(&release.lab, &dir, "runtime=3");
     let pool = lab["jobs"][0]["pool"]["name"].as_str().unwrap().to_owned();
     let commits = |job: &str| {
         settled(
@@ -486,20 +464,7 @@ fn hostile_clients_do_not_keep_a_scrape_a_second_from_being_answered() {
     let pid = serve.id();
     let reaper = Reaper(vec![serve]);
     // Rows to export: a short lab run while serve is attached.
-    let output = Command::new(&release.lab)
-        .args(["run", "--dir"])
-        .arg(&dir)
-        .args([
-            "--job",
-            "name=f,rw=randwrite,bs=4k,size=8m,runtime=2,fsync=1",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    run_lab(&release.lab, &dir, "runtime=2");
     let (first, _) = scrape(address);
     assert!(first.contains(" 200 "), "{first}");
     let rss_start = rss_kib(pid);

@@ -3,11 +3,14 @@
 //! loses. A benchmark, not a test: it reports zprof's resident memory shortly
 //! after attaching and at the end, its CPU time, the BPF programs' run time,
 //! and every loss counter of the recording; it fails only if the run itself
-//! fails.
+//! fails. Also what the soaks of `zprof serve` share (`soak_serve`,
+//! `soak_tls`): starting it, percentiles.
 
 use std::{
+    io::{BufRead as _, BufReader},
+    net::SocketAddr,
     path::Path,
-    process::{Command, Stdio},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -251,4 +254,49 @@ fn print(s: &Value) {
         "  CPU samples         {} (stacks lost {}, sample map full {})",
         s["cpu_samples"], s["cpu_stacks_lost"], s["cpu_sample_map_full"]
     );
+}
+
+/// Starts `zprof serve` on a free loopback port with `extra` options;
+/// returns it and its address.
+pub fn start_serve(root: &Path, extra: &[&str]) -> anyhow::Result<(Child, SocketAddr)> {
+    let libzpool = [
+        "/lib/x86_64-linux-gnu/libzpool.so.5",
+        "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .context("libzpool.so.5 is not installed")?;
+    let mut child = Command::new(root.join("target/release/zprof"))
+        .args([
+            "serve",
+            "--target",
+            &format!("libzpool={libzpool}"),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting zprof serve")?;
+    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
+    let line = lines
+        .find_map(|l| l.ok().filter(|l| l.contains("serving http")))
+        .context("zprof serve exited before serving")?;
+    eprintln!("xtask: soak: {line}");
+    // The rest of its log goes to ours.
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("{l}")));
+    let address = line
+        .rsplit("://")
+        .next()
+        .unwrap_or("")
+        .trim_end_matches("/metrics")
+        .parse()?;
+    Ok((child, address))
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
 }

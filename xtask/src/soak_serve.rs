@@ -8,17 +8,17 @@
 //! `--tls` adds a second exporter with TLS and basic auth (`soak_tls`).
 
 use std::{
-    io::{BufRead as _, BufReader, Read as _, Write as _},
+    io::{Read as _, Write as _},
     net::{SocketAddr, TcpStream},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::soak::{Footprint, lab_args};
+use crate::soak::{Footprint, lab_args, percentile, start_serve};
 
 /// One scrape as the client saw it.
 struct Scrape {
@@ -54,44 +54,6 @@ fn metric_sum(body: &str, name: &str) -> f64 {
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-/// Starts `zprof serve` on a free loopback port with `extra` options;
-/// returns it and its address.
-pub(crate) fn start_serve(root: &Path, extra: &[&str]) -> anyhow::Result<(Child, SocketAddr)> {
-    let libzpool = [
-        "/lib/x86_64-linux-gnu/libzpool.so.5",
-        "/usr/lib/x86_64-linux-gnu/libzpool.so.5",
-    ]
-    .into_iter()
-    .find(|p| Path::new(p).exists())
-    .context("libzpool.so.5 is not installed")?;
-    let mut child = Command::new(root.join("target/release/zprof"))
-        .args([
-            "serve",
-            "--target",
-            &format!("libzpool={libzpool}"),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting zprof serve")?;
-    let mut lines = BufReader::new(child.stderr.take().expect("piped")).lines();
-    let line = lines
-        .find_map(|l| l.ok().filter(|l| l.contains("serving http")))
-        .context("zprof serve exited before serving")?;
-    eprintln!("xtask: soak: {line}");
-    // The rest of its log goes to ours.
-    std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| eprintln!("{l}")));
-    let address = line
-        .rsplit("://")
-        .next()
-        .unwrap_or("")
-        .trim_end_matches("/metrics")
-        .parse()?;
-    Ok((child, address))
 }
 
 pub fn soak_serve(root: &Path, minutes: u64, tls: bool) -> anyhow::Result<()> {
@@ -177,13 +139,6 @@ pub fn soak_serve(root: &Path, minutes: u64, tls: bool) -> anyhow::Result<()> {
         out_dir.join("soak-serve.json").display()
     );
     Ok(())
-}
-
-pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted
-        .get(((sorted.len() as f64 - 1.0) * p).round() as usize)
-        .copied()
-        .unwrap_or(f64::NAN)
 }
 
 fn summarize(

@@ -131,10 +131,8 @@ impl TlsSide {
         minutes: u64,
     ) -> anyhow::Result<Self> {
         let web = web_config(scratch)?;
-        let (serve, address) = crate::soak_serve::start_serve(
-            root,
-            &["--web.config.file", web.to_str().context("path")?],
-        )?;
+        let (serve, address) =
+            crate::soak::start_serve(root, &["--web.config.file", web.to_str().context("path")?])?;
         let tls_options = [
             "--cacert".to_owned(),
             scratch.join("ca.pem").display().to_string(),
@@ -170,7 +168,7 @@ impl TlsSide {
             status.success(),
             "the TLS zprof serve exited with {status} on SIGTERM"
         );
-        let p = |times: &[f64], q: f64| crate::soak_serve::percentile(times, q);
+        let p = |times: &[f64], q: f64| crate::soak::percentile(times, q);
         let mut summary = json!({
             "scrapes_plain": plain.len(),
             "scrapes_tls": tls.len(),

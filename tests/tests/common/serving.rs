@@ -225,3 +225,28 @@ pub fn settled(prometheus: SocketAddr, promql: &str) -> f64 {
         std::thread::sleep(Duration::from_millis(1100));
     }
 }
+
+/// Starts `zprof serve` on `libzpool` with `extra` options on a free
+/// loopback port: the child (stderr piped), its address, its start line.
+pub fn start_serve(libzpool: &Path, extra: &[&str]) -> (Child, SocketAddr, String) {
+    let mut serve = super::zprof()
+        .args([
+            "serve",
+            "--target",
+            &format!("libzpool={}", libzpool.display()),
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = line_with(&mut serve, "serving http");
+    let address = line
+        .rsplit("://")
+        .next()
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .parse()
+        .unwrap();
+    (serve, address, line)
+}
