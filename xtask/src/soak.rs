@@ -300,3 +300,29 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
         .copied()
         .unwrap_or(f64::NAN)
 }
+
+/// A child killed if still running when dropped: a soak that fails part-way
+/// must not leave an exporter attached.
+pub struct KillOnDrop(pub Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}

@@ -18,7 +18,7 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::soak::{Footprint, lab_args, percentile, start_serve};
+use crate::soak::{Footprint, KillOnDrop, lab_args, percentile, start_serve};
 
 /// One scrape as the client saw it.
 struct Scrape {
@@ -37,7 +37,8 @@ fn scrape(address: SocketAddr) -> anyhow::Result<Scrape> {
     let seconds = started.elapsed().as_secs_f64();
     let (head, body) = reply.split_once("\r\n\r\n").context("no HTTP head")?;
     ensure!(
-        head.starts_with("HTTP/1.1 200"),
+        // HTTP/1.0 asked, HTTP/1.0 answered (hyper), 1.1 by older servers.
+        head.starts_with("HTTP/1.") && head.lines().next().unwrap_or("").contains(" 200 "),
         "scrape: {}",
         head.lines().next().unwrap_or("")
     );
@@ -62,7 +63,8 @@ pub fn soak_serve(root: &Path, minutes: u64, tls: bool) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out_dir)?;
     let scratch = std::env::temp_dir().join(format!("zprof-soak-serve-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
-    let (mut serve, address) = start_serve(root, &[])?;
+    let (serve, address) = start_serve(root, &[])?;
+    let mut serve = KillOnDrop(serve);
     let pid = serve.id();
     let mut tls = match tls {
         true => Some(crate::soak_tls::TlsSide::start(

@@ -106,19 +106,31 @@ fn web_config(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
     Ok(path)
 }
 
-/// curl scraping `url` once a second for `minutes` (and a minute more: it
-/// is stopped when the lab ends) on one kept-alive connection, printing each
-/// scrape's status and time.
+/// curl scraping `url` once a second for `minutes` on one kept-alive
+/// connection, printing each scrape's status and time when it exits (its
+/// output is buffered: it is waited for, not killed).
 fn scraper(url: &str, minutes: u64, extra: &[String]) -> anyhow::Result<Child> {
     let mut curl = Command::new("curl");
     curl.args(["-s", "--rate", "1/s", "-w", "%{http_code} %{time_total}\\n"])
         .args(extra);
-    for _ in 0..(minutes + 1) * 60 {
+    for _ in 0..minutes * 60 {
         curl.args(["-o", "/dev/null", url]);
     }
     curl.stdout(Stdio::piped())
         .spawn()
         .context("starting curl (cargo xtask setup installs it)")
+}
+
+/// An error part-way must not leave an exporter attached or curl scraping.
+impl Drop for TlsSide {
+    fn drop(&mut self) {
+        for child in [&mut self.serve, &mut self.plain_curl, &mut self.tls_curl] {
+            if child.try_wait().ok().flatten().is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
 }
 
 impl TlsSide {
@@ -139,10 +151,14 @@ impl TlsSide {
             "-u".to_owned(),
             format!("{USER}:{PASSWORD}"),
         ];
+        let plain_curl = scraper(&format!("http://{plain}/metrics"), minutes, &[])?;
+        // Half a second apart: scrapes at the same moment would compete for
+        // the CPU, and the one served first would look faster.
+        std::thread::sleep(Duration::from_millis(500));
         Ok(Self {
             serve,
             footprint: Footprint::default(),
-            plain_curl: scraper(&format!("http://{plain}/metrics"), minutes, &[])?,
+            plain_curl,
             tls_curl: scraper(&format!("https://{address}/metrics"), minutes, &tls_options)?,
         })
     }
@@ -155,8 +171,8 @@ impl TlsSide {
         Ok(())
     }
 
-    /// Stops the scrapers and the TLS exporter (SIGTERM: it must exit 0);
-    /// the summary's "tls" object.
+    /// Waits for the scrapers and stops the TLS exporter (SIGTERM: it must
+    /// exit 0); the summary's "tls" object.
     pub fn finish(mut self) -> anyhow::Result<Value> {
         let plain = scrape_times(&mut self.plain_curl)?;
         let tls = scrape_times(&mut self.tls_curl)?;
@@ -183,13 +199,16 @@ impl TlsSide {
     }
 }
 
-/// Stops a scraper and reads its scrapes' times, sorted; every scrape must
-/// have been answered 200.
+/// Waits for a scraper (a minute at most) and reads its scrapes' times,
+/// sorted; every scrape must have been answered 200.
 fn scrape_times(curl: &mut Child) -> anyhow::Result<Vec<f64>> {
-    let _ = curl.kill();
+    let started = std::time::Instant::now();
+    while curl.try_wait()?.is_none() {
+        ensure!(started.elapsed() < Duration::from_secs(60), "curl still scraping a minute after the lab");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut out = String::new();
     std::io::Read::read_to_string(curl.stdout.as_mut().context("piped")?, &mut out)?;
-    let _ = curl.wait();
     let mut times = Vec::new();
     for line in out.lines() {
         let (code, seconds) = line.split_once(' ').context("curl's -w line")?;
