@@ -14,7 +14,7 @@
 //! - SIGTERM detaches every probe and exits 0. Needs root.
 
 use std::{
-    io::{Read as _, Write as _},
+    io::Write as _,
     net::SocketAddr,
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -24,7 +24,7 @@ use serde_json::Value;
 
 mod common;
 use common::serving::{
-    Reaper, get, line_with, monitoring, query, query_all, settled, start_prometheus,
+    Reaper, get, line_with, monitoring, query, query_all, settled, start_prometheus, stop,
 };
 use common::{lab_releases, require_root, scratch, zprof, zprof_on_lab};
 
@@ -172,21 +172,7 @@ fn prometheus_scrapes_serve_and_its_figures_agree_with_record_and_the_lab() {
         said.trim()
     );
 
-    let mut serve = reaper.0.remove(0);
-    // SAFETY: kill on our own child.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    let status = serve.wait().unwrap();
-    let mut rest = String::new();
-    serve
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut rest)
-        .unwrap();
-    assert!(
-        status.success() && rest.contains("every probe detached"),
-        "{status}: {rest}"
-    );
+    stop(reaper.0.remove(0));
     drop(reaper);
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -28,7 +28,7 @@ use std::{
 
 mod common;
 use common::serving::{
-    Reaper, line_with, query, query_series, settled, start_prometheus_with, start_serve,
+    Reaper, line_with, query, query_series, settled, start_prometheus_with, start_serve, stop,
 };
 use common::{lab_releases, require_root, scratch, zprof};
 
@@ -165,24 +165,6 @@ fn curl_status(options: &[&str], url: &str) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// SIGTERM, exit 0 and the detach line.
-fn stop(mut serve: Child) {
-    // SAFETY: kill on our own child.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    let status = serve.wait().unwrap();
-    let mut rest = String::new();
-    serve
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut rest)
-        .unwrap();
-    assert!(
-        status.success() && rest.contains("every probe detached"),
-        "{status}: {rest}"
-    );
 }
 
 #[test]

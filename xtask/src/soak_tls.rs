@@ -204,7 +204,10 @@ impl TlsSide {
 fn scrape_times(curl: &mut Child) -> anyhow::Result<Vec<f64>> {
     let started = std::time::Instant::now();
     while curl.try_wait()?.is_none() {
-        ensure!(started.elapsed() < Duration::from_secs(60), "curl still scraping a minute after the lab");
+        ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "curl still scraping a minute after the lab"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let mut out = String::new();

@@ -250,3 +250,21 @@ pub fn start_serve(libzpool: &Path, extra: &[&str]) -> (Child, SocketAddr, Strin
         .unwrap();
     (serve, address, line)
 }
+
+/// SIGTERM, exit 0 and the detach line.
+pub fn stop(mut serve: Child) {
+    // SAFETY: kill on our own child.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let status = serve.wait().unwrap();
+    let mut rest = String::new();
+    serve
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut rest)
+        .unwrap();
+    assert!(
+        status.success() && rest.contains("every probe detached"),
+        "{status}: {rest}"
+    );
+}
