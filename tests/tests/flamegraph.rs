@@ -7,7 +7,7 @@ use zprof::render::flamegraph::{parse_folded, share_of as share};
 
 mod common;
 use common::ledger::Attempts;
-use common::{lab_binary, zprof};
+use common::{lab_binary, run_ok, zprof};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("zprof-flame", name)
@@ -22,22 +22,17 @@ fn record(dir: &Path, name: &str, lab_args: &[&str]) -> PathBuf {
 fn record_with(dir: &Path, name: &str, zprof_args: &[&str], lab_args: &[&str]) -> PathBuf {
     common::require_root();
     let recording = dir.join(format!("{name}.json"));
-    let output = zprof()
-        .args(["record", "--target", "libzpool", "--no-explain"])
-        .args(zprof_args)
-        .arg("-o")
-        .arg(&recording)
-        .arg("--")
-        .arg(lab_binary())
-        .args(["run", "--dir"])
-        .arg(dir)
-        .args(lab_args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        zprof()
+            .args(["record", "--target", "libzpool", "--no-explain"])
+            .args(zprof_args)
+            .arg("-o")
+            .arg(&recording)
+            .arg("--")
+            .arg(lab_binary())
+            .args(["run", "--dir"])
+            .arg(dir)
+            .args(lab_args),
     );
     recording
 }
@@ -564,17 +559,12 @@ fn pprof_profiles_open_in_go_tool_pprof_with_the_folded_stacks_totals() {
     ] {
         let lines = folded(&recording, kind);
         let profile = dir.join(format!("{kind}.profile"));
-        let output = zprof()
-            .arg("flamegraph")
-            .arg(&recording)
-            .args(["--kind", kind, "--format", "pprof", "-o"])
-            .arg(&profile)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        run_ok(
+            zprof()
+                .arg("flamegraph")
+                .arg(&recording)
+                .args(["--kind", kind, "--format", "pprof", "-o"])
+                .arg(&profile),
         );
         let stacks = parse_folded(&lines).unwrap();
         let folded_total = stacks.iter().map(|(_, w)| *w as f64 * unit).sum::<f64>();

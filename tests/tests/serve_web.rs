@@ -30,26 +30,15 @@ mod common;
 use common::serving::{
     Reaper, line_with, query, query_series, settled, start_prometheus_with, start_serve, stop,
 };
-use common::{lab_releases, require_root, scratch, zprof};
+use common::{lab_releases, require_root, run_ok, scratch, zprof};
 
 const USER: &str = "prometheus";
 const PASSWORD: &str = "scrape-secret";
 
-/// Runs a command that must succeed; its stdout.
-fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// A CA, a server certificate it signs for 127.0.0.1 and localhost, the
 /// same request signed already expired, and a key of nothing.
 fn make_certificates(dir: &Path) {
-    let openssl = |args: &[&str]| run(Command::new("openssl").args(args).current_dir(dir));
+    let openssl = |args: &[&str]| run_ok(Command::new("openssl").args(args).current_dir(dir));
     let ec = [
         "-newkey",
         "ec",
@@ -127,25 +116,20 @@ fn make_certificates(dir: &Path) {
 
 /// htpasswd's bcrypt hash of `password` at `cost`.
 fn bcrypt_hash(password: &str, cost: u32) -> String {
-    let line = run(Command::new("htpasswd").args(["-nbBC", &cost.to_string(), USER, password]));
+    let line = run_ok(Command::new("htpasswd").args(["-nbBC", &cost.to_string(), USER, password]));
     line.trim().split_once(':').unwrap().1.to_owned()
 }
 
 /// The lab's fsync writes for `runtime` ("runtime=3"); its JSON.
 fn run_lab(lab: &Path, dir: &Path, runtime: &str) -> serde_json::Value {
     let job = format!("name=f,rw=randwrite,bs=4k,size=8m,{runtime},fsync=1");
-    let output = Command::new(lab)
-        .args(["run", "--dir"])
-        .arg(dir)
-        .args(["--job", &job, "--output-format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    common::first_json(&String::from_utf8_lossy(&output.stdout))
+    let stdout = run_ok(Command::new(lab).args(["run", "--dir"]).arg(dir).args([
+        "--job",
+        &job,
+        "--output-format",
+        "json",
+    ]));
+    common::first_json(&stdout)
 }
 
 /// curl's status code for a GET of /metrics with `options`.
@@ -264,7 +248,7 @@ fn prometheus_scrapes_serve_over_tls_with_basic_auth_and_gets_the_samples_of_pla
     ] {
         assert_eq!(curl_status(&options, &url), expected, "{what}");
     }
-    let headers = run(Command::new("curl").args([
+    let headers = run_ok(Command::new("curl").args([
         "-s",
         "-D",
         "-",
@@ -525,6 +509,10 @@ fn hostile_clients_do_not_keep_a_scrape_a_second_from_being_answered() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A hostile request: what it is, its bytes, and whether a reply (its status
+/// line, whether it was empty) is the right one.
+type HostileRequest<'a> = (&'a str, &'a [u8], fn(&str, bool) -> bool);
+
 /// The hostile clients' requests, each answered or cut as it should be; a
 /// line per kind for the log.
 fn hostile_requests(address: SocketAddr) -> String {
@@ -533,35 +521,27 @@ fn hostile_requests(address: SocketAddr) -> String {
         "GET /metrics HTTP/1.1\r\nHost: zprof\r\nX-Big: {}\r\n\r\n",
         "a".repeat(1 << 20)
     );
-    let (reply, took) = exchange(address, header.as_bytes(), Duration::from_secs(10));
-    let status = status_line(&reply);
-    assert!(
-        status.contains(" 431 ") || reply.is_empty(),
-        "a 1 MiB header: {status}"
-    );
-    said.push(format!("a 1 MiB header: {status} in {took:?}"));
-    let (reply, took) = exchange(
-        address,
-        b"\x16\x03\x01garbage\r\n\r\n",
-        Duration::from_secs(10),
-    );
-    let status = status_line(&reply);
-    assert!(
-        status.contains(" 400 ") || reply.is_empty(),
-        "garbage: {status}"
-    );
-    said.push(format!("garbage: {status} in {took:?}"));
-    let (reply, took) = exchange(
-        address,
-        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-        Duration::from_secs(10),
-    );
-    let status = status_line(&reply);
-    assert!(
-        !status.contains(" 200 "),
-        "HTTP/2 prior knowledge: {status}"
-    );
-    said.push(format!("HTTP/2 prior knowledge: {status} in {took:?}"));
+    let requests: [HostileRequest; 3] = [
+        ("a 1 MiB header", header.as_bytes(), |status, empty| {
+            status.contains(" 431 ") || empty
+        }),
+        (
+            "garbage",
+            b"\x16\x03\x01garbage\r\n\r\n",
+            |status, empty| status.contains(" 400 ") || empty,
+        ),
+        (
+            "HTTP/2 prior knowledge",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            |status, _| !status.contains(" 200 "),
+        ),
+    ];
+    for (what, request, right) in requests {
+        let (reply, took) = exchange(address, request, Duration::from_secs(10));
+        let status = status_line(&reply);
+        assert!(right(&status, reply.is_empty()), "{what}: {status}");
+        said.push(format!("{what}: {status} in {took:?}"));
+    }
     let (status, took) = scrape(address);
     assert!(
         status.starts_with("HTTP/1.") && status.contains(" 200 "),

@@ -69,6 +69,17 @@ pub fn scratch(prefix: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// Runs a command that must succeed (its stderr in the failure); its stdout.
+pub fn run_ok(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// What a command wrote to stderr, for assertion messages.
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

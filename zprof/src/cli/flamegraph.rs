@@ -95,48 +95,55 @@ fn write_stacks(
     let all = flamegraph::stacks_of(recording, kind).map_err(UsageError)?;
     let all_lines = all.clone();
     let lines = only_processes(all, kind, processes)?;
-    let text = if format == Some(FlameFormat::Pprof) {
-        let bytes = pprof_profile(recording, kind, &lines)?;
-        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
-            "pprof profile written to {} ({})",
-            path.display(),
-            flamegraph::describe(&lines, kind != FlameKind::Cpu)
-        );
-        return Ok(());
-    } else if format == Some(FlameFormat::Folded) {
-        lines.join("\n") + "\n"
-    } else {
-        let mut titles = flamegraph::titles(recording, kind);
-        if !processes.is_empty() {
-            let weight = |l: &[String]| {
-                flamegraph::parse_folded(l)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|(_, w)| w)
-                    .sum::<u64>()
-            };
-            let amount = |w: u64| match kind {
-                FlameKind::Cpu => format!("{w} samples"),
-                _ => crate::units::format_ns(w * 1_000),
-            };
-            titles.subtitle = format!(
-                "processes {} only: {} of the recording's {}; {}",
-                processes.join(", "),
-                amount(weight(&lines)),
-                amount(weight(&all_lines)),
-                titles.subtitle
-            );
-        }
-        flamegraph::render_svg(&lines, &titles)?
+    let (bytes, what) = match format {
+        Some(FlameFormat::Pprof) => (pprof_profile(recording, kind, &lines)?, "pprof profile"),
+        Some(FlameFormat::Folded) => ((lines.join("\n") + "\n").into_bytes(), "flame graph"),
+        _ => (
+            svg(recording, kind, &lines, &all_lines, processes)?.into_bytes(),
+            "flame graph",
+        ),
     };
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
-        "flame graph written to {} ({})",
+        "{what} written to {} ({})",
         path.display(),
         flamegraph::describe(&lines, kind != FlameKind::Cpu)
     );
     Ok(())
+}
+
+/// The SVG of `lines`; its subtitle says what share of the recording's
+/// stacks (`all_lines`) the `processes` named hold, when any are.
+fn svg(
+    recording: &Recording,
+    kind: crate::render::flamegraph::FlameKind,
+    lines: &crate::render::flamegraph::Folded,
+    all_lines: &[String],
+    processes: &[String],
+) -> anyhow::Result<String> {
+    use crate::render::flamegraph::{self, FlameKind};
+    let mut titles = flamegraph::titles(recording, kind);
+    if !processes.is_empty() {
+        let weight = |l: &[String]| {
+            flamegraph::parse_folded(l)
+                .unwrap_or_default()
+                .iter()
+                .map(|(_, w)| w)
+                .sum::<u64>()
+        };
+        let amount = |w: u64| match kind {
+            FlameKind::Cpu => format!("{w} samples"),
+            _ => crate::units::format_ns(w * 1_000),
+        };
+        titles.subtitle = format!(
+            "processes {} only: {} of the recording's {}; {}",
+            processes.join(", "),
+            amount(weight(lines)),
+            amount(weight(all_lines)),
+            titles.subtitle
+        );
+    }
+    Ok(flamegraph::render_svg(lines, &titles)?)
 }
 
 /// The pprof profile of folded `lines` of `kind`, labelled with the
@@ -148,20 +155,13 @@ fn pprof_profile(
 ) -> anyhow::Result<Vec<u8>> {
     use crate::render::{flamegraph::FlameKind, pprof};
     let stacks = crate::render::flamegraph::parse_folded(lines).map_err(|e| anyhow::anyhow!(e))?;
-    let mut pools: Vec<&str> = recording
-        .histograms
-        .iter()
-        .map(|h| h.pool.as_str())
-        .filter(|p| !p.is_empty())
-        .collect();
-    pools.sort();
-    pools.dedup();
+    let pools = histogram_pools(recording);
     // CPU and off-CPU stacks are not kept per pool: no pool label on them.
     let per_pool = matches!(kind, FlameKind::Stages | FlameKind::Workload);
     let info = pprof::ProfileInfo {
         kind,
         cpu_hz: recording.cpu.as_ref().map(|c| c.frequency_hz),
-        pool: (per_pool && pools.len() == 1).then(|| pools[0]),
+        pool: (per_pool && pools.len() == 1).then(|| pools[0].as_str()),
         started_unix_ms: recording.started_unix_ms,
         duration_s: recording.duration_s,
     };
@@ -222,14 +222,7 @@ pub(super) fn only_pool(
         )
         .into());
     }
-    let mut pools: Vec<String> = recording
-        .histograms
-        .iter()
-        .map(|h| h.pool.clone())
-        .filter(|p| !p.is_empty())
-        .collect();
-    pools.sort();
-    pools.dedup();
+    let pools = histogram_pools(&recording);
     if !pools.iter().any(|p| p == pool) {
         return Err(UsageError(format!(
             "no pool {pool} in the recording; its pools: {}",
@@ -239,4 +232,16 @@ pub(super) fn only_pool(
     }
     recording.histograms.retain(|h| h.pool == pool);
     Ok(recording)
+}
+
+/// The pools of a recording's histogram rows, sorted (what stage stacks are
+/// built from; its txgs and vdevs may name others).
+fn histogram_pools(recording: &Recording) -> Vec<String> {
+    let pools: std::collections::BTreeSet<&str> = recording
+        .histograms
+        .iter()
+        .map(|h| h.pool.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    pools.into_iter().map(str::to_owned).collect()
 }
